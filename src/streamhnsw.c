@@ -1,0 +1,61 @@
+/*-------------------------------------------------------------------------
+ *
+ * streamhnsw.c
+ *	  Module entry point: library magic, _PG_init and the extension's
+ *	  informational SQL functions.
+ *
+ * The index access method itself lives in the other files of this
+ * directory; src/README explains the layout.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#if PG_VERSION_NUM < 180000
+#error "streamhnsw requires PostgreSQL 18 or later (read streams, StartReadBuffers)"
+#endif
+
+#include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+
+#include "streamhnsw.h"
+
+PG_MODULE_MAGIC_EXT(.name = "streamhnsw", .version = STREAMHNSW_VERSION);
+
+/*
+ * streamhnsw_version() returns the version of the loaded library.
+ */
+PG_FUNCTION_INFO_V1(streamhnsw_version);
+Datum
+streamhnsw_version(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_TEXT_P(cstring_to_text(STREAMHNSW_VERSION));
+}
+
+/*
+ * streamhnsw_cpu_features() returns the SIMD features this CPU offers that
+ * the library can dispatch to at run time, in a fixed order.
+ */
+PG_FUNCTION_INFO_V1(streamhnsw_cpu_features);
+Datum
+streamhnsw_cpu_features(PG_FUNCTION_ARGS)
+{
+	Datum		elems[4];
+	int			n = 0;
+
+#if defined(__x86_64__) && defined(__GNUC__)
+	__builtin_cpu_init();
+	if (__builtin_cpu_supports("sse4.2"))
+		elems[n++] = CStringGetTextDatum("sse4.2");
+	if (__builtin_cpu_supports("avx2"))
+		elems[n++] = CStringGetTextDatum("avx2");
+	if (__builtin_cpu_supports("fma"))
+		elems[n++] = CStringGetTextDatum("fma");
+	if (__builtin_cpu_supports("avx512f"))
+		elems[n++] = CStringGetTextDatum("avx512f");
+#endif
+
+	PG_RETURN_ARRAYTYPE_P(construct_array_builtin(elems, n, TEXTOID));
+}

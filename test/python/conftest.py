@@ -1,0 +1,33 @@
+"""pytest fixtures: real PostgreSQL 18 clusters with pgvector and streamhnsw."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
+
+from shnsw.cluster import Cluster  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    """One cluster shared by the tests that do not restart or crash it."""
+    with Cluster(name="shnsw-pytest", settings={"shared_buffers": "256MB",
+                                                "maintenance_work_mem": "512MB"}) as c:
+        c.execute("CREATE EXTENSION streamhnsw CASCADE")
+        yield c
+
+
+@pytest.fixture
+def conn(cluster):
+    with cluster.connect() as conn:
+        yield conn
+
+
+@pytest.fixture
+def private_cluster():
+    """A cluster of the test's own, for tests that restart or crash the server."""
+    with Cluster(name="shnsw-private") as c:
+        c.execute("CREATE EXTENSION streamhnsw CASCADE")
+        yield c
