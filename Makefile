@@ -87,3 +87,6 @@ endif
 
 clean-venv:
 	rm -rf $(VENV)
+
+# Benchmark suite targets (make bench) live in their own file.
+-include bench.mk
