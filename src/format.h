@@ -1,0 +1,140 @@
+/*-------------------------------------------------------------------------
+ *
+ * format.h
+ *	  On-disk format of streamhnsw index pages, in plain C types.
+ *
+ * Pure code (graph search, unit tests) reads node records through these
+ * definitions without PostgreSQL headers; streamhnsw.h adds the page-level
+ * structs (metapage, special space). src/README draws the layout.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef STREAMHNSW_FORMAT_H
+#define STREAMHNSW_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SHNSW_MAGIC				0x53484E57	/* "SHNW" */
+#define SHNSW_FORMAT_VERSION	1
+
+/*
+ * A node reference: the graph page's block number and the node's slot on it,
+ * packed as (block << slot_bits) | slot. slot_bits is fixed per index (in the
+ * metapage) and at most SHNSW_MAX_SLOT_BITS, so a reference is 4 bytes and
+ * names its page without any lookup.
+ */
+typedef uint32_t ShnswRef;
+
+#define SHNSW_INVALID_REF		((ShnswRef) 0xFFFFFFFF)
+#define SHNSW_MAX_SLOT_BITS		6
+#define SHNSW_MAX_M				100 /* largest m a node record allows */
+#define SHNSW_MAX_NODES_PER_PAGE (1 << SHNSW_MAX_SLOT_BITS)
+
+static inline uint32_t
+shnsw_ref_block(ShnswRef ref, int slot_bits)
+{
+	return ref >> slot_bits;
+}
+
+static inline uint32_t
+shnsw_ref_slot(ShnswRef ref, int slot_bits)
+{
+	return ref & ((1u << slot_bits) - 1);
+}
+
+static inline ShnswRef
+shnsw_make_ref(uint32_t block, uint32_t slot, int slot_bits)
+{
+	return (block << slot_bits) | slot;
+}
+
+/* Node flags */
+#define SHNSW_NODE_DELETED		0x01	/* heap tuple is dead: never returned */
+
+/*
+ * A node record on a graph page. Records have a fixed size per index:
+ *
+ *	 ShnswNodeHeader (24 bytes)
+ *	 ShnswRef neighbors[2 * m]		layer-0 adjacency, nneighbors used
+ *	 uint8	  code[dims]			SQ8 code of the navigation vector
+ *	 padding to a multiple of 4
+ *
+ * Upper layers (level >= 1) live in a separate record on an upper page,
+ * found through upper_*; the exact vector lives on vector pages at
+ * (vec_block, vec_offset), read only to re-rank.
+ */
+typedef struct ShnswNodeHeader
+{
+	uint16_t	tid_blk_hi;		/* heap TID, laid out as ItemPointerData */
+	uint16_t	tid_blk_lo;
+	uint16_t	tid_off;
+	uint8_t		level;			/* highest layer of this node */
+	uint8_t		flags;			/* SHNSW_NODE_* */
+	uint16_t	upper_blk_hi;	/* upper-layer record, as ItemPointerData */
+	uint16_t	upper_blk_lo;
+	uint16_t	upper_off;
+	uint16_t	nneighbors;		/* used entries of neighbors[] */
+	uint32_t	vec_block;		/* exact vector: first vector page */
+	uint16_t	vec_offset;		/* byte offset in that page's contents */
+	uint16_t	reserved;
+} ShnswNodeHeader;
+
+_Static_assert(sizeof(ShnswNodeHeader) == 24, "node header must be 24 bytes");
+
+static inline ShnswRef *
+shnsw_node_neighbors(const ShnswNodeHeader *node)
+{
+	return (ShnswRef *) ((char *) node + sizeof(ShnswNodeHeader));
+}
+
+static inline uint8_t *
+shnsw_node_code(const ShnswNodeHeader *node, int m)
+{
+	return (uint8_t *) (shnsw_node_neighbors(node) + 2 * m);
+}
+
+static inline size_t
+shnsw_node_size(int m, int dims)
+{
+	size_t		sz = sizeof(ShnswNodeHeader) + sizeof(ShnswRef) * 2 * m + dims;
+
+	return (sz + 3) & ~(size_t) 3;
+}
+
+/*
+ * An upper-layer record (a line-pointer item on an upper page):
+ *
+ *	 ShnswUpperHeader
+ *	 uint16	  counts[level]		(padded to a multiple of 4 bytes)
+ *	 ShnswRef neighbors[level][m]	layer l's list at index (l - 1) * m
+ */
+typedef struct ShnswUpperHeader
+{
+	ShnswRef	node;			/* the node this record belongs to */
+	uint8_t		level;
+	uint8_t		reserved[3];
+} ShnswUpperHeader;
+
+static inline uint16_t *
+shnsw_upper_counts(const ShnswUpperHeader *u)
+{
+	return (uint16_t *) ((char *) u + sizeof(ShnswUpperHeader));
+}
+
+static inline ShnswRef *
+shnsw_upper_neighbors(const ShnswUpperHeader *u, int layer, int m)
+{
+	size_t		off = sizeof(ShnswUpperHeader) + ((sizeof(uint16_t) * u->level + 3) & ~(size_t) 3);
+
+	return (ShnswRef *) ((char *) u + off) + (size_t) (layer - 1) * m;
+}
+
+static inline size_t
+shnsw_upper_size(int level, int m)
+{
+	return sizeof(ShnswUpperHeader) + ((sizeof(uint16_t) * level + 3) & ~(size_t) 3) +
+		sizeof(ShnswRef) * (size_t) level * m;
+}
+
+#endif							/* STREAMHNSW_FORMAT_H */

@@ -1,0 +1,839 @@
+/*-------------------------------------------------------------------------
+ *
+ * graph.c
+ *	  Pure HNSW algorithms: in-memory construction and the disk search.
+ *
+ * Construction follows Malkov and Yashunin (HNSW, 2016/2018): each node
+ * draws a level from an exponential law, descends greedily to its level,
+ * then on each layer runs a best-first search of width ef_construction and
+ * keeps neighbours chosen by the "heuristic" rule (a candidate is kept only
+ * if it is closer to the new node than to any neighbour kept before it).
+ * Like pgvector, layer 0 keeps up to 2m neighbours and upper layers m.
+ *
+ * The disk search navigates on SQ8 codes only. Unlike the textbook search
+ * it is resumable: nodes pushed out of the result set, or never admitted,
+ * are kept in a "discarded" heap so a later round can continue from them
+ * when the executor wants more rows (iterative scan).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include <math.h>
+#include <string.h>
+
+#include "graph.h"
+
+/* ---------------------------------------------------------------------
+ * In-memory construction
+ * ---------------------------------------------------------------------
+ */
+
+#define SHNSW_BUILD_MAX_LEVEL 15
+
+size_t
+shnsw_build_node_bytes(int dim, int m, bool use_codes)
+{
+	size_t		sz = 0;
+
+	sz += use_codes ? (size_t) dim : (size_t) dim * sizeof(float);
+	sz += sizeof(ShnswRef) * 2 * m + sizeof(uint16_t) + sizeof(uint8_t);
+	sz += sizeof(uint32_t *) + sizeof(uint32_t);
+	/* expected upper-layer storage: about 1/(m-1) nodes per upper layer */
+	sz += (sizeof(uint32_t) * (m + 1) * 2) / (m > 1 ? (size_t) (m - 1) : 1);
+	return sz;
+}
+
+static uint64_t
+xorshift(uint64_t *s)
+{
+	uint64_t	x = *s;
+
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	*s = x;
+	return x * 0x2545F4914F6CDD1DULL;
+}
+
+int
+shnsw_random_level(uint64_t *rng, double ml, int max_level)
+{
+	double		u = ((double) (xorshift(rng) >> 11) + 1.0) * (1.0 / 9007199254740992.0);
+	int			level = (int) floor(-log(u) * ml);
+
+	return level > max_level ? max_level : level;
+}
+
+void
+shnsw_build_init(ShnswBuildGraph *g, int dim, int m, int ef_construction,
+				 ShnswMetric metric, uint32_t capacity, bool use_codes,
+				 const float *lo, const float *scale, uint64_t seed)
+{
+	memset(g, 0, sizeof(*g));
+	g->dim = dim;
+	g->m = m;
+	g->ef_construction = ef_construction;
+	g->metric = metric;
+	g->use_codes = use_codes;
+	g->ml = 1.0 / log((double) (m > 1 ? m : 2));
+	g->rng = seed ? seed : 0x9E3779B97F4A7C15ULL;
+	g->cap = capacity > 0 ? capacity : 1;
+	if (use_codes)
+	{
+		g->codes = shnsw_alloc((size_t) g->cap * dim);
+		g->lo = lo;
+		g->scale = scale;
+	}
+	else
+		g->vecs = shnsw_alloc(sizeof(float) * (size_t) g->cap * dim);
+	g->levels = shnsw_alloc(g->cap);
+	g->nbr0 = shnsw_alloc(sizeof(ShnswRef) * (size_t) g->cap * 2 * m);
+	g->cnt0 = shnsw_alloc0(sizeof(uint16_t) * (size_t) g->cap);
+	g->upper = shnsw_alloc0(sizeof(uint32_t *) * (size_t) g->cap);
+	g->vis = shnsw_alloc0(sizeof(uint32_t) * (size_t) g->cap);
+	g->qbuf = shnsw_alloc(sizeof(float) * dim);
+	g->qbuf2 = shnsw_alloc(sizeof(float) * dim);
+	g->sq.dim = g->sq2.dim = dim;
+	g->sq.qs = shnsw_alloc(sizeof(float) * dim);
+	g->sq.w = shnsw_alloc(sizeof(float) * dim);
+	g->sq2.qs = shnsw_alloc(sizeof(float) * dim);
+	g->sq2.w = shnsw_alloc(sizeof(float) * dim);
+	shnsw_heap_init(&g->cand, ef_construction * 2, false);
+	shnsw_heap_init(&g->res, ef_construction + 1, true);
+	g->entry = 0;
+	g->max_level = -1;
+}
+
+void
+shnsw_build_free(ShnswBuildGraph *g)
+{
+	for (uint32_t i = 0; i < g->n; i++)
+		if (g->upper[i])
+			shnsw_free(g->upper[i]);
+	if (g->vecs)
+		shnsw_free(g->vecs);
+	if (g->codes)
+		shnsw_free(g->codes);
+	shnsw_free(g->levels);
+	shnsw_free(g->nbr0);
+	shnsw_free(g->cnt0);
+	shnsw_free(g->upper);
+	shnsw_free(g->vis);
+	shnsw_free(g->qbuf);
+	shnsw_free(g->qbuf2);
+	shnsw_free(g->sq.qs);
+	shnsw_free(g->sq.w);
+	shnsw_free(g->sq2.qs);
+	shnsw_free(g->sq2.w);
+	shnsw_heap_free(&g->cand);
+	shnsw_heap_free(&g->res);
+	memset(g, 0, sizeof(*g));
+}
+
+static uint32_t
+build_add_common(ShnswBuildGraph *g)
+{
+	uint32_t	i = g->n++;
+	int			level = shnsw_random_level(&g->rng, g->ml, SHNSW_BUILD_MAX_LEVEL);
+
+	g->levels[i] = (uint8_t) level;
+	g->cnt0[i] = 0;
+	g->upper[i] = NULL;
+	if (level > 0)
+		g->upper[i] = shnsw_alloc0(sizeof(uint32_t) * (size_t) level * (g->m + 1));
+	return i;
+}
+
+uint32_t
+shnsw_build_add_vector(ShnswBuildGraph *g, const float *v)
+{
+	uint32_t	i = build_add_common(g);
+
+	memcpy(g->vecs + (size_t) i * g->dim, v, sizeof(float) * g->dim);
+	return i;
+}
+
+uint32_t
+shnsw_build_add_code(ShnswBuildGraph *g, const uint8_t *code)
+{
+	uint32_t	i = build_add_common(g);
+
+	memcpy(g->codes + (size_t) i * g->dim, code, g->dim);
+	return i;
+}
+
+ShnswRef *
+shnsw_build_neighbors(const ShnswBuildGraph *g, uint32_t i, int layer, int *count)
+{
+	if (layer == 0)
+	{
+		*count = g->cnt0[i];
+		return g->nbr0 + (size_t) i * 2 * g->m;
+	}
+	else
+	{
+		uint32_t   *u = g->upper[i] + (size_t) (layer - 1) * (g->m + 1);
+
+		*count = (int) u[0];
+		return u + 1;
+	}
+}
+
+static inline void
+build_set_count(ShnswBuildGraph *g, uint32_t i, int layer, int count)
+{
+	if (layer == 0)
+		g->cnt0[i] = (uint16_t) count;
+	else
+		g->upper[i][(size_t) (layer - 1) * (g->m + 1)] = (uint32_t) count;
+}
+
+/*
+ * A prepared "from" point for build distances: a float vector, or in the
+ * low-memory path an SQ8 query made from a decoded code. slot picks which
+ * of the two scratch queries to use.
+ */
+typedef struct BuildFrom
+{
+	const float *v;
+	const Sq8Query *sq;
+} BuildFrom;
+
+static BuildFrom
+build_from_node(ShnswBuildGraph *g, uint32_t i, int slot)
+{
+	BuildFrom	f;
+
+	if (!g->use_codes)
+	{
+		f.v = g->vecs + (size_t) i * g->dim;
+		f.sq = NULL;
+	}
+	else
+	{
+		float	   *buf = slot ? g->qbuf2 : g->qbuf;
+		Sq8Query   *sq = slot ? &g->sq2 : &g->sq;
+
+		sq8_decode(g->lo, g->scale, g->codes + (size_t) i * g->dim, buf, g->dim);
+		sq8_prepare_query(sq, g->metric, buf, g->lo, g->scale);
+		f.v = NULL;
+		f.sq = sq;
+	}
+	return f;
+}
+
+static inline float
+build_dist(const ShnswBuildGraph *g, const BuildFrom *f, uint32_t j)
+{
+	if (!g->use_codes)
+		return shnsw_float_distance(g->metric, f->v, g->vecs + (size_t) j * g->dim, g->dim);
+	return sq8_distance(f->sq, g->codes + (size_t) j * g->dim);
+}
+
+static void
+build_next_stamp(ShnswBuildGraph *g)
+{
+	if (++g->stamp == 0)
+	{
+		memset(g->vis, 0, sizeof(uint32_t) * g->cap);
+		g->stamp = 1;
+	}
+}
+
+/*
+ * Best-first search of one layer from entry points eps; leaves up to ef
+ * results, nearest first, in out/outd and returns their count.
+ */
+static int
+build_search_layer(ShnswBuildGraph *g, const BuildFrom *q, const uint32_t *eps, int neps,
+				   int layer, int ef, uint32_t *out, float *outd)
+{
+	ShnswHeap  *C = &g->cand,
+			   *W = &g->res;
+	int			n;
+
+	build_next_stamp(g);
+	C->n = W->n = 0;
+	for (int k = 0; k < neps; k++)
+	{
+		float		d;
+
+		if (g->vis[eps[k]] == g->stamp)
+			continue;
+		g->vis[eps[k]] = g->stamp;
+		d = build_dist(g, q, eps[k]);
+		shnsw_heap_push(C, d, eps[k]);
+		shnsw_heap_push(W, d, eps[k]);
+		if (W->n > ef)
+			shnsw_heap_pop(W);
+	}
+	while (C->n > 0)
+	{
+		ShnswPair	c = shnsw_heap_pop(C);
+		int			cnt;
+		ShnswRef   *nb;
+
+		if (W->n >= ef && c.d > shnsw_heap_top(W).d)
+			break;
+		nb = shnsw_build_neighbors(g, c.id, layer, &cnt);
+		for (int k = 0; k < cnt; k++)
+		{
+			uint32_t	e = nb[k];
+			float		d;
+
+			if (g->vis[e] == g->stamp)
+				continue;
+			g->vis[e] = g->stamp;
+			d = build_dist(g, q, e);
+			if (W->n < ef || d < shnsw_heap_top(W).d)
+			{
+				shnsw_heap_push(C, d, e);
+				shnsw_heap_push(W, d, e);
+				if (W->n > ef)
+					shnsw_heap_pop(W);
+			}
+		}
+	}
+	n = W->n;
+	for (int k = n - 1; k >= 0; k--)
+	{
+		ShnswPair	p = shnsw_heap_pop(W);
+
+		out[k] = p.id;
+		outd[k] = p.d;
+	}
+	return n;
+}
+
+/*
+ * The neighbour heuristic: from candidates sorted nearest first (ids/dists
+ * relative to the node being linked), keep a candidate only if it is closer
+ * to that node than to every candidate already kept. Returns the number kept
+ * (at most max), written to sel.
+ */
+static int
+build_select(ShnswBuildGraph *g, const uint32_t *ids, const float *dists, int n,
+			 int max, uint32_t *sel)
+{
+	int			nsel = 0;
+
+	for (int k = 0; k < n && nsel < max; k++)
+	{
+		BuildFrom	e = build_from_node(g, ids[k], 1);
+		bool		good = true;
+
+		for (int r = 0; r < nsel; r++)
+		{
+			if (build_dist(g, &e, sel[r]) < dists[k])
+			{
+				good = false;
+				break;
+			}
+		}
+		if (good)
+			sel[nsel++] = ids[k];
+	}
+	return nsel;
+}
+
+/* Sort (ids, dists) pairs by distance; n is small (at most 2m + 1). */
+static void
+sort_pairs(uint32_t *ids, float *d, int n)
+{
+	for (int i = 1; i < n; i++)
+	{
+		uint32_t	id = ids[i];
+		float		dv = d[i];
+		int			j = i - 1;
+
+		while (j >= 0 && (d[j] > dv || (d[j] == dv && ids[j] > id)))
+		{
+			ids[j + 1] = ids[j];
+			d[j + 1] = d[j];
+			j--;
+		}
+		ids[j + 1] = id;
+		d[j + 1] = dv;
+	}
+}
+
+/* Add new to e's list on a layer; if full, re-select with the heuristic. */
+static void
+build_add_backlink(ShnswBuildGraph *g, uint32_t e, uint32_t newnode, int layer)
+{
+	int			max = layer == 0 ? 2 * g->m : g->m;
+	int			cnt;
+	ShnswRef   *nb = shnsw_build_neighbors(g, e, layer, &cnt);
+	uint32_t	ids[2 * SHNSW_MAX_M + 1];
+	float		d[2 * SHNSW_MAX_M + 1];
+	uint32_t	sel[2 * SHNSW_MAX_M + 1];
+	BuildFrom	from;
+	int			nsel;
+
+	for (int k = 0; k < cnt; k++)
+		if (nb[k] == newnode)
+			return;
+	if (cnt < max)
+	{
+		nb[cnt] = newnode;
+		build_set_count(g, e, layer, cnt + 1);
+		return;
+	}
+	from = build_from_node(g, e, 0);
+	for (int k = 0; k < cnt; k++)
+	{
+		ids[k] = nb[k];
+		d[k] = build_dist(g, &from, nb[k]);
+	}
+	ids[cnt] = newnode;
+	d[cnt] = build_dist(g, &from, newnode);
+	sort_pairs(ids, d, cnt + 1);
+	nsel = build_select(g, ids, d, cnt + 1, max, sel);
+	memcpy(nb, sel, sizeof(ShnswRef) * nsel);
+	build_set_count(g, e, layer, nsel);
+}
+
+void
+shnsw_build_link(ShnswBuildGraph *g, uint32_t i)
+{
+	int			level = g->levels[i];
+	int			efc = g->ef_construction;
+	uint32_t	ep = g->entry;
+	uint32_t   *res;
+	float	   *resd;
+	uint32_t	sel[2 * SHNSW_MAX_M];
+	int			nres = 1;
+	BuildFrom	q;
+
+	if (g->max_level < 0)
+	{
+		g->entry = i;
+		g->max_level = level;
+		return;
+	}
+
+	res = shnsw_alloc(sizeof(uint32_t) * (efc + 1));
+	resd = shnsw_alloc(sizeof(float) * (efc + 1));
+	q = build_from_node(g, i, 0);
+
+	/* greedy descent through the layers above the new node's level */
+	{
+		float		epd = build_dist(g, &q, ep);
+
+		for (int l = g->max_level; l > level; l--)
+		{
+			bool		changed = true;
+
+			while (changed)
+			{
+				int			cnt;
+				ShnswRef   *nb = shnsw_build_neighbors(g, ep, l, &cnt);
+
+				changed = false;
+				for (int k = 0; k < cnt; k++)
+				{
+					float		d = build_dist(g, &q, nb[k]);
+
+					if (d < epd)
+					{
+						epd = d;
+						ep = nb[k];
+						changed = true;
+					}
+				}
+			}
+		}
+	}
+
+	res[0] = ep;
+	for (int l = (level < g->max_level ? level : g->max_level); l >= 0; l--)
+	{
+		int			max = l == 0 ? 2 * g->m : g->m;
+		uint32_t	eps[1];
+		int			nsel;
+		int			cnt;
+		ShnswRef   *mine;
+
+		q = build_from_node(g, i, 0);
+		/* entry points: the previous layer's results */
+		if (l == (level < g->max_level ? level : g->max_level))
+		{
+			eps[0] = ep;
+			nres = build_search_layer(g, &q, eps, 1, l, efc, res, resd);
+		}
+		else
+		{
+			uint32_t   *prev = shnsw_alloc(sizeof(uint32_t) * nres);
+
+			memcpy(prev, res, sizeof(uint32_t) * nres);
+			nres = build_search_layer(g, &q, prev, nres, l, efc, res, resd);
+			shnsw_free(prev);
+		}
+		nsel = build_select(g, res, resd, nres, max, sel);
+		mine = shnsw_build_neighbors(g, i, l, &cnt);
+		memcpy(mine, sel, sizeof(ShnswRef) * nsel);
+		build_set_count(g, i, l, nsel);
+		for (int k = 0; k < nsel; k++)
+			build_add_backlink(g, sel[k], i, l);
+	}
+
+	if (level > g->max_level)
+	{
+		g->entry = i;
+		g->max_level = level;
+	}
+	shnsw_free(res);
+	shnsw_free(resd);
+}
+
+void
+shnsw_build_layout_order(const ShnswBuildGraph *g, uint32_t *order)
+{
+	uint8_t    *seen = shnsw_alloc0(g->n ? g->n : 1);
+	uint32_t	head = 0,
+				tail = 0;
+
+	if (g->n == 0)
+	{
+		shnsw_free(seen);
+		return;
+	}
+	order[tail++] = g->entry;
+	seen[g->entry] = 1;
+	for (;;)
+	{
+		while (head < tail)
+		{
+			uint32_t	c = order[head++];
+			int			cnt;
+			ShnswRef   *nb = shnsw_build_neighbors(g, c, 0, &cnt);
+
+			for (int k = 0; k < cnt; k++)
+			{
+				if (!seen[nb[k]])
+				{
+					seen[nb[k]] = 1;
+					order[tail++] = nb[k];
+				}
+			}
+		}
+		if (tail == g->n)
+			break;
+		/* an unreached node (rare): start a new walk from it */
+		for (uint32_t i = 0; i < g->n; i++)
+		{
+			if (!seen[i])
+			{
+				seen[i] = 1;
+				order[tail++] = i;
+				break;
+			}
+		}
+	}
+	shnsw_free(seen);
+}
+
+/* ---------------------------------------------------------------------
+ * Disk search
+ * ---------------------------------------------------------------------
+ */
+
+void
+shnsw_search_init(ShnswSearch *s, const Sq8Query *q, const ShnswPageOps *ops, int m,
+				  uint32_t max_discovered)
+{
+	memset(s, 0, sizeof(*s));
+	s->q = q;
+	s->ops = ops;
+	s->m = m;
+	s->max_discovered = max_discovered;
+	s->capcands = 256;
+	s->cands = shnsw_alloc(sizeof(ShnswCand) * s->capcands);
+	shnsw_visited_init(&s->visited, 512);
+	shnsw_heap_init(&s->C, 128, false);
+	shnsw_heap_init(&s->W, 128, true);
+	shnsw_heap_init(&s->D, 128, false);
+	s->nbuf = shnsw_alloc(sizeof(ShnswRef) * 2 * m);
+	s->ubuf = shnsw_alloc(sizeof(ShnswRef) * m);
+	s->locs = shnsw_alloc(sizeof(ShnswUpperLoc) * 2 * m);
+}
+
+void
+shnsw_search_free(ShnswSearch *s)
+{
+	shnsw_free(s->cands);
+	shnsw_visited_free(&s->visited);
+	shnsw_heap_free(&s->C);
+	shnsw_heap_free(&s->W);
+	shnsw_heap_free(&s->D);
+	shnsw_free(s->nbuf);
+	shnsw_free(s->ubuf);
+	shnsw_free(s->locs);
+}
+
+/* Record a node we computed a distance for; returns its index in cands. */
+static uint32_t
+search_add_cand(ShnswSearch *s, ShnswRef ref, float d, const ShnswNodeHeader *node)
+{
+	ShnswCand  *c;
+
+	if (s->ncands == s->capcands)
+	{
+		s->capcands *= 2;
+		s->cands = shnsw_realloc(s->cands, sizeof(ShnswCand) * s->capcands);
+	}
+	c = &s->cands[s->ncands];
+	c->ref = ref;
+	c->d = d;
+	c->node_flags = node->flags;
+	c->state = 0;
+	c->tid_blk = ((uint32_t) node->tid_blk_hi << 16) | node->tid_blk_lo;
+	c->tid_off = node->tid_off;
+	c->vec_block = node->vec_block;
+	c->vec_offset = node->vec_offset;
+	c->level = node->level;
+	c->reserved = 0;
+	c->upper = shnsw_node_upper_loc(node);
+	s->ndistances++;
+	return s->ncands++;
+}
+
+/* read_nodes callback: compute the distance and record a candidate. */
+typedef struct AddArg
+{
+	ShnswSearch *s;
+	const ShnswRef *refs;
+	uint32_t   *idx;			/* out: candidate index per ref */
+} AddArg;
+
+static void
+search_add_cb(void *arg, int i, const ShnswNodeHeader *node)
+{
+	AddArg	   *a = (AddArg *) arg;
+	float		d = sq8_distance(a->s->q, shnsw_node_code(node, a->s->m));
+
+	a->idx[i] = search_add_cand(a->s, a->refs[i], d, node);
+}
+
+/* Compute distances for refs[0..n-1], recording candidates; idx gets their indexes. */
+static void
+search_add_nodes(ShnswSearch *s, const ShnswRef *refs, int n, uint32_t *idx)
+{
+	AddArg		a = {s, refs, idx};
+
+	if (n > 0)
+		s->ops->read_nodes(s->ops->ctx, refs, n, search_add_cb, &a);
+}
+
+ShnswRef
+shnsw_search_descend(ShnswSearch *s, ShnswRef entry, int entry_level, int stop_layer)
+{
+	uint32_t	cur;
+	uint32_t   *idx = shnsw_alloc(sizeof(uint32_t) * s->m);
+
+	search_add_nodes(s, &entry, 1, &cur);
+	for (int l = entry_level; l > stop_layer; l--)
+	{
+		bool		changed = true;
+
+		while (changed)
+		{
+			int			n;
+
+			changed = false;
+			if (s->cands[cur].level < l)
+				break;			/* cannot happen in a well-formed graph */
+			n = s->ops->read_upper(s->ops->ctx, s->cands[cur].upper, l, s->ubuf);
+			search_add_nodes(s, s->ubuf, n, idx);
+			for (int k = 0; k < n; k++)
+			{
+				if (s->cands[idx[k]].d < s->cands[cur].d)
+				{
+					cur = idx[k];
+					changed = true;
+				}
+			}
+		}
+	}
+	shnsw_free(idx);
+	return s->cands[cur].ref;
+}
+
+int
+shnsw_search_upper_layer(ShnswSearch *s, ShnswRef entry, int layer, int ef, uint32_t *out)
+{
+	ShnswVisited vis;
+	ShnswHeap	C,
+				W;
+	uint32_t	first;
+	uint32_t   *idx = shnsw_alloc(sizeof(uint32_t) * s->m);
+	ShnswRef   *fresh = shnsw_alloc(sizeof(ShnswRef) * s->m);
+	int			n;
+
+	shnsw_visited_init(&vis, 64);
+	shnsw_heap_init(&C, ef, false);
+	shnsw_heap_init(&W, ef + 1, true);
+	search_add_nodes(s, &entry, 1, &first);
+	shnsw_visited_add(&vis, entry);
+	shnsw_heap_push(&C, s->cands[first].d, first);
+	shnsw_heap_push(&W, s->cands[first].d, first);
+	while (C.n > 0)
+	{
+		ShnswPair	c = shnsw_heap_pop(&C);
+		int			cnt,
+					nf = 0;
+
+		if (W.n >= ef && c.d > shnsw_heap_top(&W).d)
+			break;
+		if (s->cands[c.id].level < layer)
+			continue;
+		cnt = s->ops->read_upper(s->ops->ctx, s->cands[c.id].upper, layer, s->ubuf);
+		for (int k = 0; k < cnt; k++)
+			if (shnsw_visited_add(&vis, s->ubuf[k]))
+				fresh[nf++] = s->ubuf[k];
+		search_add_nodes(s, fresh, nf, idx);
+		for (int k = 0; k < nf; k++)
+		{
+			float		d = s->cands[idx[k]].d;
+
+			if (W.n < ef || d < shnsw_heap_top(&W).d)
+			{
+				shnsw_heap_push(&C, d, idx[k]);
+				shnsw_heap_push(&W, d, idx[k]);
+				if (W.n > ef)
+					shnsw_heap_pop(&W);
+			}
+		}
+	}
+	n = W.n;
+	for (int k = n - 1; k >= 0; k--)
+		out[k] = shnsw_heap_pop(&W).id;
+	shnsw_visited_free(&vis);
+	shnsw_heap_free(&C);
+	shnsw_heap_free(&W);
+	shnsw_free(idx);
+	shnsw_free(fresh);
+	return n;
+}
+
+/* read_nodes callback: copy a node's layer-0 neighbour list into nbuf. */
+typedef struct NbrArg
+{
+	ShnswSearch *s;
+	int			count;
+} NbrArg;
+
+static void
+search_nbr_cb(void *arg, int i, const ShnswNodeHeader *node)
+{
+	NbrArg	   *a = (NbrArg *) arg;
+	int			n = node->nneighbors;
+
+	(void) i;
+	if (n > 2 * a->s->m)
+		n = 2 * a->s->m;
+	memcpy(a->s->nbuf, shnsw_node_neighbors(node), sizeof(ShnswRef) * n);
+	a->count = n;
+}
+
+/* Offer candidate j to this round's results W, else park it in D. */
+static void
+search_offer(ShnswSearch *s, uint32_t j, int ef, bool expandable)
+{
+	ShnswCand  *c = &s->cands[j];
+
+	if (s->W.n < ef || c->d < shnsw_heap_top(&s->W).d)
+	{
+		if (expandable && !(c->state & SHNSW_CAND_EXPANDED))
+			shnsw_heap_push(&s->C, c->d, j);
+		shnsw_heap_push(&s->W, c->d, j);
+		c->state |= SHNSW_CAND_IN_RESULTS;
+		if (s->W.n > ef)
+		{
+			ShnswPair	out = shnsw_heap_pop(&s->W);
+
+			s->cands[out.id].state &= ~SHNSW_CAND_IN_RESULTS;
+			shnsw_heap_push(&s->D, out.d, out.id);
+		}
+	}
+	else
+		shnsw_heap_push(&s->D, c->d, j);
+}
+
+int
+shnsw_search_next(ShnswSearch *s, ShnswRef start, int ef, uint32_t *out)
+{
+	uint32_t	idx[2 * SHNSW_MAX_M];
+	ShnswRef	fresh[2 * SHNSW_MAX_M];
+	int			n;
+
+	if (s->exhausted)
+		return 0;
+	s->rounds++;
+	s->W.n = 0;
+
+	if (!s->started)
+	{
+		uint32_t	first;
+
+		s->started = true;
+		shnsw_visited_add(&s->visited, start);
+		search_add_nodes(s, &start, 1, &first);
+		search_offer(s, first, ef, true);
+	}
+	else
+	{
+		/* a new round starts from the best nodes parked in D */
+		while (s->D.n > 0 && s->W.n < ef)
+		{
+			ShnswPair	p = shnsw_heap_pop(&s->D);
+
+			if (s->cands[p.id].state & SHNSW_CAND_EMITTED)
+				continue;
+			search_offer(s, p.id, ef, true);
+		}
+	}
+
+	while (s->C.n > 0)
+	{
+		ShnswPair	c = shnsw_heap_top(&s->C);
+		NbrArg		na = {s, 0};
+		int			nf = 0;
+
+		if (s->W.n >= ef && c.d > shnsw_heap_top(&s->W).d)
+			break;
+		shnsw_heap_pop(&s->C);
+		if (s->cands[c.id].state & SHNSW_CAND_EXPANDED)
+			continue;
+		if (s->max_discovered > 0 && s->ncands >= s->max_discovered)
+		{
+			s->exhausted = true;
+			break;
+		}
+		s->cands[c.id].state |= SHNSW_CAND_EXPANDED;
+		s->nexpanded++;
+
+		s->ops->read_nodes(s->ops->ctx, &s->cands[c.id].ref, 1, search_nbr_cb, &na);
+		for (int k = 0; k < na.count; k++)
+			if (shnsw_visited_add(&s->visited, s->nbuf[k]))
+				fresh[nf++] = s->nbuf[k];
+		search_add_nodes(s, fresh, nf, idx);
+		for (int k = 0; k < nf; k++)
+			search_offer(s, idx[k], ef, true);
+	}
+
+	n = 0;
+	while (s->W.n > 0)
+	{
+		ShnswPair	p = shnsw_heap_pop(&s->W);
+		ShnswCand  *c = &s->cands[p.id];
+
+		c->state &= ~SHNSW_CAND_IN_RESULTS;
+		if (c->state & SHNSW_CAND_EMITTED)
+			continue;
+		c->state |= SHNSW_CAND_EMITTED;
+		out[n++] = p.id;
+	}
+	if (n == 0)
+		s->exhausted = true;
+	return n;
+}

@@ -1,0 +1,215 @@
+/*-------------------------------------------------------------------------
+ *
+ * graph.h
+ *	  Pure HNSW algorithms: in-memory graph construction for index builds,
+ *	  and the resumable search that scans and inserts run over index pages.
+ *
+ * Nothing here touches the buffer manager: the disk search reads node
+ * records through ShnswPageOps, which the server implements over shared
+ * buffers (pageaccess.c) and the unit tests over plain memory.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef STREAMHNSW_GRAPH_H
+#define STREAMHNSW_GRAPH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "format.h"
+#include "kernels.h"
+#include "pqueue.h"
+#include "visited.h"
+
+/* ---------- in-memory construction ---------- */
+
+/*
+ * The graph under construction. Node i's navigation data is either a float
+ * vector (vecs) or an SQ8 code (codes, with lo/scale): the second form is the
+ * low-memory build path. Layer-0 lists hold up to 2m neighbours, upper layers
+ * up to m; upper[i] holds, for each layer 1..level, a count then m entries.
+ */
+typedef struct ShnswBuildGraph
+{
+	int			dim;
+	int			m;
+	int			ef_construction;
+	ShnswMetric metric;
+	bool		use_codes;
+	double		ml;				/* level multiplier 1 / ln(m) */
+	uint64_t	rng;			/* xorshift state: builds are reproducible */
+
+	uint32_t	n;
+	uint32_t	cap;
+	float	   *vecs;			/* cap * dim, if !use_codes */
+	uint8_t    *codes;			/* cap * dim, if use_codes */
+	const float *lo;			/* SQ8 parameters, if use_codes */
+	const float *scale;
+	uint8_t    *levels;
+	ShnswRef   *nbr0;			/* cap * 2m; entries are node numbers here */
+	uint16_t   *cnt0;
+	uint32_t  **upper;
+
+	uint32_t	entry;
+	int			max_level;
+
+	/* scratch, reused across inserts */
+	uint32_t   *vis;			/* visit stamps, cap entries */
+	uint32_t	stamp;
+	float	   *qbuf;			/* dim floats: decoded query */
+	float	   *qbuf2;
+	Sq8Query	sq;
+	Sq8Query	sq2;
+	ShnswHeap	cand;
+	ShnswHeap	res;
+} ShnswBuildGraph;
+
+/* Bytes of memory one node costs in a graph (for maintenance_work_mem). */
+extern size_t shnsw_build_node_bytes(int dim, int m, bool use_codes);
+
+extern void shnsw_build_init(ShnswBuildGraph *g, int dim, int m, int ef_construction,
+							 ShnswMetric metric, uint32_t capacity, bool use_codes,
+							 const float *lo, const float *scale, uint64_t seed);
+extern void shnsw_build_free(ShnswBuildGraph *g);
+
+/* Append a node (navigation vector or code) without linking it; returns its number. */
+extern uint32_t shnsw_build_add_vector(ShnswBuildGraph *g, const float *v);
+extern uint32_t shnsw_build_add_code(ShnswBuildGraph *g, const uint8_t *code);
+
+/* Link node i into the graph (HNSW insertion with the neighbour heuristic). */
+extern void shnsw_build_link(ShnswBuildGraph *g, uint32_t i);
+
+/* Neighbour list of node i on a layer, and its length. */
+extern ShnswRef *shnsw_build_neighbors(const ShnswBuildGraph *g, uint32_t i, int layer,
+									   int *count);
+
+/* Draw a level for a new node (used by inserts too). */
+extern int	shnsw_random_level(uint64_t *rng, double ml, int max_level);
+
+/*
+ * Order nodes for the on-disk layout: breadth-first over layer 0 from the
+ * entry point, so neighbours tend to share pages; nodes the walk does not
+ * reach follow in their own order. order[k] is the node placed k-th.
+ */
+extern void shnsw_build_layout_order(const ShnswBuildGraph *g, uint32_t *order);
+
+/* ---------- disk search ---------- */
+
+/* Where an upper-layer record lives (an item on an upper page). */
+typedef struct ShnswUpperLoc
+{
+	uint32_t	block;
+	uint16_t	offset;
+} ShnswUpperLoc;
+
+static inline ShnswUpperLoc
+shnsw_node_upper_loc(const ShnswNodeHeader *node)
+{
+	ShnswUpperLoc loc;
+
+	loc.block = ((uint32_t) node->upper_blk_hi << 16) | node->upper_blk_lo;
+	loc.offset = node->upper_off;
+	return loc;
+}
+
+typedef void (*ShnswNodeFn) (void *arg, int i, const ShnswNodeHeader *node);
+
+/*
+ * Page access for the disk search.
+ *
+ * read_nodes calls fn(arg, i, record) once for each i in 0..n-1 with the
+ * node record of refs[i]; the record is valid only during the call. Calls
+ * may come in any order (the implementation groups references by page).
+ *
+ * read_upper copies the layer-`layer` neighbour list of the upper record at
+ * loc into out (room for m entries) and returns its length.
+ *
+ * prefetch (may be NULL) hints that these nodes are likely to be read soon;
+ * a wrong hint costs I/O bandwidth, never a wrong answer.
+ */
+typedef struct ShnswPageOps
+{
+	void	   *ctx;
+	void		(*read_nodes) (void *ctx, const ShnswRef *refs, int n,
+							   ShnswNodeFn fn, void *arg);
+	int			(*read_upper) (void *ctx, ShnswUpperLoc loc, int layer,
+							   ShnswRef *out);
+	void		(*prefetch) (void *ctx, const ShnswRef *refs, int n);
+} ShnswPageOps;
+
+/* What the search keeps about each node it computed a distance for. */
+typedef struct ShnswCand
+{
+	ShnswRef	ref;
+	float		d;				/* navigation (SQ8) distance */
+	uint8_t		node_flags;		/* SHNSW_NODE_* as read */
+	uint8_t		state;			/* SHNSW_CAND_* */
+	uint16_t	tid_off;
+	uint32_t	tid_blk;
+	uint32_t	vec_block;
+	uint16_t	vec_offset;
+	uint8_t		level;			/* node's highest layer */
+	uint8_t		reserved;
+	ShnswUpperLoc upper;		/* its upper-layer record, if level > 0 */
+} ShnswCand;
+
+#define SHNSW_CAND_EXPANDED		0x01
+#define SHNSW_CAND_EMITTED		0x02
+#define SHNSW_CAND_IN_RESULTS	0x04
+
+typedef struct ShnswSearch
+{
+	const Sq8Query *q;
+	const ShnswPageOps *ops;
+	int			m;
+	uint32_t	max_discovered; /* stop after this many nodes (0: no limit) */
+
+	ShnswCand  *cands;
+	uint32_t	ncands;
+	uint32_t	capcands;
+	ShnswVisited visited;
+	ShnswHeap	C;				/* min-heap: to expand */
+	ShnswHeap	W;				/* max-heap: this round's results */
+	ShnswHeap	D;				/* min-heap: seen, not in W, not emitted */
+	bool		started;
+	bool		exhausted;
+	int			rounds;
+
+	/* scratch */
+	ShnswRef   *nbuf;			/* 2m refs */
+	ShnswRef   *ubuf;			/* m refs */
+	ShnswUpperLoc *locs;		/* 2m upper locations */
+
+	/* statistics */
+	uint64_t	nexpanded;
+	uint64_t	ndistances;
+} ShnswSearch;
+
+extern void shnsw_search_init(ShnswSearch *s, const Sq8Query *q,
+							  const ShnswPageOps *ops, int m, uint32_t max_discovered);
+extern void shnsw_search_free(ShnswSearch *s);
+
+/*
+ * Greedy descent from the entry point through layers entry_level..1.
+ * Returns the reference of the best node found, which seeds layer 0.
+ */
+extern ShnswRef shnsw_search_descend(ShnswSearch *s, ShnswRef entry, int entry_level,
+									 int stop_layer);
+
+/*
+ * Best-first search of one upper layer with width ef (used by inserts);
+ * fills out with up to ef candidate indexes, nearest first.
+ */
+extern int	shnsw_search_upper_layer(ShnswSearch *s, ShnswRef entry, int layer,
+									 int ef, uint32_t *out);
+
+/*
+ * Run layer 0 until this round holds ef results and no candidate can improve
+ * them. Writes the indexes (into s->cands) of the round's results, not yet
+ * emitted, into out (room for ef) and marks them emitted; returns how many.
+ * Later calls continue where the last stopped (iterative scan); 0 means the
+ * graph, or the max_discovered budget, is exhausted.
+ */
+extern int	shnsw_search_next(ShnswSearch *s, ShnswRef start, int ef, uint32_t *out);
+
+#endif							/* STREAMHNSW_GRAPH_H */

@@ -1,0 +1,496 @@
+/*-------------------------------------------------------------------------
+ *
+ * kernels.c
+ *	  Distance kernels and the SQ8 quantizer, with run-time SIMD dispatch.
+ *
+ * Each kernel has a portable C version; on x86-64 with GCC or Clang the
+ * AVX2+FMA and AVX-512 versions are compiled with target attributes, so the
+ * library runs on any x86-64 and uses the widest unit the CPU has.
+ * Float sums in the SIMD versions use several accumulators: results may
+ * differ from the portable version in the last bits, which only navigation
+ * sees (exact re-ranking calls the operator's own function).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include <math.h>
+#include <string.h>
+
+#include "kernels.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define SHNSW_X86_SIMD 1
+#include <immintrin.h>
+#endif
+
+/* ---------- portable kernels ---------- */
+
+static float
+l2sq_f32_portable(const float *a, const float *b, int dim)
+{
+	float		s = 0.0f;
+
+	for (int i = 0; i < dim; i++)
+	{
+		float		d = a[i] - b[i];
+
+		s += d * d;
+	}
+	return s;
+}
+
+static float
+dot_f32_portable(const float *a, const float *b, int dim)
+{
+	float		s = 0.0f;
+
+	for (int i = 0; i < dim; i++)
+		s += a[i] * b[i];
+	return s;
+}
+
+static float
+sq8_l2_portable(const float *qs, const float *w, const uint8_t *code, int dim)
+{
+	float		s = 0.0f;
+
+	for (int i = 0; i < dim; i++)
+	{
+		float		d = qs[i] - (float) code[i];
+
+		s += w[i] * d * d;
+	}
+	return s;
+}
+
+static float
+sq8_dot_portable(const float *qs, const uint8_t *code, int dim)
+{
+	float		s = 0.0f;
+
+	for (int i = 0; i < dim; i++)
+		s += qs[i] * (float) code[i];
+	return s;
+}
+
+/* ---------- AVX2 + FMA kernels ---------- */
+
+#ifdef SHNSW_X86_SIMD
+
+__attribute__((target("avx2,fma")))
+static inline float
+hsum256(__m256 v)
+{
+	__m128		lo = _mm256_castps256_ps128(v);
+	__m128		hi = _mm256_extractf128_ps(v, 1);
+
+	lo = _mm_add_ps(lo, hi);
+	lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+	lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
+	return _mm_cvtss_f32(lo);
+}
+
+__attribute__((target("avx2,fma")))
+static float
+l2sq_f32_avx2(const float *a, const float *b, int dim)
+{
+	__m256		s0 = _mm256_setzero_ps(),
+				s1 = _mm256_setzero_ps();
+	int			i = 0;
+	float		s;
+
+	for (; i + 16 <= dim; i += 16)
+	{
+		__m256		d0 = _mm256_sub_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i));
+		__m256		d1 = _mm256_sub_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8));
+
+		s0 = _mm256_fmadd_ps(d0, d0, s0);
+		s1 = _mm256_fmadd_ps(d1, d1, s1);
+	}
+	for (; i + 8 <= dim; i += 8)
+	{
+		__m256		d0 = _mm256_sub_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i));
+
+		s0 = _mm256_fmadd_ps(d0, d0, s0);
+	}
+	s = hsum256(_mm256_add_ps(s0, s1));
+	for (; i < dim; i++)
+	{
+		float		d = a[i] - b[i];
+
+		s += d * d;
+	}
+	return s;
+}
+
+__attribute__((target("avx2,fma")))
+static float
+dot_f32_avx2(const float *a, const float *b, int dim)
+{
+	__m256		s0 = _mm256_setzero_ps(),
+				s1 = _mm256_setzero_ps();
+	int			i = 0;
+	float		s;
+
+	for (; i + 16 <= dim; i += 16)
+	{
+		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+		s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+	}
+	for (; i + 8 <= dim; i += 8)
+		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+	s = hsum256(_mm256_add_ps(s0, s1));
+	for (; i < dim; i++)
+		s += a[i] * b[i];
+	return s;
+}
+
+/* Eight codes widened to eight floats. */
+__attribute__((target("avx2,fma")))
+static inline __m256
+load_code8_avx2(const uint8_t *code)
+{
+	__m128i		c = _mm_loadl_epi64((const __m128i *) code);
+
+	return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(c));
+}
+
+__attribute__((target("avx2,fma")))
+static float
+sq8_l2_avx2(const float *qs, const float *w, const uint8_t *code, int dim)
+{
+	__m256		s0 = _mm256_setzero_ps(),
+				s1 = _mm256_setzero_ps();
+	int			i = 0;
+	float		s;
+
+	for (; i + 16 <= dim; i += 16)
+	{
+		__m256		d0 = _mm256_sub_ps(_mm256_loadu_ps(qs + i), load_code8_avx2(code + i));
+		__m256		d1 = _mm256_sub_ps(_mm256_loadu_ps(qs + i + 8), load_code8_avx2(code + i + 8));
+
+		s0 = _mm256_fmadd_ps(_mm256_mul_ps(d0, d0), _mm256_loadu_ps(w + i), s0);
+		s1 = _mm256_fmadd_ps(_mm256_mul_ps(d1, d1), _mm256_loadu_ps(w + i + 8), s1);
+	}
+	for (; i + 8 <= dim; i += 8)
+	{
+		__m256		d0 = _mm256_sub_ps(_mm256_loadu_ps(qs + i), load_code8_avx2(code + i));
+
+		s0 = _mm256_fmadd_ps(_mm256_mul_ps(d0, d0), _mm256_loadu_ps(w + i), s0);
+	}
+	s = hsum256(_mm256_add_ps(s0, s1));
+	for (; i < dim; i++)
+	{
+		float		d = qs[i] - (float) code[i];
+
+		s += w[i] * d * d;
+	}
+	return s;
+}
+
+__attribute__((target("avx2,fma")))
+static float
+sq8_dot_avx2(const float *qs, const uint8_t *code, int dim)
+{
+	__m256		s0 = _mm256_setzero_ps(),
+				s1 = _mm256_setzero_ps();
+	int			i = 0;
+	float		s;
+
+	for (; i + 16 <= dim; i += 16)
+	{
+		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(qs + i), load_code8_avx2(code + i), s0);
+		s1 = _mm256_fmadd_ps(_mm256_loadu_ps(qs + i + 8), load_code8_avx2(code + i + 8), s1);
+	}
+	for (; i + 8 <= dim; i += 8)
+		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(qs + i), load_code8_avx2(code + i), s0);
+	s = hsum256(_mm256_add_ps(s0, s1));
+	for (; i < dim; i++)
+		s += qs[i] * (float) code[i];
+	return s;
+}
+
+/* ---------- AVX-512 kernels ---------- */
+
+__attribute__((target("avx512f")))
+static float
+l2sq_f32_avx512(const float *a, const float *b, int dim)
+{
+	__m512		s0 = _mm512_setzero_ps();
+	int			i = 0;
+
+	for (; i + 16 <= dim; i += 16)
+	{
+		__m512		d = _mm512_sub_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i));
+
+		s0 = _mm512_fmadd_ps(d, d, s0);
+	}
+	if (i < dim)
+	{
+		__mmask16	m = (__mmask16) ((1u << (dim - i)) - 1);
+		__m512		d = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, a + i),
+									  _mm512_maskz_loadu_ps(m, b + i));
+
+		s0 = _mm512_fmadd_ps(d, d, s0);
+	}
+	return _mm512_reduce_add_ps(s0);
+}
+
+__attribute__((target("avx512f")))
+static float
+dot_f32_avx512(const float *a, const float *b, int dim)
+{
+	__m512		s0 = _mm512_setzero_ps();
+	int			i = 0;
+
+	for (; i + 16 <= dim; i += 16)
+		s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
+	if (i < dim)
+	{
+		__mmask16	m = (__mmask16) ((1u << (dim - i)) - 1);
+
+		s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i),
+							 _mm512_maskz_loadu_ps(m, b + i), s0);
+	}
+	return _mm512_reduce_add_ps(s0);
+}
+
+__attribute__((target("avx512f")))
+static inline __m512
+load_code16_avx512(const uint8_t *code)
+{
+	__m128i		c = _mm_loadu_si128((const __m128i *) code);
+
+	return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(c));
+}
+
+__attribute__((target("avx512f")))
+static float
+sq8_l2_avx512(const float *qs, const float *w, const uint8_t *code, int dim)
+{
+	__m512		s0 = _mm512_setzero_ps();
+	int			i = 0;
+	float		s;
+
+	for (; i + 16 <= dim; i += 16)
+	{
+		__m512		d = _mm512_sub_ps(_mm512_loadu_ps(qs + i), load_code16_avx512(code + i));
+
+		s0 = _mm512_fmadd_ps(_mm512_mul_ps(d, d), _mm512_loadu_ps(w + i), s0);
+	}
+	s = _mm512_reduce_add_ps(s0);
+	for (; i < dim; i++)
+	{
+		float		d = qs[i] - (float) code[i];
+
+		s += w[i] * d * d;
+	}
+	return s;
+}
+
+__attribute__((target("avx512f")))
+static float
+sq8_dot_avx512(const float *qs, const uint8_t *code, int dim)
+{
+	__m512		s0 = _mm512_setzero_ps();
+	int			i = 0;
+	float		s;
+
+	for (; i + 16 <= dim; i += 16)
+		s0 = _mm512_fmadd_ps(_mm512_loadu_ps(qs + i), load_code16_avx512(code + i), s0);
+	s = _mm512_reduce_add_ps(s0);
+	for (; i < dim; i++)
+		s += qs[i] * (float) code[i];
+	return s;
+}
+#endif							/* SHNSW_X86_SIMD */
+
+/* ---------- dispatch ---------- */
+
+float		(*shnsw_l2sq_f32) (const float *a, const float *b, int dim) = l2sq_f32_portable;
+float		(*shnsw_dot_f32) (const float *a, const float *b, int dim) = dot_f32_portable;
+float		(*sq8_l2_kernel) (const float *qs, const float *w, const uint8_t *code, int dim) = sq8_l2_portable;
+float		(*sq8_dot_kernel) (const float *qs, const uint8_t *code, int dim) = sq8_dot_portable;
+
+/*
+ * shnsw_kernels_init picks the widest implementation the CPU supports, but
+ * not wider than max. Safe to call again (tests switch levels).
+ */
+ShnswSimdLevel
+shnsw_kernels_init(ShnswSimdLevel max)
+{
+	ShnswSimdLevel level = SHNSW_SIMD_PORTABLE;
+
+	shnsw_l2sq_f32 = l2sq_f32_portable;
+	shnsw_dot_f32 = dot_f32_portable;
+	sq8_l2_kernel = sq8_l2_portable;
+	sq8_dot_kernel = sq8_dot_portable;
+
+#ifdef SHNSW_X86_SIMD
+	__builtin_cpu_init();
+	if (max >= SHNSW_SIMD_AVX2 &&
+		__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+	{
+		shnsw_l2sq_f32 = l2sq_f32_avx2;
+		shnsw_dot_f32 = dot_f32_avx2;
+		sq8_l2_kernel = sq8_l2_avx2;
+		sq8_dot_kernel = sq8_dot_avx2;
+		level = SHNSW_SIMD_AVX2;
+	}
+	if (max >= SHNSW_SIMD_AVX512 && __builtin_cpu_supports("avx512f"))
+	{
+		shnsw_l2sq_f32 = l2sq_f32_avx512;
+		shnsw_dot_f32 = dot_f32_avx512;
+		sq8_l2_kernel = sq8_l2_avx512;
+		sq8_dot_kernel = sq8_dot_avx512;
+		level = SHNSW_SIMD_AVX512;
+	}
+#else
+	(void) max;
+#endif
+	return level;
+}
+
+/* ---------- halves, normalization ---------- */
+
+float
+shnsw_half_to_float(uint16_t h)
+{
+	uint32_t	sign = (uint32_t) (h & 0x8000) << 16;
+	uint32_t	exp = (h >> 10) & 0x1f;
+	uint32_t	mant = h & 0x3ff;
+	uint32_t	bits;
+	float		f;
+
+	if (exp == 0)
+	{
+		/* zero or subnormal: value is mant * 2^-24 */
+		f = (float) mant * (1.0f / 16777216.0f);
+		return sign ? -f : f;
+	}
+	if (exp == 31)
+		bits = sign | 0x7f800000u | (mant << 13);
+	else
+		bits = sign | ((exp + 112) << 23) | (mant << 13);
+	memcpy(&f, &bits, sizeof(f));
+	return f;
+}
+
+void
+shnsw_halves_to_floats(const uint16_t *h, float *out, int dim)
+{
+	for (int i = 0; i < dim; i++)
+		out[i] = shnsw_half_to_float(h[i]);
+}
+
+bool
+shnsw_normalize(float *v, int dim)
+{
+	double		n = 0.0;
+
+	for (int i = 0; i < dim; i++)
+		n += (double) v[i] * v[i];
+	if (n <= 0.0)
+		return false;
+	n = sqrt(n);
+	for (int i = 0; i < dim; i++)
+		v[i] = (float) (v[i] / n);
+	return true;
+}
+
+/* ---------- SQ8 ---------- */
+
+void
+sq8_train_init(float *mins, float *maxs, int dim)
+{
+	for (int i = 0; i < dim; i++)
+	{
+		mins[i] = INFINITY;
+		maxs[i] = -INFINITY;
+	}
+}
+
+void
+sq8_train_add(float *mins, float *maxs, const float *v, int dim)
+{
+	for (int i = 0; i < dim; i++)
+	{
+		if (v[i] < mins[i])
+			mins[i] = v[i];
+		if (v[i] > maxs[i])
+			maxs[i] = v[i];
+	}
+}
+
+/*
+ * sq8_train_finish turns observed ranges into lo/scale. A dimension that never
+ * varied (or saw no data) gets scale 1 so that codes stay finite.
+ */
+void
+sq8_train_finish(const float *mins, const float *maxs, float *lo, float *scale, int dim)
+{
+	for (int i = 0; i < dim; i++)
+	{
+		if (!(mins[i] <= maxs[i]))
+		{
+			lo[i] = 0.0f;
+			scale[i] = 1.0f;
+			continue;
+		}
+		lo[i] = mins[i];
+		scale[i] = (maxs[i] - mins[i]) / 255.0f;
+		if (!(scale[i] > 0.0f) || !isfinite(scale[i]))
+			scale[i] = 1.0f;
+	}
+}
+
+void
+sq8_encode(const float *lo, const float *scale, const float *v, uint8_t *code, int dim)
+{
+	for (int i = 0; i < dim; i++)
+	{
+		float		c = (v[i] - lo[i]) / scale[i];
+
+		if (!(c > 0.0f))		/* also catches NaN */
+			code[i] = 0;
+		else if (c >= 255.0f)
+			code[i] = 255;
+		else
+			code[i] = (uint8_t) lrintf(c);
+	}
+}
+
+void
+sq8_decode(const float *lo, const float *scale, const uint8_t *code, float *out, int dim)
+{
+	for (int i = 0; i < dim; i++)
+		out[i] = lo[i] + (float) code[i] * scale[i];
+}
+
+void
+sq8_prepare_query(Sq8Query *sq, ShnswMetric metric, const float *q,
+				  const float *lo, const float *scale)
+{
+	int			dim = sq->dim;
+
+	sq->metric = metric;
+	if (metric == SHNSW_METRIC_L2)
+	{
+		sq->bias = 0.0f;
+		for (int i = 0; i < dim; i++)
+		{
+			sq->qs[i] = (q[i] - lo[i]) / scale[i];
+			sq->w[i] = scale[i] * scale[i];
+		}
+	}
+	else
+	{
+		double		bias = 0.0;
+
+		for (int i = 0; i < dim; i++)
+		{
+			sq->qs[i] = q[i] * scale[i];
+			bias += (double) q[i] * lo[i];
+		}
+		sq->bias = (float) bias;
+	}
+}

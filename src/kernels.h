@@ -1,0 +1,106 @@
+/*-------------------------------------------------------------------------
+ *
+ * kernels.h
+ *	  Pure distance kernels and the SQ8 scalar quantizer.
+ *
+ * Nothing here depends on PostgreSQL: the unit tests in test/unit link
+ * these files into a plain C program. Kernels exist in a portable version
+ * and, on x86-64, in AVX2+FMA and AVX-512 versions chosen at run time by
+ * shnsw_kernels_init().
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef STREAMHNSW_KERNELS_H
+#define STREAMHNSW_KERNELS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Distance families; stored in the metapage, so values are on-disk format. */
+typedef enum ShnswMetric
+{
+	SHNSW_METRIC_L2 = 1,		/* squared Euclidean for navigation */
+	SHNSW_METRIC_IP = 2,		/* negative inner product */
+	SHNSW_METRIC_COSINE = 3		/* negative inner product of normalized vectors */
+} ShnswMetric;
+
+/* Element types of the exact vectors; on-disk format too. */
+typedef enum ShnswElemType
+{
+	SHNSW_ELEM_FLOAT4 = 1,		/* pgvector vector */
+	SHNSW_ELEM_FLOAT2 = 2		/* pgvector halfvec */
+} ShnswElemType;
+
+/* Which implementation shnsw_kernels_init() picked. */
+typedef enum ShnswSimdLevel
+{
+	SHNSW_SIMD_PORTABLE = 0,
+	SHNSW_SIMD_AVX2 = 1,
+	SHNSW_SIMD_AVX512 = 2
+} ShnswSimdLevel;
+
+/* Pick the best implementation for this CPU; idempotent. max caps it. */
+extern ShnswSimdLevel shnsw_kernels_init(ShnswSimdLevel max);
+
+/* Float kernels (build-time graph construction). */
+extern float (*shnsw_l2sq_f32) (const float *a, const float *b, int dim);
+extern float (*shnsw_dot_f32) (const float *a, const float *b, int dim);
+
+/* Navigation distance between two float vectors for a metric (smaller is closer). */
+static inline float
+shnsw_float_distance(ShnswMetric metric, const float *a, const float *b, int dim)
+{
+	if (metric == SHNSW_METRIC_L2)
+		return shnsw_l2sq_f32(a, b, dim);
+	return -shnsw_dot_f32(a, b, dim);
+}
+
+/* IEEE half (as stored by pgvector's halfvec) to float. */
+extern float shnsw_half_to_float(uint16_t h);
+extern void shnsw_halves_to_floats(const uint16_t *h, float *out, int dim);
+
+/* Scale v to unit length in place; returns false (and leaves v) if its norm is 0. */
+extern bool shnsw_normalize(float *v, int dim);
+
+/*
+ * SQ8: per-dimension lo and scale; code c in 0..255 stands for lo + c * scale.
+ * Values outside the trained range are clamped to 0 or 255.
+ */
+extern void sq8_train_init(float *mins, float *maxs, int dim);
+extern void sq8_train_add(float *mins, float *maxs, const float *v, int dim);
+extern void sq8_train_finish(const float *mins, const float *maxs,
+							 float *lo, float *scale, int dim);
+extern void sq8_encode(const float *lo, const float *scale, const float *v,
+					   uint8_t *code, int dim);
+extern void sq8_decode(const float *lo, const float *scale, const uint8_t *code,
+					   float *out, int dim);
+
+/*
+ * A query prepared for distances to SQ8 codes. For L2:
+ *	 d = sum w[i] * (qs[i] - c[i])^2,  qs = (q - lo) / scale,  w = scale^2
+ * For IP and cosine (q normalized for cosine):
+ *	 d = -(bias + sum qs[i] * c[i]),  qs = q * scale,  bias = sum q * lo
+ */
+typedef struct Sq8Query
+{
+	int			dim;
+	ShnswMetric metric;
+	float		bias;
+	float	   *qs;				/* dim floats, caller-allocated */
+	float	   *w;				/* dim floats, caller-allocated (L2 only) */
+} Sq8Query;
+
+extern void sq8_prepare_query(Sq8Query *sq, ShnswMetric metric, const float *q,
+							  const float *lo, const float *scale);
+extern float (*sq8_l2_kernel) (const float *qs, const float *w, const uint8_t *code, int dim);
+extern float (*sq8_dot_kernel) (const float *qs, const uint8_t *code, int dim);
+
+static inline float
+sq8_distance(const Sq8Query *sq, const uint8_t *code)
+{
+	if (sq->metric == SHNSW_METRIC_L2)
+		return sq8_l2_kernel(sq->qs, sq->w, code, sq->dim);
+	return -(sq->bias + sq8_dot_kernel(sq->qs, code, sq->dim));
+}
+
+#endif							/* STREAMHNSW_KERNELS_H */

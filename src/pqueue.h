@@ -1,0 +1,120 @@
+/*-------------------------------------------------------------------------
+ *
+ * pqueue.h
+ *	  Binary heaps of (distance, id) pairs: a min-heap of candidates to
+ *	  expand and a max-heap of the best results so far.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef STREAMHNSW_PQUEUE_H
+#define STREAMHNSW_PQUEUE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "port.h"
+
+typedef struct ShnswPair
+{
+	float		d;
+	uint32_t	id;
+} ShnswPair;
+
+typedef struct ShnswHeap
+{
+	ShnswPair  *a;
+	int			n;
+	int			cap;
+	bool		max;			/* max-heap if true, else min-heap */
+} ShnswHeap;
+
+static inline void
+shnsw_heap_init(ShnswHeap *h, int cap, bool max)
+{
+	h->cap = cap > 4 ? cap : 4;
+	h->a = (ShnswPair *) shnsw_alloc(sizeof(ShnswPair) * h->cap);
+	h->n = 0;
+	h->max = max;
+}
+
+static inline void
+shnsw_heap_free(ShnswHeap *h)
+{
+	if (h->a)
+		shnsw_free(h->a);
+	h->a = NULL;
+	h->n = h->cap = 0;
+}
+
+/* true if x should sit above y */
+static inline bool
+shnsw_heap_above(const ShnswHeap *h, const ShnswPair *x, const ShnswPair *y)
+{
+	if (x->d != y->d)
+		return h->max ? x->d > y->d : x->d < y->d;
+	/* tie-break on id for determinism */
+	return h->max ? x->id > y->id : x->id < y->id;
+}
+
+static inline void
+shnsw_heap_push(ShnswHeap *h, float d, uint32_t id)
+{
+	int			i;
+
+	if (h->n == h->cap)
+	{
+		h->cap *= 2;
+		h->a = (ShnswPair *) shnsw_realloc(h->a, sizeof(ShnswPair) * h->cap);
+	}
+	i = h->n++;
+	h->a[i].d = d;
+	h->a[i].id = id;
+	while (i > 0)
+	{
+		int			p = (i - 1) / 2;
+		ShnswPair	t;
+
+		if (!shnsw_heap_above(h, &h->a[i], &h->a[p]))
+			break;
+		t = h->a[i];
+		h->a[i] = h->a[p];
+		h->a[p] = t;
+		i = p;
+	}
+}
+
+static inline ShnswPair
+shnsw_heap_top(const ShnswHeap *h)
+{
+	return h->a[0];
+}
+
+static inline ShnswPair
+shnsw_heap_pop(ShnswHeap *h)
+{
+	ShnswPair	top = h->a[0];
+	int			i = 0;
+
+	h->a[0] = h->a[--h->n];
+	for (;;)
+	{
+		int			l = 2 * i + 1,
+					r = l + 1,
+					b = i;
+		ShnswPair	t;
+
+		if (l < h->n && shnsw_heap_above(h, &h->a[l], &h->a[b]))
+			b = l;
+		if (r < h->n && shnsw_heap_above(h, &h->a[r], &h->a[b]))
+			b = r;
+		if (b == i)
+			break;
+		t = h->a[i];
+		h->a[i] = h->a[b];
+		h->a[b] = t;
+		i = b;
+	}
+	return top;
+}
+
+#endif							/* STREAMHNSW_PQUEUE_H */

@@ -1,0 +1,91 @@
+/*-------------------------------------------------------------------------
+ *
+ * visited.h
+ *	  An open-addressing hash set of node references, for the set of nodes
+ *	  a disk search has already seen.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef STREAMHNSW_VISITED_H
+#define STREAMHNSW_VISITED_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "format.h"
+#include "port.h"
+
+typedef struct ShnswVisited
+{
+	ShnswRef   *slots;			/* SHNSW_INVALID_REF marks an empty slot */
+	uint32_t	mask;
+	uint32_t	n;
+} ShnswVisited;
+
+static inline void
+shnsw_visited_init(ShnswVisited *v, uint32_t expected)
+{
+	uint32_t	size = 64;
+
+	while (size < expected * 2)
+		size <<= 1;
+	v->slots = (ShnswRef *) shnsw_alloc(sizeof(ShnswRef) * size);
+	memset(v->slots, 0xFF, sizeof(ShnswRef) * size);
+	v->mask = size - 1;
+	v->n = 0;
+}
+
+static inline void
+shnsw_visited_free(ShnswVisited *v)
+{
+	if (v->slots)
+		shnsw_free(v->slots);
+	v->slots = NULL;
+}
+
+static inline uint32_t
+shnsw_visited_hash(ShnswRef r)
+{
+	return (r * 0x9E3779B1u) ^ (r >> 16);
+}
+
+static bool shnsw_visited_add(ShnswVisited *v, ShnswRef r);
+
+static inline void
+shnsw_visited_grow(ShnswVisited *v)
+{
+	ShnswRef   *old = v->slots;
+	uint32_t	oldsize = v->mask + 1;
+
+	v->slots = (ShnswRef *) shnsw_alloc(sizeof(ShnswRef) * oldsize * 2);
+	memset(v->slots, 0xFF, sizeof(ShnswRef) * oldsize * 2);
+	v->mask = oldsize * 2 - 1;
+	v->n = 0;
+	for (uint32_t i = 0; i < oldsize; i++)
+		if (old[i] != SHNSW_INVALID_REF)
+			shnsw_visited_add(v, old[i]);
+	shnsw_free(old);
+}
+
+/* Add r; return true if it was not there before. */
+static inline bool
+shnsw_visited_add(ShnswVisited *v, ShnswRef r)
+{
+	uint32_t	i;
+
+	if ((v->n + 1) * 2 > v->mask + 1)
+		shnsw_visited_grow(v);
+	i = shnsw_visited_hash(r) & v->mask;
+	while (v->slots[i] != SHNSW_INVALID_REF)
+	{
+		if (v->slots[i] == r)
+			return false;
+		i = (i + 1) & v->mask;
+	}
+	v->slots[i] = r;
+	v->n++;
+	return true;
+}
+
+#endif							/* STREAMHNSW_VISITED_H */
