@@ -1,0 +1,22 @@
+# Benchmark suite (issue 5); included at the end of the top-level Makefile.
+#
+#   make bench                      default preset (< 10 min): pgvector hnsw vs
+#                                   streamhnsw (when built) vs FAISS, all modes
+#   make bench BENCH_ARGS='--preset quick'     any options of python -m shnsw.bench
+#   make bench-lib                  only build the LD_PRELOAD latency library
+#
+# Results go to bench-results/<timestamp>/ (JSON, Markdown, PNG plots).
+
+BENCH_ARGS  ?=
+BENCH_SHIM   = bench/latency/pread_delay.so
+
+.PHONY: bench bench-lib
+
+$(BENCH_SHIM): bench/latency/pread_delay.c
+	$(CC) -O2 -Wall -shared -fPIC -o $@ $< -ldl
+
+bench-lib: $(BENCH_SHIM)
+
+bench: venv bench-lib
+	$(MAKE) install
+	PYTHONPATH=python $(VENV_PY) -m shnsw.bench $(BENCH_ARGS)

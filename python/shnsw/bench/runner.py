@@ -1,0 +1,513 @@
+"""The benchmark run: one server, one table per access method, every mode.
+
+Order of the phases (each optional):
+
+  load + build (+ FAISS)  ->  hot sweep  ->  fresh  ->  concurrent  ->  mixed
+  ->  cold sweep  ->  cold + latency sweep  ->  effective_io_concurrency sweep
+  ->  insert rate (last: it adds rows)
+
+The hot sweep decides, per engine, the smallest ef_search whose recall@10
+reaches the target (0.95 by default): the fixed-ef modes (fresh, concurrent,
+mixed, eic sweep) run there, so engines are compared at (about) equal
+recall, and the cold sweeps run at the ef values around it so that their
+latency can be interpolated at the target recall.  Query results do not
+depend on what is cached, so the cold curves use the recall that the hot
+sweep measured over all queries at the same ef_search.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import time
+from dataclasses import asdict
+
+import numpy as np
+
+from . import clients, metrics, pg
+from .anchor import run_faiss
+from .datasets import Dataset, Progress
+from .shim import Shim, diff as shim_diff
+from ..cluster import Cluster
+
+
+class Log:
+    def __init__(self):
+        self.t0 = time.perf_counter()
+
+    def __call__(self, msg="", flush=True):
+        print(msg, flush=flush)
+
+    def step(self, msg):
+        print(f"[{time.perf_counter() - self.t0:6.0f} s] {msg}", flush=True)
+
+
+def machine_info() -> dict:
+    info = {"platform": platform.platform(), "python": platform.python_version(),
+            "cpus": os.cpu_count()}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    info["cpu"] = line.split(":", 1)[1].strip()
+                    break
+        with open("/proc/meminfo") as f:
+            info["mem_kb"] = int(f.readline().split()[1])
+    except OSError:
+        pass
+    return info
+
+
+def _point(engine, ef, lat, found, truth, k, extra=None) -> dict:
+    p = {"engine": engine, "ef_search": ef, **metrics.latency_summary(lat)}
+    if found is not None:
+        p["recall@1"] = metrics.recall_at(found, truth, 1)
+        p["recall@10"] = metrics.recall_at(found, truth, min(10, k))
+    if extra:
+        p.update(extra)
+    return p
+
+
+class Bench:
+    def __init__(self, cfg: dict, ds: Dataset, log: Log | None = None):
+        self.cfg = cfg
+        self.ds = ds
+        self.log = log or Log()
+        self.k = cfg["k"]
+        self.typ = cfg["type"]
+        self.metric = ds.metric
+        self.result = {"config": cfg, "dataset": ds.describe(), "machine": machine_info(),
+                       "engines": {}, "modes": {}, "notes": []}
+        self.lits = pg.literals(ds.queries)
+        self.insert_lits = pg.literals(ds.inserts)
+
+    # --- helpers ------------------------------------------------------------
+    def note(self, msg):
+        self.log(f"  note: {msg}")
+        self.result["notes"].append(msg)
+
+    def sql(self, eng, k=None):
+        return pg.query_sql(eng, self.typ, self.metric, k or self.k)
+
+    def conn(self, eng=None, ef=None, extra=None):
+        c = self.cluster.connect()
+        if eng is not None:
+            pg.apply_gucs(c, eng.session_gucs(ef, extra))
+        return c
+
+    def lits_for(self, n, offset=0):
+        n = min(n, len(self.lits))
+        return self.lits[offset:offset + n], self.ds.truth[offset:offset + n]
+
+    # --- setup ---------------------------------------------------------------
+    def start(self):
+        cfg = self.cfg
+        settings = dict(pg.DEFAULT_SETTINGS)
+        settings.update(cfg.get("settings") or {})
+        self.settings = settings
+        self.shim = Shim.create()
+        self.cluster = Cluster(name="shnsw-bench", settings=settings)
+        self.cluster.server_env.update(self.shim.server_env(self.cluster.datadir / "base"))
+        self.cluster.init()
+        self.cluster.start()
+        with self.cluster.connect() as c:
+            self.result["versions"] = pg.setup_extensions(c, self.log)
+            rows = c.execute("SELECT name, setting, unit FROM pg_settings WHERE name = ANY(%s)",
+                             (sorted(set(settings) | {"server_version", "block_size",
+                                                     "io_combine_limit", "work_mem"}),)
+                             ).fetchall()
+            self.result["server_settings"] = {n: (s + (u or "") if u and u not in ("8kB",)
+                                                  else s) for n, s, u in rows}
+            self.result["server_settings_requested"] = {k: str(v) for k, v in settings.items()}
+            self.have_streamhnsw = pg.has_streamhnsw(c)
+        self.result["shim"] = {"library": str(self.shim.lib), "control": str(self.shim.ctl_path),
+                               "dir": self.cluster.server_env.get("SHNSW_PREAD_DIR")}
+        self.engines = self._engines()
+        self.result["engines"] = {e.label: {"am": e.am, "table": e.table, "index": e.index,
+                                            "ef_guc": e.ef_guc, "gucs": e.gucs}
+                                  for e in self.engines}
+
+    def _engines(self):
+        cfg = self.cfg
+        out = []
+        if "hnsw" in cfg["ams"]:
+            out.append(pg.Engine("pgvector hnsw", "hnsw", "items_hnsw", "items_hnsw_idx",
+                                 "hnsw.ef_search", dict(cfg.get("pgvector_gucs") or {})))
+        if "streamhnsw" in cfg["ams"]:
+            if not self.have_streamhnsw:
+                self.note("the streamhnsw access method is not installed in this server: "
+                          "pgvector and FAISS only")
+            else:
+                base = dict(cfg.get("streamhnsw_gucs") or {})
+                modes = cfg.get("io_modes") or [None]
+                for mode in modes:
+                    g = dict(base)
+                    label = "streamhnsw"
+                    if mode is not None:
+                        g["streamhnsw.io_mode"] = mode
+                        label = f"streamhnsw[io_mode={mode}]"
+                    out.append(pg.Engine(label, "streamhnsw", "items_streamhnsw",
+                                         "items_streamhnsw_idx", "streamhnsw.ef_search", g))
+        return out
+
+    def stop(self):
+        try:
+            self.cluster.destroy()
+        finally:
+            self.shim.close()
+
+    # --- phases ---------------------------------------------------------------
+    def load_and_build(self):
+        cfg, ds, log = self.cfg, self.ds, self.log
+        built = {}
+        for eng in self.engines:
+            rec = self.result["engines"][eng.label]
+            if eng.index in built:
+                rec.update(built[eng.index])
+                continue
+            log.step(f"loading {len(ds.rows)} x {ds.dim} rows into {eng.table}")
+            with self.cluster.connect() as c:
+                load_s = pg.load_table(c, eng.table, ds.rows, self.typ,
+                                       progress=Progress(f"COPY {eng.table}", out=log))
+            log.step(f"building {eng.am} (m={cfg['m']}, ef_construction={cfg['ef_construction']})")
+            b = pg.build_index(self.cluster, eng, self.typ, self.metric, cfg["m"],
+                               cfg["ef_construction"], log=log)
+            b["load_s"] = load_s
+            log(f"    built in {b['build_s']:.1f} s, index {b['index_bytes'] / 2**20:.1f} MB",
+                flush=True)
+            with self.cluster.connect() as c:
+                pg.check_plan(c, eng, self.sql(eng), self.lits[0])
+            built[eng.index] = b
+            rec.update(b)
+        with self.cluster.connect() as c:
+            c.execute("CHECKPOINT")
+
+    def faiss(self):
+        cfg, ds = self.cfg, self.ds
+        self.log.step("FAISS anchor")
+        n = min(cfg["hot_queries"], len(ds.queries))
+        r = run_faiss(ds.rows, ds.queries[:n], ds.truth[:n], self.metric, cfg["m"],
+                      cfg["ef_construction"], cfg["ef_search"], self.k, log=self.log)
+        self.result["faiss"] = r
+
+    def hot(self):
+        cfg, log = self.cfg, self.log
+        lits, truth = self.lits_for(cfg["hot_queries"])
+        points = []
+        for eng in self.engines:
+            log.step(f"hot: {eng.label}, ef_search {cfg['ef_search']}, {len(lits)} queries each")
+            with self.conn(eng) as c:
+                pg.prewarm(c, eng)
+                sql = self.sql(eng)
+                sql100 = self.sql(eng, 100)
+                for ef in cfg["ef_search"]:
+                    pg.apply_gucs(c, {eng.ef_guc: ef})
+                    for lit in lits[:cfg["warmup"]]:
+                        c.execute(sql, (lit,)).fetchall()
+                    lat, found = [], []
+                    for lit in lits:
+                        t = time.perf_counter()
+                        rows = c.execute(sql, (lit,)).fetchall()
+                        lat.append(time.perf_counter() - t)
+                        found.append([r[0] for r in rows])
+                    extra = {}
+                    ns = min(cfg["explain_sample"], len(lits))
+                    bufs = [pg.explain_buffers(c, sql, lit) for lit in lits[:ns]]
+                    extra["buffers_hit"] = statistics.mean(b["hit"] for b in bufs) if bufs else None
+                    extra["buffers_read"] = statistics.mean(b["read"] for b in bufs) if bufs else None
+                    if truth.shape[1] >= 100 and cfg.get("recall100", True):
+                        pg.apply_gucs(c, {eng.ef_guc: max(ef, 100)})
+                        n100 = min(cfg["recall100_queries"], len(lits))
+                        f100 = [[r[0] for r in c.execute(sql100, (lit,)).fetchall()]
+                                for lit in lits[:n100]]
+                        extra["recall@100"] = metrics.recall_at(f100, truth[:n100], 100)
+                        pg.apply_gucs(c, {eng.ef_guc: ef})
+                    p = _point(eng.label, ef, lat, found, truth, self.k, extra)
+                    points.append(p)
+                    log(f"    ef {ef:4d}: recall@10 {p['recall@10']:.4f}  qps {p['qps']:8.1f}  "
+                        f"p50 {p['p50_ms']:.3f} ms  hit/q {extra['buffers_hit']:.0f}",
+                        flush=True)
+        self.result["modes"]["hot"] = {"queries": len(lits), "points": points}
+        self._choose_ef(points)
+
+    def _choose_ef(self, points):
+        """Per engine: the smallest ef_search reaching the target recall@10."""
+        target = self.cfg["target_recall"]
+        self.ef_at_target, self.hot_recall = {}, {}
+        for eng in self.engines:
+            pts = sorted((p for p in points if p["engine"] == eng.label),
+                         key=lambda p: p["ef_search"])
+            self.hot_recall[eng.label] = {p["ef_search"]: p["recall@10"] for p in pts}
+            ok = [p["ef_search"] for p in pts if p["recall@10"] >= target]
+            if ok:
+                self.ef_at_target[eng.label] = ok[0]
+            else:
+                self.ef_at_target[eng.label] = pts[-1]["ef_search"]
+                self.note(f"{eng.label} never reached recall@10 {target} in the hot sweep; "
+                          f"fixed-ef modes use ef_search {pts[-1]['ef_search']}")
+        self.result["ef_at_target"] = dict(self.ef_at_target)
+
+    def _ef_around_target(self, eng):
+        """The ef values bracketing the target recall (for the cold sweeps)."""
+        efs = sorted(self.hot_recall[eng.label])
+        e = self.ef_at_target[eng.label]
+        i = efs.index(e)
+        lo = max(0, i - 1)
+        hi = min(len(efs), i + 1 + self.cfg.get("cold_extra_above", 0))
+        return efs[lo:hi]
+
+    def fresh(self):
+        cfg, log = self.cfg, self.log
+        lits, truth = self.lits_for(cfg["fresh_queries"])
+        res = []
+        for eng in self.engines:
+            ef = self.ef_at_target[eng.label]
+            log.step(f"fresh: {eng.label}, ef_search {ef}, {len(lits)} new connections")
+            with self.conn(eng, ef) as c:
+                pg.prewarm(c, eng)
+                for lit in lits[:cfg["warmup"]]:
+                    c.execute(self.sql(eng), (lit,)).fetchall()
+                # The same queries on this warm connection: the reference.
+                warm = []
+                for lit in lits:
+                    t = time.perf_counter()
+                    c.execute(self.sql(eng), (lit,)).fetchall()
+                    warm.append(time.perf_counter() - t)
+            lat, found, connect = [], [], []
+            opts = eng.options(ef)
+            for lit in lits:
+                t0 = time.perf_counter()
+                c = self.cluster.connect(options=opts)
+                t = time.perf_counter()
+                rows = c.execute(self.sql(eng), (lit,)).fetchall()
+                lat.append(time.perf_counter() - t)
+                connect.append(t - t0)
+                c.close()
+                found.append([r[0] for r in rows])
+            p = _point(eng.label, ef, lat, found, truth, self.k,
+                       {"warm": metrics.latency_summary(warm),
+                        "connect_ms_p50": metrics.percentile(connect, 50) * 1e3})
+            p["fresh_over_warm_p50"] = metrics.ratio(p["p50_ms"], p["warm"]["p50_ms"])
+            res.append(p)
+            log(f"    fresh p50 {p['p50_ms']:.3f} ms, warm p50 {p['warm']['p50_ms']:.3f} ms, "
+                f"ratio {p['fresh_over_warm_p50']:.2f}", flush=True)
+        self.result["modes"]["fresh"] = {"queries": len(lits), "points": res}
+
+    def concurrent(self):
+        cfg, log = self.cfg, self.log
+        res = []
+        for n in cfg["clients"]:
+            for eng in self.engines:
+                ef = self.ef_at_target[eng.label]
+                log.step(f"concurrent: {eng.label}, {n} clients, {cfg['seconds']} s, ef {ef}")
+                with self.conn(eng) as c:
+                    pg.prewarm(c, eng)
+                r = clients.run_vector_clients(self.cluster.conninfo, eng.options(ef),
+                                               self.sql(eng), self.lits, n, cfg["seconds"])
+                s = metrics.latency_summary(r["latencies"])
+                p = {"engine": eng.label, "ef_search": ef, "clients": n,
+                     "seconds": cfg["seconds"], "queries": r["queries"], "qps": r["qps"],
+                     **{k: v for k, v in s.items() if k.endswith("_ms")}}
+                res.append(p)
+                log(f"    {p['qps']:.1f} q/s, p50 {p['p50_ms']:.3f} ms, p99 {p['p99_ms']:.3f} ms",
+                    flush=True)
+        self.result["modes"]["concurrent"] = {"points": res}
+
+    def mixed(self):
+        cfg, log = self.cfg, self.log
+        env = self.cluster.client_env()
+        with self.cluster.connect() as c:
+            c.execute("DROP DATABASE IF EXISTS pgbench")
+            c.execute("CREATE DATABASE pgbench")
+        log.step(f"mixed: pgbench -i -s {cfg['pgbench_scale']}")
+        clients.pgbench_init(self.cluster.bindir, env, "pgbench", cfg["pgbench_scale"])
+        with self.cluster.connect() as c:
+            c.execute("CHECKPOINT")
+        secs = cfg["mixed_seconds"]
+        res = {"pgbench_clients": cfg["pgbench_clients"], "vector_clients": cfg["mixed_vector_clients"],
+               "seconds": secs, "pgbench_scale": cfg["pgbench_scale"], "points": []}
+        log.step(f"mixed: pgbench alone, {cfg['pgbench_clients']} clients, {secs} s")
+        pb = clients.pgbench_popen(self.cluster.bindir, env, "pgbench", cfg["pgbench_clients"], secs)
+        out, err = pb.communicate()
+        res["pgbench_alone"] = clients.parse_pgbench(out + err)
+        log(f"    tps {res['pgbench_alone'].get('tps')}", flush=True)
+        for eng in self.engines:
+            ef = self.ef_at_target[eng.label]
+            log.step(f"mixed: pgbench ({cfg['pgbench_clients']} clients) + {eng.label} "
+                     f"({cfg['mixed_vector_clients']} clients), {secs} s, ef {ef}")
+            with self.conn(eng) as c:
+                pg.prewarm(c, eng)
+            n = cfg["mixed_vector_clients"]
+            start_at = time.time() + 3.0 + 0.5 * n
+            pool, ar = clients.start_vector_clients(self.cluster.conninfo, eng.options(ef),
+                                                    self.sql(eng), self.lits, n, start_at,
+                                                    start_at + secs)
+            while time.time() < start_at:
+                time.sleep(0.01)
+            pb = clients.pgbench_popen(self.cluster.bindir, env, "pgbench",
+                                       cfg["pgbench_clients"], secs)
+            out, err = pb.communicate()
+            vres = ar.get()
+            pool.close()
+            pool.join()
+            lat = [x for r in vres for x in r["latencies"]]
+            s = metrics.latency_summary(lat)
+            p = {"engine": eng.label, "ef_search": ef, "vector_queries": len(lat),
+                 "vector_qps": len(lat) / secs, "pgbench": clients.parse_pgbench(out + err),
+                 **{k: v for k, v in s.items() if k.endswith("_ms")}}
+            res["points"].append(p)
+            log(f"    vector {p['vector_qps']:.1f} q/s (p50 {p['p50_ms']:.2f} ms, "
+                f"p99 {p['p99_ms']:.2f} ms), TPC-B tps {p['pgbench'].get('tps')}", flush=True)
+        self.result["modes"]["mixed"] = res
+
+    def _cold_run(self, c, eng, ev, ef, lits, truth, delay_us, n_explain, eic=None):
+        """Each query after eviction; returns a point (latency, reads, buffers)."""
+        sql = self.sql(eng)
+        pg.apply_gucs(c, {eng.ef_guc: ef})
+        if eic is not None:
+            pg.apply_gucs(c, {"effective_io_concurrency": eic})
+        self.shim.set(enabled=True, delay_us=delay_us)
+        try:
+            lat, found, reads, sleep = [], [], [], []
+            for lit in lits:
+                ev(c)
+                before = self.shim.counters()
+                t = time.perf_counter()
+                rows = c.execute(sql, (lit,)).fetchall()
+                lat.append(time.perf_counter() - t)
+                d = shim_diff(self.shim.counters(), before)
+                reads.append(d["reads"])
+                sleep.append(d["sleep_ns"] / 1e6)
+                found.append([r[0] for r in rows])
+            bufs = []
+            for lit in lits[:n_explain]:
+                ev(c)
+                bufs.append(pg.explain_buffers(c, sql, lit))
+        finally:
+            self.shim.set(enabled=False, delay_us=0)
+            if eic is not None:
+                pg.apply_gucs(c, {"effective_io_concurrency": self.settings.get(
+                    "effective_io_concurrency", 16)})
+        extra = {"storage_reads": statistics.mean(reads),
+                 "delay_ms_slept": statistics.mean(sleep),
+                 "buffers_hit": statistics.mean(b["hit"] for b in bufs) if bufs else None,
+                 "buffers_read": statistics.mean(b["read"] for b in bufs) if bufs else None,
+                 "hot_recall@10": self.hot_recall[eng.label].get(ef),
+                 "delay_us": delay_us}
+        p = _point(eng.label, ef, lat, found, truth, self.k, extra)
+        if delay_us:
+            p["round_trips_p50"] = p["p50_ms"] * 1e3 / delay_us
+            p["round_trips_mean"] = p["mean_ms"] * 1e3 / delay_us
+        if eic is not None:
+            p["effective_io_concurrency"] = eic
+        return p
+
+    def cold(self, delay_us: int = 0):
+        cfg, log = self.cfg, self.log
+        name = "cold_latency" if delay_us else "cold"
+        nq = cfg["latency_queries"] if delay_us else cfg["cold_queries"]
+        # Queries not used by the other cold sweeps (a new vector each time).
+        off = cfg["cold_queries"] if delay_us else 0
+        off = off if off + nq <= len(self.lits) else 0
+        lits, truth = self.lits_for(nq, off)
+        points = []
+        with self.cluster.connect() as c:
+            c.execute("CHECKPOINT")
+        for eng in self.engines:
+            efs = self._ef_around_target(eng)
+            log.step(f"{name}: {eng.label}, ef_search {efs}, {len(lits)} queries each"
+                     + (f", {delay_us} us per read" if delay_us else ""))
+            with self.conn(eng) as c:
+                ev = pg.Evictor(c, self.cluster.datadir, eng)
+                for ef in efs:
+                    p = self._cold_run(c, eng, ev, ef, lits, truth, delay_us,
+                                       cfg["cold_explain_sample"])
+                    points.append(p)
+                    log(f"    ef {ef:4d}: p50 {p['p50_ms']:.2f} ms  storage reads/q "
+                        f"{p['storage_reads']:.0f}  buffers read/q {p['buffers_read']:.0f}"
+                        + (f"  round trips {p['round_trips_p50']:.0f}" if delay_us else ""),
+                        flush=True)
+                    if p["storage_reads"] == 0:
+                        self.note(f"{name}: {eng.label} ef {ef} made no storage reads: "
+                                  "the latency shim is not loaded or the cache was not dropped")
+        self.result["modes"][name] = {"queries": len(lits), "delay_us": delay_us,
+                                      "points": points}
+
+    def eic_sweep(self):
+        cfg, log = self.cfg, self.log
+        delay = cfg["delay_us"]
+        off = min(cfg["cold_queries"] + cfg["latency_queries"], len(self.lits) - cfg["eic_queries"])
+        lits, truth = self.lits_for(cfg["eic_queries"], max(0, off))
+        points = []
+        for eng in self.engines:
+            ef = self.ef_at_target[eng.label]
+            log.step(f"eic sweep: {eng.label}, ef {ef}, eic {cfg['eic']}, {len(lits)} cold "
+                     f"queries each, {delay} us per read")
+            with self.conn(eng) as c:
+                ev = pg.Evictor(c, self.cluster.datadir, eng)
+                for eic in cfg["eic"]:
+                    p = self._cold_run(c, eng, ev, ef, lits, truth, delay,
+                                       cfg["eic_explain_sample"], eic=eic)
+                    points.append(p)
+                    log(f"    eic {eic:3d}: mean {p['mean_ms']:.1f} ms  p50 {p['p50_ms']:.1f} ms"
+                        f"  round trips {p['round_trips_p50']:.0f}  reads/q "
+                        f"{p['storage_reads']:.0f}", flush=True)
+        self.result["modes"]["eic"] = {"queries": len(lits), "delay_us": delay,
+                                       "points": points}
+
+    def inserts(self):
+        cfg, log = self.cfg, self.log
+        n = min(cfg["insert_rows"], len(self.insert_lits))
+        res = []
+        done = set()
+        base = len(self.ds.rows)
+        for eng in self.engines:
+            if eng.table in done:
+                continue
+            done.add(eng.table)
+            log.step(f"inserts: {n} single-row INSERTs into {eng.table} ({eng.am})")
+            with self.cluster.connect() as c:
+                c.execute("SET synchronous_commit = off")
+                sql = f"INSERT INTO {eng.table} (id, embedding) VALUES (%s, %s::{self.typ})"
+                lat = []
+                for i, lit in enumerate(self.insert_lits[:n]):
+                    t = time.perf_counter()
+                    c.execute(sql, (base + i, lit))
+                    lat.append(time.perf_counter() - t)
+                # Remove them again (the index keeps dead entries; nothing runs after).
+                c.execute(f"DELETE FROM {eng.table} WHERE id >= %s", (base,))
+            s = metrics.latency_summary(lat)
+            p = {"engine": eng.label, "am": eng.am, "rows": n, "rows_per_s": s["qps"],
+                 "p50_ms": s["p50_ms"], "p99_ms": s["p99_ms"], "synchronous_commit": "off"}
+            res.append(p)
+            log(f"    {p['rows_per_s']:.0f} rows/s (p50 {p['p50_ms']:.2f} ms)", flush=True)
+        self.result["modes"]["insert"] = {"points": res}
+
+    def run(self) -> dict:
+        cfg = self.cfg
+        modes = cfg["modes"]
+        self.start()
+        try:
+            self.load_and_build()
+            if "faiss" in modes:
+                self.faiss()
+            self.hot()                 # always: it picks the ef at target recall
+            if "fresh" in modes:
+                self.fresh()
+            if "concurrent" in modes:
+                self.concurrent()
+            if "mixed" in modes:
+                self.mixed()
+            if "cold" in modes:
+                self.cold(0)
+            if "latency" in modes:
+                self.cold(cfg["delay_us"])
+            if "eic" in modes:
+                self.eic_sweep()
+            if "insert" in modes:
+                self.inserts()
+        finally:
+            self.result["log_tail"] = self.cluster.log_tail(3000)
+            self.stop()
+        return self.result
