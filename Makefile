@@ -13,7 +13,19 @@ MODULE_big   = streamhnsw
 
 # One object per concern; see src/README for the layout.
 OBJS = \
-	src/streamhnsw.o
+	src/streamhnsw.o \
+	src/handler.o \
+	src/validate.o \
+	src/vector.o \
+	src/meta.o \
+	src/kernels.o \
+	src/graph.o \
+	src/pageaccess.o \
+	src/build.o \
+	src/insert.o \
+	src/scan.o \
+	src/vacuum.o \
+	src/verify.o
 
 DATA = sql/streamhnsw--$(EXTVERSION).sql
 
@@ -53,6 +65,7 @@ demo: venv
 
 test: venv
 	$(MAKE) DEV=1 install
+	$(MAKE) unit
 	PYTHONPATH=python $(VENV_PY) -m shnsw.regress
 	PYTHONPATH=python $(VENV_PY) -m pytest -q test/python
 

@@ -8,3 +8,84 @@ COMMENT ON FUNCTION streamhnsw_version() IS 'version of the loaded streamhnsw li
 CREATE FUNCTION streamhnsw_cpu_features() RETURNS text[]
 	AS 'MODULE_PATHNAME' LANGUAGE C STABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION streamhnsw_cpu_features() IS 'SIMD features of this CPU that streamhnsw dispatches to at run time';
+
+-- The access method
+
+CREATE FUNCTION streamhnsw_handler(internal) RETURNS index_am_handler
+	AS 'MODULE_PATHNAME' LANGUAGE C;
+
+CREATE ACCESS METHOD streamhnsw TYPE INDEX HANDLER streamhnsw_handler;
+COMMENT ON ACCESS METHOD streamhnsw IS 'streaming HNSW index with SQ8 navigation and exact re-ranking';
+
+-- Support functions 2 (distance family) and 3 (element type)
+
+CREATE FUNCTION streamhnsw_l2_metric(internal) RETURNS internal
+	AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION streamhnsw_ip_metric(internal) RETURNS internal
+	AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION streamhnsw_cosine_metric(internal) RETURNS internal
+	AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION streamhnsw_vector_type(internal) RETURNS internal
+	AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION streamhnsw_halfvec_type(internal) RETURNS internal
+	AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+-- Operator classes, named as pgvector names them for hnsw. Function 1 is
+-- the ORDER BY operator's own function: re-ranking computes the very value
+-- ORDER BY sorts on.
+
+CREATE OPERATOR CLASS vector_l2_ops
+	DEFAULT FOR TYPE vector USING streamhnsw AS
+	OPERATOR 1 <-> (vector, vector) FOR ORDER BY float_ops,
+	FUNCTION 1 l2_distance(vector, vector),
+	FUNCTION 2 streamhnsw_l2_metric(internal),
+	FUNCTION 3 streamhnsw_vector_type(internal);
+
+CREATE OPERATOR CLASS vector_ip_ops
+	FOR TYPE vector USING streamhnsw AS
+	OPERATOR 1 <#> (vector, vector) FOR ORDER BY float_ops,
+	FUNCTION 1 vector_negative_inner_product(vector, vector),
+	FUNCTION 2 streamhnsw_ip_metric(internal),
+	FUNCTION 3 streamhnsw_vector_type(internal);
+
+CREATE OPERATOR CLASS vector_cosine_ops
+	FOR TYPE vector USING streamhnsw AS
+	OPERATOR 1 <=> (vector, vector) FOR ORDER BY float_ops,
+	FUNCTION 1 cosine_distance(vector, vector),
+	FUNCTION 2 streamhnsw_cosine_metric(internal),
+	FUNCTION 3 streamhnsw_vector_type(internal);
+
+CREATE OPERATOR CLASS halfvec_l2_ops
+	DEFAULT FOR TYPE halfvec USING streamhnsw AS
+	OPERATOR 1 <-> (halfvec, halfvec) FOR ORDER BY float_ops,
+	FUNCTION 1 l2_distance(halfvec, halfvec),
+	FUNCTION 2 streamhnsw_l2_metric(internal),
+	FUNCTION 3 streamhnsw_halfvec_type(internal);
+
+CREATE OPERATOR CLASS halfvec_ip_ops
+	FOR TYPE halfvec USING streamhnsw AS
+	OPERATOR 1 <#> (halfvec, halfvec) FOR ORDER BY float_ops,
+	FUNCTION 1 halfvec_negative_inner_product(halfvec, halfvec),
+	FUNCTION 2 streamhnsw_ip_metric(internal),
+	FUNCTION 3 streamhnsw_halfvec_type(internal);
+
+CREATE OPERATOR CLASS halfvec_cosine_ops
+	FOR TYPE halfvec USING streamhnsw AS
+	OPERATOR 1 <=> (halfvec, halfvec) FOR ORDER BY float_ops,
+	FUNCTION 1 cosine_distance(halfvec, halfvec),
+	FUNCTION 2 streamhnsw_cosine_metric(internal),
+	FUNCTION 3 streamhnsw_halfvec_type(internal);
+
+-- Inspection
+
+CREATE FUNCTION streamhnsw_verify(index regclass) RETURNS SETOF text
+	AS 'MODULE_PATHNAME' LANGUAGE C STRICT VOLATILE PARALLEL SAFE;
+COMMENT ON FUNCTION streamhnsw_verify(regclass) IS 'checks the structure of a streamhnsw index; returns one row per problem found';
+
+CREATE FUNCTION streamhnsw_metapage(index regclass,
+	OUT version int, OUT dimensions int, OUT m int, OUT ef_construction int,
+	OUT metric text, OUT element_type text, OUT quantizer_trained bool,
+	OUT node_count bigint, OUT deleted_count bigint, OUT entry_level int,
+	OUT cache_generation bigint, OUT nodes_per_page int, OUT total_blocks bigint)
+	AS 'MODULE_PATHNAME' LANGUAGE C STRICT VOLATILE PARALLEL SAFE;
+COMMENT ON FUNCTION streamhnsw_metapage(regclass) IS 'the metapage of a streamhnsw index';

@@ -29,6 +29,7 @@ typedef uint32_t ShnswRef;
 #define SHNSW_INVALID_REF		((ShnswRef) 0xFFFFFFFF)
 #define SHNSW_MAX_SLOT_BITS		6
 #define SHNSW_MAX_M				100 /* largest m a node record allows */
+#define SHNSW_MAX_LEVEL			15	/* highest layer a node can have */
 #define SHNSW_MAX_NODES_PER_PAGE (1 << SHNSW_MAX_SLOT_BITS)
 
 static inline uint32_t

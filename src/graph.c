@@ -27,7 +27,7 @@
  * ---------------------------------------------------------------------
  */
 
-#define SHNSW_BUILD_MAX_LEVEL 15
+
 
 size_t
 shnsw_build_node_bytes(int dim, int m, bool use_codes)
@@ -66,7 +66,7 @@ shnsw_random_level(uint64_t *rng, double ml, int max_level)
 void
 shnsw_build_init(ShnswBuildGraph *g, int dim, int m, int ef_construction,
 				 ShnswMetric metric, uint32_t capacity, bool use_codes,
-				 const float *lo, const float *scale, uint64_t seed)
+				 const float *lo, const float *scale, uint64_t seed, float *vecs)
 {
 	memset(g, 0, sizeof(*g));
 	g->dim = dim;
@@ -83,6 +83,8 @@ shnsw_build_init(ShnswBuildGraph *g, int dim, int m, int ef_construction,
 		g->lo = lo;
 		g->scale = scale;
 	}
+	else if (vecs != NULL)
+		g->vecs = vecs;
 	else
 		g->vecs = shnsw_alloc(sizeof(float) * (size_t) g->cap * dim);
 	g->levels = shnsw_alloc(g->cap);
@@ -133,7 +135,7 @@ static uint32_t
 build_add_common(ShnswBuildGraph *g)
 {
 	uint32_t	i = g->n++;
-	int			level = shnsw_random_level(&g->rng, g->ml, SHNSW_BUILD_MAX_LEVEL);
+	int			level = shnsw_random_level(&g->rng, g->ml, SHNSW_MAX_LEVEL);
 
 	g->levels[i] = (uint8_t) level;
 	g->cnt0[i] = 0;
@@ -141,6 +143,12 @@ build_add_common(ShnswBuildGraph *g)
 	if (level > 0)
 		g->upper[i] = shnsw_alloc0(sizeof(uint32_t) * (size_t) level * (g->m + 1));
 	return i;
+}
+
+uint32_t
+shnsw_build_add_in_place(ShnswBuildGraph *g)
+{
+	return build_add_common(g);
 }
 
 uint32_t
@@ -331,6 +339,37 @@ build_select(ShnswBuildGraph *g, const uint32_t *ids, const float *dists, int n,
 		}
 		if (good)
 			sel[nsel++] = ids[k];
+	}
+	return nsel;
+}
+
+int
+shnsw_select_by_codes(const float *d, const uint8_t *codes, int n, int max, int dim,
+					  ShnswMetric metric, const float *lo, const float *scale,
+					  float *scratch, int *sel)
+{
+	Sq8Query	sq;
+	int			nsel = 0;
+
+	sq.dim = dim;
+	sq.qs = scratch + dim;
+	sq.w = scratch + 2 * dim;
+	for (int k = 0; k < n && nsel < max; k++)
+	{
+		bool		good = true;
+
+		sq8_decode(lo, scale, codes + (size_t) k * dim, scratch, dim);
+		sq8_prepare_query(&sq, metric, scratch, lo, scale);
+		for (int r = 0; r < nsel; r++)
+		{
+			if (sq8_distance(&sq, codes + (size_t) sel[r] * dim) < d[k])
+			{
+				good = false;
+				break;
+			}
+		}
+		if (good)
+			sel[nsel++] = k;
 	}
 	return nsel;
 }

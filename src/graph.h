@@ -67,14 +67,21 @@ typedef struct ShnswBuildGraph
 /* Bytes of memory one node costs in a graph (for maintenance_work_mem). */
 extern size_t shnsw_build_node_bytes(int dim, int m, bool use_codes);
 
+/*
+ * vecs, if not NULL, is an array of capacity * dim floats (from shnsw_alloc)
+ * whose ownership passes to the graph; its rows are added with
+ * shnsw_build_add_in_place.
+ */
 extern void shnsw_build_init(ShnswBuildGraph *g, int dim, int m, int ef_construction,
 							 ShnswMetric metric, uint32_t capacity, bool use_codes,
-							 const float *lo, const float *scale, uint64_t seed);
+							 const float *lo, const float *scale, uint64_t seed,
+							 float *vecs);
 extern void shnsw_build_free(ShnswBuildGraph *g);
 
 /* Append a node (navigation vector or code) without linking it; returns its number. */
 extern uint32_t shnsw_build_add_vector(ShnswBuildGraph *g, const float *v);
 extern uint32_t shnsw_build_add_code(ShnswBuildGraph *g, const uint8_t *code);
+extern uint32_t shnsw_build_add_in_place(ShnswBuildGraph *g);
 
 /* Link node i into the graph (HNSW insertion with the neighbour heuristic). */
 extern void shnsw_build_link(ShnswBuildGraph *g, uint32_t i);
@@ -82,6 +89,16 @@ extern void shnsw_build_link(ShnswBuildGraph *g, uint32_t i);
 /* Neighbour list of node i on a layer, and its length. */
 extern ShnswRef *shnsw_build_neighbors(const ShnswBuildGraph *g, uint32_t i, int layer,
 									   int *count);
+
+/*
+ * The neighbour heuristic on SQ8 codes (inserts): candidates 0..n-1 are
+ * sorted nearest first with distances d[] to the new node and codes
+ * codes[k * dim]. Writes the kept candidates' positions to sel; returns how
+ * many (at most max). scratch needs 3 * dim floats.
+ */
+extern int	shnsw_select_by_codes(const float *d, const uint8_t *codes, int n, int max,
+								  int dim, ShnswMetric metric, const float *lo,
+								  const float *scale, float *scratch, int *sel);
 
 /* Draw a level for a new node (used by inserts too). */
 extern int	shnsw_random_level(uint64_t *rng, double ml, int max_level);

@@ -1,28 +1,64 @@
 /*-------------------------------------------------------------------------
  *
  * streamhnsw.c
- *	  Module entry point: library magic, _PG_init and the extension's
- *	  informational SQL functions.
+ *	  Module entry point: library magic, _PG_init, the memory shim the pure
+ *	  code uses, and the extension's informational SQL functions.
  *
- * The index access method itself lives in the other files of this
- * directory; src/README explains the layout.
+ * The access method is spread over the other files of this directory;
+ * src/README explains the layout.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#if PG_VERSION_NUM < 180000
-#error "streamhnsw requires PostgreSQL 18 or later (read streams, StartReadBuffers)"
-#endif
-
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 
+#include "port.h"
 #include "streamhnsw.h"
 
 PG_MODULE_MAGIC_EXT(.name = "streamhnsw", .version = STREAMHNSW_VERSION);
+
+void		_PG_init(void);
+
+/*
+ * _PG_init registers options and GUCs and picks the distance kernels.
+ */
+void
+_PG_init(void)
+{
+	shnsw_kernels_init(SHNSW_SIMD_AVX512);
+	shnsw_init_options();
+}
+
+/* port.h: the pure code allocates in the current memory context. */
+void *
+shnsw_alloc(size_t size)
+{
+	return MemoryContextAllocHuge(CurrentMemoryContext, Max(size, 1));
+}
+
+void *
+shnsw_alloc0(size_t size)
+{
+	return MemoryContextAllocExtended(CurrentMemoryContext, Max(size, 1),
+									  MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+}
+
+void *
+shnsw_realloc(void *ptr, size_t size)
+{
+	return repalloc_huge(ptr, Max(size, 1));
+}
+
+void
+shnsw_free(void *ptr)
+{
+	pfree(ptr);
+}
 
 /*
  * streamhnsw_version() returns the version of the loaded library.

@@ -1,13 +1,239 @@
 /*-------------------------------------------------------------------------
  *
  * streamhnsw.h
- *	  Shared declarations of the streamhnsw index access method.
+ *	  Declarations of the streamhnsw index access method: page layouts,
+ *	  metapage, options, GUCs and the functions each file exports.
+ *
+ * src/README describes the design; format.h has the node records that the
+ * pure code reads too.
  *
  *-------------------------------------------------------------------------
  */
 #ifndef STREAMHNSW_H
 #define STREAMHNSW_H
 
+#include "postgres.h"
+
+#if PG_VERSION_NUM < 180000
+#error "streamhnsw requires PostgreSQL 18 or later"
+#endif
+
+#include "access/amapi.h"
+#include "access/genam.h"
+#include "access/itup.h"
+#include "fmgr.h"
+#include "nodes/execnodes.h"
+#include "nodes/pathnodes.h"
+#include "storage/block.h"
+#include "storage/bufpage.h"
+#include "utils/relcache.h"
+
+#include "format.h"
+#include "graph.h"
+#include "kernels.h"
+
 #define STREAMHNSW_VERSION "0.1.0"
+
+/* ---------- options and GUCs ---------- */
+
+#define SHNSW_DEFAULT_M					16
+#define SHNSW_MIN_M						2
+#define SHNSW_MAX_M_OPTION				100
+#define SHNSW_DEFAULT_EF_CONSTRUCTION	64
+#define SHNSW_MIN_EF_CONSTRUCTION		4
+#define SHNSW_MAX_EF_CONSTRUCTION		1000
+#define SHNSW_DEFAULT_EF_SEARCH			40
+#define SHNSW_MIN_EF_SEARCH				1
+#define SHNSW_MAX_EF_SEARCH				1000
+#define SHNSW_DEFAULT_MAX_SCAN_TUPLES	20000
+#define SHNSW_MIN_MAX_SCAN_TUPLES		1
+
+#define SHNSW_MAX_VECTOR_DIM			2000
+#define SHNSW_MAX_HALFVEC_DIM			4000
+
+StaticAssertDecl(SHNSW_MAX_M_OPTION <= SHNSW_MAX_M, "node records must hold 2 * max m neighbours");
+
+typedef struct ShnswOptions
+{
+	int32		vl_len_;		/* varlena header (do not touch directly!) */
+	int			m;
+	int			ef_construction;
+} ShnswOptions;
+
+extern int	shnsw_ef_search;
+extern int	shnsw_max_scan_tuples;
+
+/* ---------- support functions of the operator classes ---------- */
+
+#define SHNSW_DISTANCE_PROC		1	/* exact distance: the ORDER BY operator's function */
+#define SHNSW_METRIC_PROC		2	/* returns the ShnswMetric */
+#define SHNSW_TYPE_PROC			3	/* returns the ShnswElemType */
+#define SHNSW_NPROCS			3
+
+/* ---------- pages ---------- */
+
+#define SHNSW_METAPAGE_BLKNO	0
+
+#define SHNSW_PAGE_META			1
+#define SHNSW_PAGE_QUANT		2	/* quantizer parameters */
+#define SHNSW_PAGE_GRAPH		3	/* fixed-size node records */
+#define SHNSW_PAGE_VECTOR		4	/* exact vectors, a byte stream */
+#define SHNSW_PAGE_UPPER		5	/* upper-layer records as line-pointer items */
+
+/* Special space of every streamhnsw page. */
+typedef struct ShnswPageOpaqueData
+{
+	uint16		page_type;		/* SHNSW_PAGE_* */
+	uint16		nslots;			/* graph pages: node slots in use */
+	uint32		magic;			/* SHNSW_MAGIC, identifies our pages */
+} ShnswPageOpaqueData;
+
+typedef ShnswPageOpaqueData *ShnswPageOpaque;
+
+#define ShnswPageGetOpaque(page) ((ShnswPageOpaque) PageGetSpecialPointer(page))
+
+/* Bytes usable for contents between the page header and the special space. */
+#define SHNSW_PAGE_CAPACITY \
+	(BLCKSZ - MAXALIGN(SizeOfPageHeaderData) - MAXALIGN(sizeof(ShnswPageOpaqueData)))
+
+/* Quantizer kinds; SQ8 is the only one so far. */
+#define SHNSW_QUANT_SQ8			1
+
+/*
+ * The metapage (block 0). Every change that can alter what a scan sees
+ * increments cache_generation, which a shared decoded cache can check.
+ */
+typedef struct ShnswMetaPageData
+{
+	uint32		magic;
+	uint32		version;
+	uint16		dims;
+	uint16		m;
+	uint16		ef_construction;
+	uint8		metric;			/* ShnswMetric */
+	uint8		elemtype;		/* ShnswElemType */
+	uint8		quantizer;		/* SHNSW_QUANT_* */
+	uint8		quant_trained;	/* false until the first vector arrives */
+	uint8		slot_bits;
+	uint8		reserved1;
+	uint16		nodes_per_page;
+	uint16		node_size;
+	uint32		vec_size;		/* bytes of one exact vector (varlena image) */
+	ShnswRef	entry;			/* entry point, or SHNSW_INVALID_REF if empty */
+	int32		entry_level;
+	BlockNumber quant_start;	/* first quantizer page */
+	uint32		quant_nblocks;
+	BlockNumber insert_graph_blk;	/* where inserts put new nodes ... */
+	BlockNumber insert_vec_blk; /* ... exact vectors ... */
+	BlockNumber insert_upper_blk;	/* ... and upper records */
+	uint64		node_count;		/* nodes ever placed (deleted ones included) */
+	uint64		deleted_count;
+	uint64		cache_generation;
+	uint64		rng_state;		/* level generator for inserts */
+} ShnswMetaPageData;
+
+typedef ShnswMetaPageData *ShnswMetaPage;
+
+#define ShnswPageGetMeta(page) ((ShnswMetaPage) PageGetContents(page))
+
+/* ---------- per-backend description of an index (rd_amcache) ---------- */
+
+typedef struct ShnswIndexInfo
+{
+	int			dims;
+	int			m;
+	ShnswMetric metric;
+	ShnswElemType elemtype;
+	int			slot_bits;
+	int			node_size;
+	int			vec_size;
+	BlockNumber quant_start;
+	bool		quant_trained;
+	float	   *lo;				/* SQ8 lower bounds, dims floats */
+	float	   *scale;			/* SQ8 steps, dims floats */
+} ShnswIndexInfo;
+
+/* A snapshot of the metapage's changing fields. */
+typedef struct ShnswMetaSnapshot
+{
+	ShnswRef	entry;
+	int			entry_level;
+	uint64		node_count;
+	uint64		cache_generation;
+} ShnswMetaSnapshot;
+
+/* ---------- handler.c: handler, options, GUCs, cost ---------- */
+
+/* CREATE INDEX sub-phases for pg_stat_progress_create_index */
+#define SHNSW_PHASE_LOAD		2
+#define SHNSW_PHASE_GRAPH		3
+#define SHNSW_PHASE_WRITE		4
+
+extern void shnsw_init_options(void);
+extern bytea *shnsw_options(Datum reloptions, bool validate);
+extern void shnsw_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
+							   Cost *indexStartupCost, Cost *indexTotalCost,
+							   Selectivity *indexSelectivity, double *indexCorrelation,
+							   double *indexPages);
+extern int	shnsw_get_m(Relation index);
+extern int	shnsw_get_ef_construction(Relation index);
+
+/* ---------- validate.c ---------- */
+extern bool shnsw_validate(Oid opclassoid);
+
+/* ---------- vector.c: pgvector values ---------- */
+extern ShnswMetric shnsw_index_metric(Relation index);
+extern ShnswElemType shnsw_index_elemtype(Relation index);
+extern int	shnsw_index_dims(Relation index, ShnswElemType elemtype);
+extern int	shnsw_vec_size(ShnswElemType elemtype, int dims);
+extern struct varlena *shnsw_check_vector(Datum value, ShnswElemType elemtype, int dims);
+extern bool shnsw_vector_to_nav(const struct varlena *v, ShnswElemType elemtype,
+								ShnswMetric metric, int dims, float *nav);
+
+/* ---------- meta.c: metapage and per-backend index description ---------- */
+extern ShnswIndexInfo *shnsw_get_index_info(Relation index);
+extern void shnsw_read_meta(Relation index, ShnswMetaSnapshot *snap);
+extern void shnsw_init_page(Page page, uint16 page_type);
+extern void shnsw_check_page(Relation index, Page page, BlockNumber blkno, uint16 page_type);
+extern void shnsw_fill_meta(ShnswMetaPage meta, int dims, int m, int efc, ShnswMetric metric,
+							ShnswElemType elemtype);
+extern int	shnsw_quant_nblocks(int dims);
+extern int	shnsw_slot_bits(int nodes_per_page);
+extern int	shnsw_nodes_per_page(int node_size);
+
+/* ---------- pageaccess.c: ShnswPageOps over shared buffers ---------- */
+typedef struct ShnswPageCtx
+{
+	Relation	index;
+	int			slot_bits;
+	int			node_size;
+	int			m;
+	/* statistics */
+	uint64		pages_accessed;
+} ShnswPageCtx;
+
+extern void shnsw_page_ops_init(ShnswPageOps *ops, ShnswPageCtx *ctx, Relation index,
+								const ShnswIndexInfo *info);
+extern void shnsw_read_vector(Relation index, BlockNumber blk, uint16 offset, int size, char *out);
+
+/* ---------- build.c ---------- */
+extern IndexBuildResult *shnsw_build(Relation heap, Relation index, IndexInfo *indexInfo);
+extern void shnsw_buildempty(Relation index);
+
+/* ---------- insert.c ---------- */
+extern bool shnsw_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid,
+						 Relation heap, IndexUniqueCheck checkUnique, bool indexUnchanged,
+						 IndexInfo *indexInfo);
+
+/* ---------- scan.c ---------- */
+extern IndexScanDesc shnsw_beginscan(Relation index, int nkeys, int norderbys);
+extern void shnsw_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys, int norderbys);
+extern bool shnsw_gettuple(IndexScanDesc scan, ScanDirection dir);
+extern void shnsw_endscan(IndexScanDesc scan);
+
+/* ---------- vacuum.c ---------- */
+extern IndexBulkDeleteResult *shnsw_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
+											   IndexBulkDeleteCallback callback, void *callback_state);
+extern IndexBulkDeleteResult *shnsw_vacuumcleanup(IndexVacuumInfo *info, IndexBulkDeleteResult *stats);
 
 #endif							/* STREAMHNSW_H */

@@ -1,0 +1,601 @@
+/*-------------------------------------------------------------------------
+ *
+ * build.c
+ *	  CREATE INDEX: collect the vectors, train SQ8, build the graph in
+ *	  memory, then write every page in order through the bulk writer.
+ *
+ * One pass over the heap collects each indexable row's heap TID, its
+ * navigation vector (float, normalized for cosine) and its exact value,
+ * which goes to a temporary file. SQ8 is trained on the ranges of all rows.
+ * The graph is then built in memory on the float vectors; if they would not
+ * fit in maintenance_work_mem, on the SQ8 codes instead (4x smaller; codes
+ * are re-derived from the temporary file). If even that does not fit, the
+ * build stops with an error that says how much memory it needs.
+ *
+ * The pages are laid out in breadth-first order of layer 0 from the entry
+ * point, so a node's neighbours tend to share its page:
+ *
+ *	 block 0				metapage
+ *	 1 .. Q					SQ8 lo[] and scale[]
+ *	 graph pages			fixed-size node records
+ *	 vector pages			exact vectors, one byte stream (may span pages)
+ *	 upper pages			upper-layer records
+ *
+ * The bulk writer WAL-logs every page (when the relation needs WAL) and
+ * syncs the relation, so the index survives a crash and reaches replicas.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/tableam.h"
+#include "commands/progress.h"
+#include "miscadmin.h"
+#include "storage/buffile.h"
+#include "storage/bulk_write.h"
+#include "utils/backend_progress.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+
+#include "streamhnsw.h"
+
+typedef struct ShnswBuildState
+{
+	Relation	index;
+	int			dims;
+	int			m;
+	int			efc;
+	ShnswMetric metric;
+	ShnswElemType elemtype;
+	int			vec_size;
+
+	/* collected rows */
+	uint32		n;
+	uint32		cap;
+	ItemPointerData *tids;
+	float	   *nav;			/* cap * dims, NULL once over budget */
+	bool		use_codes;
+	float	   *mins;
+	float	   *maxs;
+	BufFile    *exact;			/* exact images, vec_size bytes each */
+	int		   *exact_file;		/* BufFileTell position of each image */
+	off_t	   *exact_off;
+
+	Size		budget;			/* maintenance_work_mem in bytes */
+	double		reltuples;
+	float	   *navbuf;
+	MemoryContext tmpctx;
+} ShnswBuildState;
+
+/* Memory the collected state and graph would need for n rows. */
+static Size
+build_memory(ShnswBuildState *bs, uint32 n, bool use_codes)
+{
+	Size		per = shnsw_build_node_bytes(bs->dims, bs->m, use_codes) +
+		sizeof(ItemPointerData) + sizeof(int) + sizeof(off_t) + sizeof(uint32) * 2;
+
+	return (Size) n * per;
+}
+
+static void
+build_grow(ShnswBuildState *bs)
+{
+	uint32		newcap = bs->cap * 2;
+
+	bs->tids = repalloc_huge(bs->tids, sizeof(ItemPointerData) * newcap);
+	bs->exact_file = repalloc_huge(bs->exact_file, sizeof(int) * newcap);
+	bs->exact_off = repalloc_huge(bs->exact_off, sizeof(off_t) * newcap);
+	if (bs->nav)
+		bs->nav = repalloc_huge(bs->nav, sizeof(float) * (Size) newcap * bs->dims);
+	bs->cap = newcap;
+}
+
+/*
+ * build_callback receives each live heap tuple: validates the value, keeps
+ * what the build needs, and updates the SQ8 ranges.
+ */
+static void
+build_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull,
+			   bool tupleIsAlive, void *state)
+{
+	ShnswBuildState *bs = (ShnswBuildState *) state;
+	MemoryContext old;
+	struct varlena *v;
+
+	if (isnull[0])
+		return;
+
+	old = MemoryContextSwitchTo(bs->tmpctx);
+	v = shnsw_check_vector(values[0], bs->elemtype, bs->dims);
+	if (!shnsw_vector_to_nav(v, bs->elemtype, bs->metric, bs->dims, bs->navbuf))
+	{
+		/* a zero vector under cosine is not indexed */
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(bs->tmpctx);
+		return;
+	}
+	MemoryContextSwitchTo(old);
+
+	if (bs->n == bs->cap)
+		build_grow(bs);
+	if (bs->n == PG_UINT32_MAX - 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("too many rows for a streamhnsw index")));
+
+	bs->tids[bs->n] = *tid;
+	BufFileTell(bs->exact, &bs->exact_file[bs->n], &bs->exact_off[bs->n]);
+	BufFileWrite(bs->exact, v, bs->vec_size);
+	sq8_train_add(bs->mins, bs->maxs, bs->navbuf, bs->dims);
+
+	if (!bs->use_codes && build_memory(bs, bs->n + 1, false) > bs->budget)
+	{
+		/* the float graph would not fit: switch to the low-memory path */
+		bs->use_codes = true;
+		pfree(bs->nav);
+		bs->nav = NULL;
+		ereport(NOTICE,
+				(errmsg("streamhnsw graph on float vectors no longer fits into maintenance_work_mem after %u rows; building on SQ8 codes",
+						bs->n),
+				 errdetail("Building on codes uses less memory and gives a slightly less accurate graph; exact re-ranking keeps results exact."),
+				 errhint("Increase maintenance_work_mem to build on float vectors.")));
+	}
+	if (bs->use_codes && build_memory(bs, bs->n + 1, true) > bs->budget)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("streamhnsw graph does not fit into maintenance_work_mem even on SQ8 codes after %u rows",
+						bs->n),
+				 errhint("Increase maintenance_work_mem to at least %zu MB for this table.",
+						 build_memory(bs, (uint32) Max(bs->reltuples, bs->n + 1.0), true) / (1024 * 1024) + 1)));
+	if (!bs->use_codes)
+		memcpy(bs->nav + (Size) bs->n * bs->dims, bs->navbuf, sizeof(float) * bs->dims);
+	bs->n++;
+	MemoryContextReset(bs->tmpctx);
+
+	if ((bs->n & 1023) == 0)
+		pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, bs->n);
+}
+
+/* Read node i's exact image back from the temporary file. */
+static void
+build_read_exact(ShnswBuildState *bs, uint32 i, char *out)
+{
+	if (BufFileSeek(bs->exact, bs->exact_file[i], bs->exact_off[i], SEEK_SET) != 0)
+		elog(ERROR, "streamhnsw: could not seek in temporary file");
+	BufFileReadExact(bs->exact, out, bs->vec_size);
+}
+
+/*
+ * Placement of every node, computed before any page is written so that
+ * node records can name their neighbours, vectors and upper records.
+ */
+typedef struct ShnswLayout
+{
+	int			per_page;
+	int			slot_bits;
+	int			node_size;
+	int			vec_stride;
+	BlockNumber graph_start;
+	BlockNumber ngraph;
+	BlockNumber vec_start;
+	BlockNumber nvec;
+	BlockNumber upper_start;
+	BlockNumber nupper;
+	uint32	   *order;			/* position -> node */
+	uint32	   *pos;			/* node -> position */
+	ShnswUpperLoc *upper;		/* by position */
+} ShnswLayout;
+
+static inline ShnswRef
+layout_ref(const ShnswLayout *l, uint32 p)
+{
+	return shnsw_make_ref(l->graph_start + p / l->per_page, p % l->per_page, l->slot_bits);
+}
+
+static void
+build_layout(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswLayout *l)
+{
+	Size		free = 0;
+	OffsetNumber off = 0;
+	BlockNumber blk;
+	uint64		vec_bytes;
+	uint64		max_blocks;
+
+	l->node_size = (int) shnsw_node_size(bs->m, bs->dims);
+	l->per_page = shnsw_nodes_per_page(l->node_size);
+	l->slot_bits = shnsw_slot_bits(l->per_page);
+	l->vec_stride = TYPEALIGN(4, bs->vec_size);
+	l->graph_start = SHNSW_METAPAGE_BLKNO + 1 + shnsw_quant_nblocks(bs->dims);
+	l->ngraph = (bs->n + l->per_page - 1) / l->per_page;
+	l->vec_start = l->graph_start + l->ngraph;
+	vec_bytes = (uint64) bs->n * l->vec_stride;
+	l->nvec = (BlockNumber) ((vec_bytes + SHNSW_PAGE_CAPACITY - 1) / SHNSW_PAGE_CAPACITY);
+	l->upper_start = l->vec_start + l->nvec;
+
+	l->order = palloc_extended(sizeof(uint32) * Max(bs->n, 1), MCXT_ALLOC_HUGE);
+	l->pos = palloc_extended(sizeof(uint32) * Max(bs->n, 1), MCXT_ALLOC_HUGE);
+	l->upper = palloc_extended(sizeof(ShnswUpperLoc) * Max(bs->n, 1), MCXT_ALLOC_HUGE);
+	shnsw_build_layout_order(g, l->order);
+	for (uint32 p = 0; p < bs->n; p++)
+		l->pos[l->order[p]] = p;
+
+	/* upper records: pack them in position order, as PageAddItem would */
+	blk = l->upper_start - 1;
+	for (uint32 p = 0; p < bs->n; p++)
+	{
+		int			level = g->levels[l->order[p]];
+		Size		need;
+
+		l->upper[p].block = InvalidBlockNumber;
+		l->upper[p].offset = 0;
+		if (level == 0)
+			continue;
+		need = MAXALIGN(shnsw_upper_size(level, bs->m)) + sizeof(ItemIdData);
+		if (off == 0 || need > free || off >= MaxOffsetNumber)
+		{
+			blk++;
+			free = SHNSW_PAGE_CAPACITY;
+			off = 0;
+		}
+		free -= need;
+		off++;
+		l->upper[p].block = blk;
+		l->upper[p].offset = off;
+	}
+	l->nupper = blk + 1 - l->upper_start;
+
+	max_blocks = (uint64) 1 << (32 - l->slot_bits);
+	if ((uint64) l->upper_start + l->nupper > max_blocks)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("streamhnsw index would need %u blocks, more than the %llu its node references can address",
+						l->upper_start + l->nupper, (unsigned long long) max_blocks)));
+}
+
+/* Write one node record for the node at position p. */
+static void
+build_fill_node(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswLayout *l, uint32 p,
+				ShnswNodeHeader *h, const float *lo, const float *scale)
+{
+	uint32		node = l->order[p];
+	ItemPointer tid = &bs->tids[node];
+	int			cnt;
+	ShnswRef   *nb = shnsw_build_neighbors(g, node, 0, &cnt);
+	ShnswRef   *out = shnsw_node_neighbors(h);
+	uint64		vo = (uint64) p * l->vec_stride;
+
+	MemSet(h, 0, l->node_size);
+	h->tid_blk_hi = tid->ip_blkid.bi_hi;
+	h->tid_blk_lo = tid->ip_blkid.bi_lo;
+	h->tid_off = tid->ip_posid;
+	h->level = g->levels[node];
+	h->flags = 0;
+	h->upper_blk_hi = (uint16) (l->upper[p].block >> 16);
+	h->upper_blk_lo = (uint16) (l->upper[p].block & 0xFFFF);
+	h->upper_off = l->upper[p].offset;
+	h->nneighbors = cnt;
+	h->vec_block = l->vec_start + (BlockNumber) (vo / SHNSW_PAGE_CAPACITY);
+	h->vec_offset = (uint16) (vo % SHNSW_PAGE_CAPACITY);
+	for (int k = 0; k < cnt; k++)
+		out[k] = layout_ref(l, l->pos[nb[k]]);
+	if (g->use_codes)
+		memcpy(shnsw_node_code(h, bs->m), g->codes + (Size) node * bs->dims, bs->dims);
+	else
+		sq8_encode(lo, scale, g->vecs + (Size) node * bs->dims, shnsw_node_code(h, bs->m), bs->dims);
+}
+
+/*
+ * build_write_pages writes the whole index in block order. lo/scale are
+ * NULL for an empty index (the quantizer is trained by the first insert).
+ */
+static void
+build_write_pages(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswLayout *l,
+				  const float *lo, const float *scale, ForkNumber fork)
+{
+	BulkWriteState *bulk = smgr_bulk_start_rel(bs->index, fork);
+	BulkWriteBuffer buf;
+	Page		page;
+	ShnswMetaPage meta;
+	BlockNumber blk = SHNSW_METAPAGE_BLKNO;
+	int			nquant = shnsw_quant_nblocks(bs->dims);
+
+	/* metapage */
+	buf = smgr_bulk_get_buf(bulk);
+	page = (Page) buf;
+	shnsw_init_page(page, SHNSW_PAGE_META);
+	meta = ShnswPageGetMeta(page);
+	shnsw_fill_meta(meta, bs->dims, bs->m, bs->efc, bs->metric, bs->elemtype);
+	meta->cache_generation = 1;
+	if (bs->n > 0)
+	{
+		meta->quant_trained = true;
+		meta->entry = layout_ref(l, l->pos[g->entry]);
+		meta->entry_level = g->max_level;
+		meta->node_count = bs->n;
+		meta->insert_graph_blk = l->graph_start + l->ngraph - 1;
+		meta->insert_vec_blk = l->vec_start + l->nvec - 1;
+		meta->insert_upper_blk = l->nupper > 0 ? l->upper_start + l->nupper - 1 : InvalidBlockNumber;
+	}
+	((PageHeader) page)->pd_lower = (char *) meta + sizeof(ShnswMetaPageData) - (char *) page;
+	smgr_bulk_write(bulk, blk++, buf, true);
+
+	/* quantizer pages: lo[] then scale[] as one float stream */
+	{
+		Size		total = 2 * sizeof(float) * bs->dims;
+		char	   *stream = palloc0(total);
+		Size		done = 0;
+
+		if (lo != NULL)
+		{
+			memcpy(stream, lo, sizeof(float) * bs->dims);
+			memcpy(stream + sizeof(float) * bs->dims, scale, sizeof(float) * bs->dims);
+		}
+		for (int q = 0; q < nquant; q++)
+		{
+			Size		chunk = Min(total - done, SHNSW_PAGE_CAPACITY);
+
+			buf = smgr_bulk_get_buf(bulk);
+			page = (Page) buf;
+			shnsw_init_page(page, SHNSW_PAGE_QUANT);
+			memcpy(PageGetContents(page), stream + done, chunk);
+			((PageHeader) page)->pd_lower = MAXALIGN(SizeOfPageHeaderData) + chunk;
+			smgr_bulk_write(bulk, blk++, buf, true);
+			done += chunk;
+		}
+		pfree(stream);
+	}
+	if (bs->n == 0)
+	{
+		smgr_bulk_finish(bulk);
+		return;
+	}
+
+	/* graph pages */
+	Assert(blk == l->graph_start);
+	for (BlockNumber gp = 0; gp < l->ngraph; gp++)
+	{
+		uint32		first = gp * l->per_page;
+		uint32		count = Min((uint32) l->per_page, bs->n - first);
+
+		buf = smgr_bulk_get_buf(bulk);
+		page = (Page) buf;
+		shnsw_init_page(page, SHNSW_PAGE_GRAPH);
+		for (uint32 s = 0; s < count; s++)
+			build_fill_node(bs, g, l, first + s,
+							(ShnswNodeHeader *) (PageGetContents(page) + (Size) s * l->node_size),
+							lo, scale);
+		ShnswPageGetOpaque(page)->nslots = count;
+		((PageHeader) page)->pd_lower = MAXALIGN(SizeOfPageHeaderData) + count * l->node_size;
+		smgr_bulk_write(bulk, blk++, buf, true);
+		if ((gp & 63) == 0)
+			CHECK_FOR_INTERRUPTS();
+	}
+
+	/* vector pages: the exact images in position order, one byte stream */
+	{
+		char	   *img = palloc0(l->vec_stride);
+		Size		used = 0;
+
+		buf = smgr_bulk_get_buf(bulk);
+		page = (Page) buf;
+		shnsw_init_page(page, SHNSW_PAGE_VECTOR);
+		for (uint32 p = 0; p < bs->n; p++)
+		{
+			Size		done = 0;
+
+			build_read_exact(bs, l->order[p], img);
+			while (done < (Size) l->vec_stride)
+			{
+				Size		chunk = Min((Size) l->vec_stride - done, SHNSW_PAGE_CAPACITY - used);
+
+				memcpy(PageGetContents(page) + used, img + done, chunk);
+				used += chunk;
+				done += chunk;
+				if (used == SHNSW_PAGE_CAPACITY)
+				{
+					((PageHeader) page)->pd_lower = MAXALIGN(SizeOfPageHeaderData) + used;
+					smgr_bulk_write(bulk, blk++, buf, true);
+					buf = smgr_bulk_get_buf(bulk);
+					page = (Page) buf;
+					shnsw_init_page(page, SHNSW_PAGE_VECTOR);
+					used = 0;
+				}
+			}
+			if ((p & 1023) == 0)
+				CHECK_FOR_INTERRUPTS();
+		}
+		if (used > 0)
+		{
+			((PageHeader) page)->pd_lower = MAXALIGN(SizeOfPageHeaderData) + used;
+			smgr_bulk_write(bulk, blk++, buf, true);
+		}
+		else
+			pfree(buf);
+		pfree(img);
+	}
+
+	/* upper pages */
+	Assert(blk == l->upper_start);
+	{
+		Size		maxsize = shnsw_upper_size(SHNSW_MAX_LEVEL, bs->m);
+		char	   *rec = palloc0(maxsize);
+		BlockNumber cur = InvalidBlockNumber;
+
+		page = NULL;
+		buf = NULL;
+		for (uint32 p = 0; p < bs->n; p++)
+		{
+			uint32		node = l->order[p];
+			int			level = g->levels[node];
+			ShnswUpperHeader *u = (ShnswUpperHeader *) rec;
+			Size		size;
+
+			if (level == 0)
+				continue;
+			if (l->upper[p].block != cur)
+			{
+				if (buf != NULL)
+					smgr_bulk_write(bulk, blk++, buf, true);
+				buf = smgr_bulk_get_buf(bulk);
+				page = (Page) buf;
+				shnsw_init_page(page, SHNSW_PAGE_UPPER);
+				cur = l->upper[p].block;
+				Assert(cur == blk);
+			}
+			size = shnsw_upper_size(level, bs->m);
+			MemSet(rec, 0, size);
+			u->node = layout_ref(l, p);
+			u->level = level;
+			for (int layer = 1; layer <= level; layer++)
+			{
+				int			cnt;
+				ShnswRef   *nb = shnsw_build_neighbors(g, node, layer, &cnt);
+				ShnswRef   *out = shnsw_upper_neighbors(u, layer, bs->m);
+
+				shnsw_upper_counts(u)[layer - 1] = cnt;
+				for (int k = 0; k < cnt; k++)
+					out[k] = layout_ref(l, l->pos[nb[k]]);
+			}
+			if (PageAddItem(page, (Item) rec, size, InvalidOffsetNumber, false, false) != l->upper[p].offset)
+				elog(ERROR, "streamhnsw: failed to place upper record of node %u", node);
+		}
+		if (buf != NULL)
+			smgr_bulk_write(bulk, blk++, buf, true);
+		pfree(rec);
+	}
+	Assert(blk == l->upper_start + l->nupper);
+	smgr_bulk_finish(bulk);
+}
+
+/*
+ * shnsw_build is ambuild.
+ */
+IndexBuildResult *
+shnsw_build(Relation heap, Relation index, IndexInfo *indexInfo)
+{
+	IndexBuildResult *result = palloc0(sizeof(IndexBuildResult));
+	ShnswBuildState bs;
+	ShnswBuildGraph g;
+	ShnswLayout layout;
+	float	   *lo,
+			   *scale;
+	double		reltuples;
+	MemoryContext buildctx,
+				old;
+
+	if (RelationGetNumberOfBlocks(index) != 0)
+		elog(ERROR, "index \"%s\" already contains data", RelationGetRelationName(index));
+
+	buildctx = AllocSetContextCreate(CurrentMemoryContext, "streamhnsw build",
+									 ALLOCSET_DEFAULT_SIZES);
+	old = MemoryContextSwitchTo(buildctx);
+
+	MemSet(&bs, 0, sizeof(bs));
+	bs.index = index;
+	bs.elemtype = shnsw_index_elemtype(index);
+	bs.metric = shnsw_index_metric(index);
+	bs.dims = shnsw_index_dims(index, bs.elemtype);
+	bs.m = shnsw_get_m(index);
+	bs.efc = shnsw_get_ef_construction(index);
+	if (bs.efc < 2 * bs.m)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("ef_construction must be greater than or equal to 2 * m")));
+	bs.vec_size = shnsw_vec_size(bs.elemtype, bs.dims);
+	bs.budget = (Size) maintenance_work_mem * 1024;
+	bs.reltuples = heap->rd_rel->reltuples;
+	bs.cap = 1024;
+	bs.tids = palloc_extended(sizeof(ItemPointerData) * bs.cap, MCXT_ALLOC_HUGE);
+	bs.exact_file = palloc_extended(sizeof(int) * bs.cap, MCXT_ALLOC_HUGE);
+	bs.exact_off = palloc_extended(sizeof(off_t) * bs.cap, MCXT_ALLOC_HUGE);
+	bs.nav = palloc_extended(sizeof(float) * bs.cap * bs.dims, MCXT_ALLOC_HUGE);
+	bs.mins = palloc(sizeof(float) * bs.dims);
+	bs.maxs = palloc(sizeof(float) * bs.dims);
+	bs.navbuf = palloc(sizeof(float) * bs.dims);
+	sq8_train_init(bs.mins, bs.maxs, bs.dims);
+	bs.exact = BufFileCreateTemp(false);
+	bs.tmpctx = AllocSetContextCreate(CurrentMemoryContext, "streamhnsw build tuple",
+									  ALLOCSET_DEFAULT_SIZES);
+
+	/* pass 1: collect */
+	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, SHNSW_PHASE_LOAD);
+	reltuples = table_index_build_scan(heap, index, indexInfo, true, true,
+									   build_callback, &bs, NULL);
+
+	/* train SQ8 on every collected row */
+	lo = palloc(sizeof(float) * bs.dims);
+	scale = palloc(sizeof(float) * bs.dims);
+	sq8_train_finish(bs.mins, bs.maxs, lo, scale, bs.dims);
+
+	/* build the graph in memory */
+	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, SHNSW_PHASE_GRAPH);
+	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_TOTAL, bs.n);
+	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, 0);
+	shnsw_build_init(&g, bs.dims, bs.m, bs.efc, bs.metric, Max(bs.n, 1), bs.use_codes,
+					 lo, scale, 0x5EED5EEDULL, bs.use_codes ? NULL : bs.nav);
+	bs.nav = NULL;				/* owned by the graph now */
+	if (bs.use_codes)
+	{
+		char	   *img = palloc(bs.vec_size);
+		uint8	   *code = palloc(bs.dims);
+
+		for (uint32 i = 0; i < bs.n; i++)
+		{
+			build_read_exact(&bs, i, img);
+			shnsw_vector_to_nav((struct varlena *) img, bs.elemtype, bs.metric, bs.dims, bs.navbuf);
+			sq8_encode(lo, scale, bs.navbuf, code, bs.dims);
+			shnsw_build_add_code(&g, code);
+		}
+		pfree(img);
+		pfree(code);
+	}
+	else
+	{
+		for (uint32 i = 0; i < bs.n; i++)
+			shnsw_build_add_in_place(&g);
+	}
+	for (uint32 i = 0; i < bs.n; i++)
+	{
+		shnsw_build_link(&g, i);
+		if ((i & 255) == 0)
+		{
+			CHECK_FOR_INTERRUPTS();
+			pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, i);
+		}
+	}
+	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, bs.n);
+
+	/* lay out and write */
+	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, SHNSW_PHASE_WRITE);
+	build_layout(&bs, &g, &layout);
+	build_write_pages(&bs, &g, &layout, bs.n > 0 ? lo : NULL, bs.n > 0 ? scale : NULL,
+					  MAIN_FORKNUM);
+
+	BufFileClose(bs.exact);
+	result->heap_tuples = reltuples;
+	result->index_tuples = bs.n;
+
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(buildctx);
+	return result;
+}
+
+/*
+ * shnsw_buildempty writes the init fork of an unlogged index: a metapage
+ * and untrained quantizer pages.
+ */
+void
+shnsw_buildempty(Relation index)
+{
+	ShnswBuildState bs;
+
+	MemSet(&bs, 0, sizeof(bs));
+	bs.index = index;
+	bs.elemtype = shnsw_index_elemtype(index);
+	bs.metric = shnsw_index_metric(index);
+	bs.dims = shnsw_index_dims(index, bs.elemtype);
+	bs.m = shnsw_get_m(index);
+	bs.efc = shnsw_get_ef_construction(index);
+	bs.n = 0;
+	build_write_pages(&bs, NULL, NULL, NULL, NULL, INIT_FORKNUM);
+}

@@ -1,0 +1,234 @@
+/*-------------------------------------------------------------------------
+ *
+ * handler.c
+ *	  The access method handler, reloptions, GUCs and cost estimation.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <float.h>
+#include <math.h>
+
+#include "access/reloptions.h"
+#include "commands/progress.h"
+#include "commands/vacuum.h"
+#include "optimizer/cost.h"
+#include "utils/float.h"
+#include "utils/guc.h"
+#include "utils/rel.h"
+#include "utils/selfuncs.h"
+#include "utils/spccache.h"
+
+#include "streamhnsw.h"
+
+int			shnsw_ef_search = SHNSW_DEFAULT_EF_SEARCH;
+int			shnsw_max_scan_tuples = SHNSW_DEFAULT_MAX_SCAN_TUPLES;
+
+static relopt_kind shnsw_relopt_kind;
+
+/*
+ * shnsw_init_options registers reloptions and GUCs; called once from _PG_init.
+ */
+void
+shnsw_init_options(void)
+{
+	shnsw_relopt_kind = add_reloption_kind();
+	add_int_reloption(shnsw_relopt_kind, "m",
+					  "Maximum number of neighbours per node on upper layers (twice that on layer 0)",
+					  SHNSW_DEFAULT_M, SHNSW_MIN_M, SHNSW_MAX_M_OPTION,
+					  AccessExclusiveLock);
+	add_int_reloption(shnsw_relopt_kind, "ef_construction",
+					  "Size of the dynamic candidate list while building the graph",
+					  SHNSW_DEFAULT_EF_CONSTRUCTION, SHNSW_MIN_EF_CONSTRUCTION,
+					  SHNSW_MAX_EF_CONSTRUCTION, AccessExclusiveLock);
+
+	DefineCustomIntVariable("streamhnsw.ef_search",
+							"Size of the dynamic candidate list of a search.",
+							"Larger values give better recall and slower searches.",
+							&shnsw_ef_search, SHNSW_DEFAULT_EF_SEARCH,
+							SHNSW_MIN_EF_SEARCH, SHNSW_MAX_EF_SEARCH,
+							PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamhnsw.max_scan_tuples",
+							"Maximum number of nodes a scan examines once its first round is done.",
+							"Bounds iterative scans that keep searching for rows a WHERE clause filters out.",
+							&shnsw_max_scan_tuples, SHNSW_DEFAULT_MAX_SCAN_TUPLES,
+							SHNSW_MIN_MAX_SCAN_TUPLES, INT_MAX,
+							PGC_USERSET, 0, NULL, NULL, NULL);
+	MarkGUCPrefixReserved("streamhnsw");
+}
+
+/*
+ * shnsw_options parses and validates reloptions.
+ */
+bytea *
+shnsw_options(Datum reloptions, bool validate)
+{
+	static const relopt_parse_elt tab[] = {
+		{"m", RELOPT_TYPE_INT, offsetof(ShnswOptions, m)},
+		{"ef_construction", RELOPT_TYPE_INT, offsetof(ShnswOptions, ef_construction)},
+	};
+
+	return (bytea *) build_reloptions(reloptions, validate, shnsw_relopt_kind,
+									  sizeof(ShnswOptions), tab, lengthof(tab));
+}
+
+int
+shnsw_get_m(Relation index)
+{
+	ShnswOptions *opts = (ShnswOptions *) index->rd_options;
+
+	return opts ? opts->m : SHNSW_DEFAULT_M;
+}
+
+int
+shnsw_get_ef_construction(Relation index)
+{
+	ShnswOptions *opts = (ShnswOptions *) index->rd_options;
+
+	return opts ? opts->ef_construction : SHNSW_DEFAULT_EF_CONSTRUCTION;
+}
+
+/*
+ * shnsw_costestimate: the search does all its work before returning the
+ * first row, so startup cost is the whole cost. It reads roughly
+ * ef_search * 2m node records (on fewer pages, thanks to the layout) and
+ * re-ranks ef_search exact vectors.
+ *
+ * Without ORDER BY the index is useless; without a LIMIT (or a tuple
+ * fraction the planner expects to stop early at) the executor would read
+ * every row through an approximate, bounded search, so a sequential scan
+ * and sort, which is exact, is chosen instead.
+ */
+void
+shnsw_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
+				   Cost *indexStartupCost, Cost *indexTotalCost,
+				   Selectivity *indexSelectivity, double *indexCorrelation,
+				   double *indexPages)
+{
+	GenericCosts costs;
+	IndexOptInfo *index = path->indexinfo;
+	double		tuples = Max(index->tuples, 1.0);
+	int			m = SHNSW_DEFAULT_M;
+	double		visited;
+	bool		limited = root->limit_tuples > 0 || root->tuple_fraction > 0.0;
+
+	if (path->indexorderbys == NIL || !limited)
+	{
+		*indexStartupCost = get_float8_infinity();
+		*indexTotalCost = get_float8_infinity();
+		*indexSelectivity = 0;
+		*indexCorrelation = 0;
+		*indexPages = 0;
+		return;
+	}
+
+	{
+		Relation	rel = index_open(index->indexoid, NoLock);
+
+		m = shnsw_get_m(rel);
+		index_close(rel, NoLock);
+	}
+
+	/* layer 0 expands about ef_search nodes of up to 2m neighbours */
+	visited = (double) shnsw_ef_search * 2 * m + log(tuples) / log(Max(m, 2)) * m;
+	MemSet(&costs, 0, sizeof(costs));
+	costs.numIndexTuples = Min(visited, tuples);
+	genericcostestimate(root, path, loop_count, &costs);
+
+	/* neighbours are laid out near each other: count a page per m records */
+	costs.numIndexPages = Min(costs.numIndexPages, ceil(costs.numIndexTuples / m) + 1);
+
+	*indexStartupCost = costs.indexTotalCost;
+	*indexTotalCost = costs.indexTotalCost;
+	*indexSelectivity = costs.indexSelectivity;
+	*indexCorrelation = 0;
+	*indexPages = costs.numIndexPages;
+}
+
+/*
+ * shnsw_buildphasename names the CREATE INDEX phases in
+ * pg_stat_progress_create_index.
+ */
+static char *
+shnsw_buildphasename(int64 phasenum)
+{
+	switch (phasenum)
+	{
+		case PROGRESS_CREATEIDX_SUBPHASE_INITIALIZE:
+			return "initializing";
+		case SHNSW_PHASE_LOAD:
+			return "loading tuples";
+		case SHNSW_PHASE_GRAPH:
+			return "building graph";
+		case SHNSW_PHASE_WRITE:
+			return "writing index";
+		default:
+			return NULL;
+	}
+}
+
+PG_FUNCTION_INFO_V1(streamhnsw_handler);
+
+/*
+ * streamhnsw_handler returns the IndexAmRoutine of the access method.
+ */
+Datum
+streamhnsw_handler(PG_FUNCTION_ARGS)
+{
+	IndexAmRoutine *amroutine = makeNode(IndexAmRoutine);
+
+	amroutine->amstrategies = 0;
+	amroutine->amsupport = SHNSW_NPROCS;
+	amroutine->amoptsprocnum = 0;
+	amroutine->amcanorder = false;
+	amroutine->amcanorderbyop = true;
+	amroutine->amcanhash = false;
+	amroutine->amconsistentequality = false;
+	amroutine->amconsistentordering = false;
+	amroutine->amcanbackward = false;
+	amroutine->amcanunique = false;
+	amroutine->amcanmulticol = false;
+	amroutine->amoptionalkey = true;
+	amroutine->amsearcharray = false;
+	amroutine->amsearchnulls = false;
+	amroutine->amstorage = false;
+	amroutine->amclusterable = false;
+	amroutine->ampredlocks = false;
+	amroutine->amcanparallel = false;
+	amroutine->amcanbuildparallel = false;
+	amroutine->amcaninclude = false;
+	amroutine->amusemaintenanceworkmem = true;
+	amroutine->amsummarizing = false;
+	amroutine->amparallelvacuumoptions = VACUUM_OPTION_PARALLEL_BULKDEL;
+	amroutine->amkeytype = InvalidOid;
+
+	amroutine->ambuild = shnsw_build;
+	amroutine->ambuildempty = shnsw_buildempty;
+	amroutine->aminsert = shnsw_insert;
+	amroutine->aminsertcleanup = NULL;
+	amroutine->ambulkdelete = shnsw_bulkdelete;
+	amroutine->amvacuumcleanup = shnsw_vacuumcleanup;
+	amroutine->amcanreturn = NULL;
+	amroutine->amcostestimate = shnsw_costestimate;
+	amroutine->amgettreeheight = NULL;
+	amroutine->amoptions = shnsw_options;
+	amroutine->amproperty = NULL;
+	amroutine->ambuildphasename = shnsw_buildphasename;
+	amroutine->amvalidate = shnsw_validate;
+	amroutine->amadjustmembers = NULL;
+	amroutine->ambeginscan = shnsw_beginscan;
+	amroutine->amrescan = shnsw_rescan;
+	amroutine->amgettuple = shnsw_gettuple;
+	amroutine->amgetbitmap = NULL;
+	amroutine->amendscan = shnsw_endscan;
+	amroutine->ammarkpos = NULL;
+	amroutine->amrestrpos = NULL;
+	amroutine->amestimateparallelscan = NULL;
+	amroutine->aminitparallelscan = NULL;
+	amroutine->amparallelrescan = NULL;
+	amroutine->amtranslatestrategy = NULL;
+	amroutine->amtranslatecmptype = NULL;
+
+	PG_RETURN_POINTER(amroutine);
+}

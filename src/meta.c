@@ -1,0 +1,229 @@
+/*-------------------------------------------------------------------------
+ *
+ * meta.c
+ *	  The metapage, page initialization and checks, and the per-backend
+ *	  description of an index cached in rd_amcache.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "storage/bufmgr.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+
+#include "streamhnsw.h"
+
+/*
+ * shnsw_init_page formats an empty page of a type. Contents start right
+ * after the header; pd_lower marks their end so that full-page images skip
+ * the unused middle.
+ */
+void
+shnsw_init_page(Page page, uint16 page_type)
+{
+	ShnswPageOpaque opaque;
+
+	PageInit(page, BLCKSZ, sizeof(ShnswPageOpaqueData));
+	opaque = ShnswPageGetOpaque(page);
+	opaque->page_type = page_type;
+	opaque->nslots = 0;
+	opaque->magic = SHNSW_MAGIC;
+}
+
+/*
+ * shnsw_check_page raises an error if a page is not a streamhnsw page of
+ * the expected type (0 accepts any type): a corrupt or foreign page must
+ * never be read as a node.
+ */
+void
+shnsw_check_page(Relation index, Page page, BlockNumber blkno, uint16 page_type)
+{
+	ShnswPageOpaque opaque;
+
+	if (PageIsNew(page) ||
+		PageGetSpecialSize(page) != MAXALIGN(sizeof(ShnswPageOpaqueData)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INDEX_CORRUPTED),
+				 errmsg("index \"%s\" contains unexpected page at block %u",
+						RelationGetRelationName(index), blkno)));
+	opaque = ShnswPageGetOpaque(page);
+	if (opaque->magic != SHNSW_MAGIC || (page_type != 0 && opaque->page_type != page_type))
+		ereport(ERROR,
+				(errcode(ERRCODE_INDEX_CORRUPTED),
+				 errmsg("index \"%s\" has a page of type %u at block %u where type %u was expected",
+						RelationGetRelationName(index), opaque->page_type, blkno, page_type)));
+}
+
+int
+shnsw_nodes_per_page(int node_size)
+{
+	int			n = SHNSW_PAGE_CAPACITY / node_size;
+
+	return Min(n, SHNSW_MAX_NODES_PER_PAGE);
+}
+
+int
+shnsw_slot_bits(int nodes_per_page)
+{
+	int			bits = 0;
+
+	while ((1 << bits) < nodes_per_page)
+		bits++;
+	return Max(bits, 1);
+}
+
+int
+shnsw_quant_nblocks(int dims)
+{
+	int			bytes = 2 * dims * (int) sizeof(float);
+
+	return (bytes + SHNSW_PAGE_CAPACITY - 1) / SHNSW_PAGE_CAPACITY;
+}
+
+/*
+ * shnsw_fill_meta fills the metapage fields fixed at build time; the
+ * caller sets the placement fields.
+ */
+void
+shnsw_fill_meta(ShnswMetaPage meta, int dims, int m, int efc, ShnswMetric metric,
+				ShnswElemType elemtype)
+{
+	int			node_size = (int) shnsw_node_size(m, dims);
+
+	MemSet(meta, 0, sizeof(ShnswMetaPageData));
+	meta->magic = SHNSW_MAGIC;
+	meta->version = SHNSW_FORMAT_VERSION;
+	meta->dims = dims;
+	meta->m = m;
+	meta->ef_construction = efc;
+	meta->metric = metric;
+	meta->elemtype = elemtype;
+	meta->quantizer = SHNSW_QUANT_SQ8;
+	meta->quant_trained = false;
+	meta->node_size = node_size;
+	meta->nodes_per_page = shnsw_nodes_per_page(node_size);
+	meta->slot_bits = shnsw_slot_bits(meta->nodes_per_page);
+	meta->vec_size = shnsw_vec_size(elemtype, dims);
+	meta->entry = SHNSW_INVALID_REF;
+	meta->entry_level = -1;
+	meta->quant_start = SHNSW_METAPAGE_BLKNO + 1;
+	meta->quant_nblocks = shnsw_quant_nblocks(dims);
+	meta->insert_graph_blk = InvalidBlockNumber;
+	meta->insert_vec_blk = InvalidBlockNumber;
+	meta->insert_upper_blk = InvalidBlockNumber;
+	meta->rng_state = 0x5DEECE66DULL;
+}
+
+/* Raise an error unless the metapage is ours and of a version we read. */
+static void
+shnsw_check_meta(Relation index, ShnswMetaPage meta)
+{
+	if (meta->magic != SHNSW_MAGIC)
+		ereport(ERROR,
+				(errcode(ERRCODE_INDEX_CORRUPTED),
+				 errmsg("index \"%s\" is not a streamhnsw index", RelationGetRelationName(index))));
+	if (meta->version != SHNSW_FORMAT_VERSION)
+		ereport(ERROR,
+				(errcode(ERRCODE_INDEX_CORRUPTED),
+				 errmsg("index \"%s\" has format version %u, this library reads version %d",
+						RelationGetRelationName(index), meta->version, SHNSW_FORMAT_VERSION),
+				 errhint("REINDEX the index.")));
+}
+
+/*
+ * shnsw_read_meta copies the metapage's changing fields. Takes and releases
+ * a share lock on the metapage; holds nothing on return.
+ */
+void
+shnsw_read_meta(Relation index, ShnswMetaSnapshot *snap)
+{
+	Buffer		buf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
+	Page		page;
+	ShnswMetaPage meta;
+
+	LockBuffer(buf, BUFFER_LOCK_SHARE);
+	page = BufferGetPage(buf);
+	shnsw_check_page(index, page, SHNSW_METAPAGE_BLKNO, SHNSW_PAGE_META);
+	meta = ShnswPageGetMeta(page);
+	shnsw_check_meta(index, meta);
+	snap->entry = meta->entry;
+	snap->entry_level = meta->entry_level;
+	snap->node_count = meta->node_count;
+	snap->cache_generation = meta->cache_generation;
+	UnlockReleaseBuffer(buf);
+}
+
+/*
+ * shnsw_get_index_info returns the index's fixed description and SQ8
+ * parameters, cached in rd_amcache (freed by relcache invalidation, which
+ * REINDEX and TRUNCATE cause). An untrained quantizer is re-checked on
+ * every call until the first vector has trained it.
+ */
+ShnswIndexInfo *
+shnsw_get_index_info(Relation index)
+{
+	ShnswIndexInfo *info = (ShnswIndexInfo *) index->rd_amcache;
+	Buffer		buf;
+	Page		page;
+	ShnswMetaPage meta;
+	MemoryContext old;
+
+	if (info != NULL && info->quant_trained)
+		return info;
+
+	old = MemoryContextSwitchTo(index->rd_indexcxt);
+	if (info == NULL)
+		info = palloc0(sizeof(ShnswIndexInfo));
+
+	buf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
+	LockBuffer(buf, BUFFER_LOCK_SHARE);
+	page = BufferGetPage(buf);
+	shnsw_check_page(index, page, SHNSW_METAPAGE_BLKNO, SHNSW_PAGE_META);
+	meta = ShnswPageGetMeta(page);
+	shnsw_check_meta(index, meta);
+	info->dims = meta->dims;
+	info->m = meta->m;
+	info->metric = (ShnswMetric) meta->metric;
+	info->elemtype = (ShnswElemType) meta->elemtype;
+	info->slot_bits = meta->slot_bits;
+	info->node_size = meta->node_size;
+	info->vec_size = meta->vec_size;
+	info->quant_start = meta->quant_start;
+	info->quant_trained = meta->quant_trained;
+	UnlockReleaseBuffer(buf);
+
+	if (info->lo == NULL)
+	{
+		info->lo = palloc(sizeof(float) * info->dims);
+		info->scale = palloc(sizeof(float) * info->dims);
+	}
+	if (info->quant_trained)
+	{
+		/* lo[] then scale[], a float stream over consecutive pages */
+		float	   *tmp = palloc(sizeof(float) * 2 * info->dims);
+		int			total = 2 * info->dims * sizeof(float);
+		int			done = 0;
+		BlockNumber blk = info->quant_start;
+
+		while (done < total)
+		{
+			int			chunk = Min(total - done, SHNSW_PAGE_CAPACITY);
+
+			buf = ReadBuffer(index, blk);
+			LockBuffer(buf, BUFFER_LOCK_SHARE);
+			page = BufferGetPage(buf);
+			shnsw_check_page(index, page, blk, SHNSW_PAGE_QUANT);
+			memcpy((char *) tmp + done, PageGetContents(page), chunk);
+			UnlockReleaseBuffer(buf);
+			done += chunk;
+			blk++;
+		}
+		memcpy(info->lo, tmp, sizeof(float) * info->dims);
+		memcpy(info->scale, tmp + info->dims, sizeof(float) * info->dims);
+		pfree(tmp);
+	}
+	index->rd_amcache = info;
+	MemoryContextSwitchTo(old);
+	return info;
+}

@@ -1,0 +1,383 @@
+/*-------------------------------------------------------------------------
+ *
+ * scan.c
+ *	  Ordered index scans: ORDER BY column <op> query LIMIT k.
+ *
+ * A scan descends greedily through the upper layers, then runs rounds of a
+ * beam search on layer 0, all on SQ8 codes. Each round's candidates are
+ * re-ranked with the operator class's exact distance function (the same
+ * function as the ORDER BY operator, so values are identical) on the exact
+ * vectors, sorted, and handed out in that order. When the executor wants
+ * more rows than a round gave (a WHERE clause filtered them out), the next
+ * round continues the same search with a doubled width, until
+ * streamhnsw.max_scan_tuples more nodes have been examined.
+ *
+ * Results are strictly ordered: a later round never returns a row closer
+ * than one already returned (such a row, found late, is skipped).
+ *
+ * Locking: no heavyweight lock. Each page is pinned and share-locked only
+ * while it is read (pageaccess.c); nothing is held between calls.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <float.h>
+#include <math.h>
+
+#include "access/relscan.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/bufmgr.h"
+#include "utils/float.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+
+#include "streamhnsw.h"
+
+/* A row ready to be returned. */
+typedef struct ShnswResult
+{
+	ItemPointerData tid;
+	double		distance;
+	uint32		ref;			/* tie-break: stable order for equal distances */
+} ShnswResult;
+
+typedef struct ShnswScanOpaqueData
+{
+	MemoryContext ctx;			/* everything of one scan; reset by rescan */
+	bool		first;
+	bool		done;
+	bool		null_query;
+
+	ShnswIndexInfo *info;
+	FmgrInfo   *distproc;
+	Oid			collation;
+	Datum		query;			/* detoasted copy in ctx */
+
+	Sq8Query	sq;
+	ShnswPageCtx pctx;
+	ShnswPageOps ops;
+	ShnswSearch search;
+	ShnswRef	start;
+	int			round_ef;
+	uint32	   *outbuf;
+	int			outcap;
+	char	   *vecbuf;
+
+	ShnswResult *results;
+	int			nresults;
+	int			next;
+	int			rescap;
+	bool		returned_any;
+	double		last_distance;
+
+	/* NULL query: walk every graph page */
+	BlockNumber seq_blk;
+	BlockNumber seq_nblocks;
+} ShnswScanOpaqueData;
+
+typedef ShnswScanOpaqueData *ShnswScanOpaque;
+
+IndexScanDesc
+shnsw_beginscan(Relation index, int nkeys, int norderbys)
+{
+	IndexScanDesc scan = RelationGetIndexScan(index, nkeys, norderbys);
+	ShnswScanOpaque so = palloc0(sizeof(ShnswScanOpaqueData));
+
+	so->ctx = AllocSetContextCreate(CurrentMemoryContext, "streamhnsw scan",
+									ALLOCSET_DEFAULT_SIZES);
+	so->first = true;
+	scan->opaque = so;
+	if (norderbys > 0)
+	{
+		scan->xs_orderbyvals = palloc0(sizeof(Datum) * norderbys);
+		scan->xs_orderbynulls = palloc(sizeof(bool) * norderbys);
+		memset(scan->xs_orderbynulls, true, sizeof(bool) * norderbys);
+	}
+	return scan;
+}
+
+void
+shnsw_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys, int norderbys)
+{
+	ShnswScanOpaque so = (ShnswScanOpaque) scan->opaque;
+
+	if (keys && scan->numberOfKeys > 0)
+		memmove(scan->keyData, keys, scan->numberOfKeys * sizeof(ScanKeyData));
+	if (orderbys && scan->numberOfOrderBys > 0)
+		memmove(scan->orderByData, orderbys, scan->numberOfOrderBys * sizeof(ScanKeyData));
+	MemoryContextReset(so->ctx);
+	/* everything below lived in so->ctx */
+	so->outbuf = NULL;
+	so->outcap = 0;
+	so->results = NULL;
+	so->rescap = 0;
+	so->first = true;
+	so->done = false;
+	so->nresults = so->next = 0;
+	so->returned_any = false;
+}
+
+/* Sort results by distance, then by node reference. */
+static int
+result_cmp(const void *a, const void *b)
+{
+	const ShnswResult *x = a,
+			   *y = b;
+
+	if (x->distance < y->distance)
+		return -1;
+	if (x->distance > y->distance)
+		return 1;
+	/* NaN distances (cosine of a zero query) compare equal here */
+	return (x->ref > y->ref) - (x->ref < y->ref);
+}
+
+/* Sort candidate indexes by the location of their exact vectors. */
+static ShnswCand *sort_cands;
+
+static int
+cand_vec_cmp(const void *a, const void *b)
+{
+	const ShnswCand *x = &sort_cands[*(const uint32 *) a],
+			   *y = &sort_cands[*(const uint32 *) b];
+
+	if (x->vec_block != y->vec_block)
+		return x->vec_block < y->vec_block ? -1 : 1;
+	return (x->vec_offset > y->vec_offset) - (x->vec_offset < y->vec_offset);
+}
+
+/*
+ * scan_setup prepares the query on the first gettuple call. Returns false if
+ * the index is empty.
+ */
+static bool
+scan_setup(IndexScanDesc scan)
+{
+	ShnswScanOpaque so = (ShnswScanOpaque) scan->opaque;
+	Relation	index = scan->indexRelation;
+	ShnswMetaSnapshot snap;
+	ShnswIndexInfo *info;
+	struct varlena *q;
+	float	   *nav;
+	int			dims;
+
+	if (scan->numberOfOrderBys == 0 || scan->orderByData[0].sk_attno != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("streamhnsw index scans need an ORDER BY on the indexed column")));
+
+	info = so->info = shnsw_get_index_info(index);
+	dims = info->dims;
+	so->distproc = index_getprocinfo(index, 1, SHNSW_DISTANCE_PROC);
+	so->collation = index->rd_indcollation[0];
+
+	if (scan->orderByData[0].sk_flags & SK_ISNULL)
+	{
+		so->null_query = true;
+		so->seq_blk = SHNSW_METAPAGE_BLKNO + 1;
+		so->seq_nblocks = RelationGetNumberOfBlocks(index);
+		return true;
+	}
+	so->null_query = false;
+
+	q = shnsw_check_vector(scan->orderByData[0].sk_argument, info->elemtype, dims);
+	so->query = PointerGetDatum(q);
+
+	shnsw_read_meta(index, &snap);
+	if (snap.entry == SHNSW_INVALID_REF || !info->quant_trained)
+		return false;
+
+	nav = palloc(sizeof(float) * dims);
+	/* a zero query under cosine cannot be normalized: navigate on it as is */
+	(void) shnsw_vector_to_nav(q, info->elemtype, info->metric, dims, nav);
+	so->sq.dim = dims;
+	so->sq.qs = palloc(sizeof(float) * dims);
+	so->sq.w = palloc(sizeof(float) * dims);
+	sq8_prepare_query(&so->sq, info->metric, nav, info->lo, info->scale);
+
+	shnsw_page_ops_init(&so->ops, &so->pctx, index, info);
+	shnsw_search_init(&so->search, &so->sq, &so->ops, info->m, 0);
+	so->start = shnsw_search_descend(&so->search, snap.entry, snap.entry_level, 0);
+	so->round_ef = shnsw_ef_search;
+	so->vecbuf = palloc(info->vec_size);
+	return true;
+}
+
+/*
+ * scan_next_round runs one search round, re-ranks its candidates exactly and
+ * queues them. Returns false when the search is exhausted.
+ */
+static bool
+scan_next_round(IndexScanDesc scan)
+{
+	ShnswScanOpaque so = (ShnswScanOpaque) scan->opaque;
+	ShnswIndexInfo *info = so->info;
+	int			n;
+	int			kept = 0;
+
+	if (so->outcap < so->round_ef)
+	{
+		so->outcap = so->round_ef;
+		so->outbuf = so->outbuf ? repalloc(so->outbuf, sizeof(uint32) * so->outcap)
+			: palloc(sizeof(uint32) * so->outcap);
+	}
+	n = shnsw_search_next(&so->search, so->start, so->round_ef, so->outbuf);
+	if (so->search.rounds == 1)
+		so->search.max_discovered = so->search.ncands + (uint32) shnsw_max_scan_tuples;
+	so->round_ef = Min(so->round_ef * 2, SHNSW_MAX_EF_SEARCH * 4);
+	if (n == 0)
+		return false;
+
+	if (so->rescap < n)
+	{
+		so->rescap = n;
+		so->results = so->results ? repalloc(so->results, sizeof(ShnswResult) * n)
+			: palloc(sizeof(ShnswResult) * n);
+	}
+
+	/* read exact vectors in storage order, then sort by exact distance */
+	sort_cands = so->search.cands;
+	qsort(so->outbuf, n, sizeof(uint32), cand_vec_cmp);
+	sort_cands = NULL;
+	for (int i = 0; i < n; i++)
+	{
+		ShnswCand  *c = &so->search.cands[so->outbuf[i]];
+		ShnswResult *r;
+		double		d;
+
+		if (c->node_flags & SHNSW_NODE_DELETED)
+			continue;
+		shnsw_read_vector(scan->indexRelation, c->vec_block, c->vec_offset,
+						  info->vec_size, so->vecbuf);
+		d = DatumGetFloat8(FunctionCall2Coll(so->distproc, so->collation, so->query,
+											 PointerGetDatum(so->vecbuf)));
+		r = &so->results[kept++];
+		ItemPointerSet(&r->tid, c->tid_blk, c->tid_off);
+		r->distance = d;
+		r->ref = c->ref;
+	}
+	qsort(so->results, kept, sizeof(ShnswResult), result_cmp);
+
+	/* strict order: drop rows closer than one already returned */
+	n = 0;
+	for (int i = 0; i < kept; i++)
+	{
+		if (so->returned_any && so->results[i].distance < so->last_distance)
+			continue;
+		so->results[n++] = so->results[i];
+	}
+	so->nresults = n;
+	so->next = 0;
+	return true;
+}
+
+/*
+ * scan_null_query returns every indexed row, in index order, for an ORDER BY
+ * whose query is NULL (all distances are NULL, so any order is right).
+ */
+static bool
+scan_null_query_fill(IndexScanDesc scan)
+{
+	ShnswScanOpaque so = (ShnswScanOpaque) scan->opaque;
+	Relation	index = scan->indexRelation;
+
+	while (so->seq_blk < so->seq_nblocks)
+	{
+		Buffer		buf = ReadBuffer(index, so->seq_blk);
+		Page		page;
+		ShnswPageOpaque opaque;
+
+		LockBuffer(buf, BUFFER_LOCK_SHARE);
+		page = BufferGetPage(buf);
+		shnsw_check_page(index, page, so->seq_blk, 0);
+		opaque = ShnswPageGetOpaque(page);
+		so->nresults = so->next = 0;
+		if (opaque->page_type == SHNSW_PAGE_GRAPH)
+		{
+			int			node_size = so->info->node_size;
+
+			if (so->rescap < opaque->nslots)
+			{
+				so->rescap = SHNSW_MAX_NODES_PER_PAGE;
+				so->results = so->results ? repalloc(so->results, sizeof(ShnswResult) * so->rescap)
+					: palloc(sizeof(ShnswResult) * so->rescap);
+			}
+			for (int s = 0; s < opaque->nslots; s++)
+			{
+				ShnswNodeHeader *h = (ShnswNodeHeader *) (PageGetContents(page) + (Size) s * node_size);
+
+				if (h->flags & SHNSW_NODE_DELETED)
+					continue;
+				ItemPointerSet(&so->results[so->nresults].tid,
+							   ((uint32) h->tid_blk_hi << 16) | h->tid_blk_lo, h->tid_off);
+				so->results[so->nresults].distance = 0;
+				so->nresults++;
+			}
+		}
+		UnlockReleaseBuffer(buf);
+		so->seq_blk++;
+		if (so->nresults > 0)
+			return true;
+	}
+	return false;
+}
+
+bool
+shnsw_gettuple(IndexScanDesc scan, ScanDirection dir)
+{
+	ShnswScanOpaque so = (ShnswScanOpaque) scan->opaque;
+	MemoryContext old = MemoryContextSwitchTo(so->ctx);
+
+	if (!ScanDirectionIsForward(dir))
+		elog(ERROR, "streamhnsw does not support backward scans");
+
+	if (so->first)
+	{
+		so->first = false;
+		if (!scan_setup(scan))
+			so->done = true;
+		pgstat_count_index_scan(scan->indexRelation);
+	}
+
+	while (!so->done)
+	{
+		if (so->next < so->nresults)
+		{
+			ShnswResult *r = &so->results[so->next++];
+
+			scan->xs_heaptid = r->tid;
+			scan->xs_recheck = false;
+			scan->xs_recheckorderby = false;
+			if (so->null_query)
+			{
+				scan->xs_orderbynulls[0] = true;
+			}
+			else
+			{
+				scan->xs_orderbyvals[0] = Float8GetDatum(r->distance);
+				scan->xs_orderbynulls[0] = false;
+				so->returned_any = true;
+				so->last_distance = r->distance;
+			}
+			MemoryContextSwitchTo(old);
+			return true;
+		}
+		CHECK_FOR_INTERRUPTS();
+		if (so->null_query ? !scan_null_query_fill(scan) : !scan_next_round(scan))
+			so->done = true;
+	}
+	MemoryContextSwitchTo(old);
+	return false;
+}
+
+void
+shnsw_endscan(IndexScanDesc scan)
+{
+	ShnswScanOpaque so = (ShnswScanOpaque) scan->opaque;
+
+	MemoryContextDelete(so->ctx);
+	pfree(so);
+	scan->opaque = NULL;
+}

@@ -1,0 +1,192 @@
+/*-------------------------------------------------------------------------
+ *
+ * validate.c
+ *	  amvalidate: check that an operator class can drive a streamhnsw index.
+ *
+ * A valid class has exactly one operator, strategy 1, an ORDER BY operator
+ * on the class's type returning float8 and sorted by a btree family; support
+ * function 1 is the distance (type, type) -> float8 and must be the very
+ * function of that operator, so that re-ranked distances equal the values
+ * ORDER BY sorts on; functions 2 (metric) and 3 (element type) take and
+ * return internal and must answer with values this library knows.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/amvalidate.h"
+#include "access/htup_details.h"
+#include "catalog/pg_am.h"
+#include "catalog/pg_amop.h"
+#include "catalog/pg_amproc.h"
+#include "catalog/pg_language.h"
+#include "catalog/pg_opclass.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/regproc.h"
+#include "utils/syscache.h"
+
+#include "streamhnsw.h"
+
+#define INVALID(...) \
+	do { \
+		ereport(INFO, \
+				(errcode(ERRCODE_INVALID_OBJECT_DEFINITION), \
+				 errmsg(__VA_ARGS__))); \
+		result = false; \
+	} while (0)
+
+static const char *const metric_symbols[] = {
+	"streamhnsw_l2_metric", "streamhnsw_ip_metric", "streamhnsw_cosine_metric", NULL
+};
+static const char *const type_symbols[] = {
+	"streamhnsw_vector_type", "streamhnsw_halfvec_type", NULL
+};
+
+/*
+ * is_library_function: is procoid a C function of this library whose symbol
+ * is one of names? (Calling an unknown internal function to ask would not
+ * be safe.)
+ */
+static bool
+is_library_function(Oid procoid, const char *const *names)
+{
+	HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(procoid));
+	bool		found = false;
+
+	if (!HeapTupleIsValid(tup))
+		return false;
+	if (((Form_pg_proc) GETSTRUCT(tup))->prolang == ClanguageId)
+	{
+		bool		isnull;
+		Datum		src = SysCacheGetAttr(PROCOID, tup, Anum_pg_proc_prosrc, &isnull);
+		Datum		bin = SysCacheGetAttr(PROCOID, tup, Anum_pg_proc_probin, &isnull);
+
+		if (!isnull && strstr(TextDatumGetCString(bin), "streamhnsw") != NULL)
+		{
+			char	   *symbol = TextDatumGetCString(src);
+
+			for (int i = 0; names[i] != NULL; i++)
+				if (strcmp(symbol, names[i]) == 0)
+					found = true;
+		}
+	}
+	ReleaseSysCache(tup);
+	return found;
+}
+
+bool
+shnsw_validate(Oid opclassoid)
+{
+	bool		result = true;
+	HeapTuple	classtup;
+	Form_pg_opclass classform;
+	Oid			opfamilyoid;
+	Oid			opcintype;
+	char	   *opclassname;
+	CatCList   *oprlist;
+	CatCList   *proclist;
+	Oid			procs[SHNSW_NPROCS + 1] = {0};
+	Oid			orderop = InvalidOid;
+
+	classtup = SearchSysCache1(CLAOID, ObjectIdGetDatum(opclassoid));
+	if (!HeapTupleIsValid(classtup))
+		elog(ERROR, "cache lookup failed for operator class %u", opclassoid);
+	classform = (Form_pg_opclass) GETSTRUCT(classtup);
+	opfamilyoid = classform->opcfamily;
+	opcintype = classform->opcintype;
+	opclassname = NameStr(classform->opcname);
+
+	/* support functions */
+	proclist = SearchSysCacheList1(AMPROCNUM, ObjectIdGetDatum(opfamilyoid));
+	for (int i = 0; i < proclist->n_members; i++)
+	{
+		Form_pg_amproc procform = (Form_pg_amproc) GETSTRUCT(&proclist->members[i]->tuple);
+		bool		ok;
+
+		if (procform->amproclefttype != opcintype || procform->amprocrighttype != opcintype)
+			continue;
+		switch (procform->amprocnum)
+		{
+			case SHNSW_DISTANCE_PROC:
+				ok = check_amproc_signature(procform->amproc, FLOAT8OID, true,
+											2, 2, opcintype, opcintype);
+				break;
+			case SHNSW_METRIC_PROC:
+			case SHNSW_TYPE_PROC:
+				ok = check_amproc_signature(procform->amproc, INTERNALOID, true,
+											1, 1, INTERNALOID);
+				break;
+			default:
+				INVALID("streamhnsw operator class \"%s\" contains function %s with invalid support number %d",
+						opclassname, format_procedure(procform->amproc), procform->amprocnum);
+				continue;
+		}
+		if (!ok)
+			INVALID("streamhnsw operator class \"%s\" contains function %s with wrong signature for support number %d",
+					opclassname, format_procedure(procform->amproc), procform->amprocnum);
+		else
+			procs[procform->amprocnum] = procform->amproc;
+	}
+	ReleaseSysCacheList(proclist);
+	for (int p = 1; p <= SHNSW_NPROCS; p++)
+		if (!OidIsValid(procs[p]))
+			INVALID("streamhnsw operator class \"%s\" is missing support function %d",
+					opclassname, p);
+
+	/* operators */
+	oprlist = SearchSysCacheList1(AMOPSTRATEGY, ObjectIdGetDatum(opfamilyoid));
+	for (int i = 0; i < oprlist->n_members; i++)
+	{
+		Form_pg_amop oprform = (Form_pg_amop) GETSTRUCT(&oprlist->members[i]->tuple);
+
+		if (oprform->amoplefttype != opcintype || oprform->amoprighttype != opcintype)
+			continue;
+		if (oprform->amopstrategy != 1)
+		{
+			INVALID("streamhnsw operator class \"%s\" contains operator %s with invalid strategy number %d",
+					opclassname, format_operator(oprform->amopopr), oprform->amopstrategy);
+			continue;
+		}
+		if (oprform->amoppurpose != AMOP_ORDER ||
+			!OidIsValid(oprform->amopsortfamily) ||
+			get_opfamily_method(oprform->amopsortfamily) != BTREE_AM_OID)
+		{
+			INVALID("streamhnsw operator class \"%s\" contains operator %s that is not an ORDER BY operator sorted by a btree family",
+					opclassname, format_operator(oprform->amopopr));
+			continue;
+		}
+		if (!check_amop_signature(oprform->amopopr, FLOAT8OID, opcintype, opcintype))
+		{
+			INVALID("streamhnsw operator class \"%s\" contains operator %s with wrong signature",
+					opclassname, format_operator(oprform->amopopr));
+			continue;
+		}
+		orderop = oprform->amopopr;
+	}
+	ReleaseSysCacheList(oprlist);
+	if (!OidIsValid(orderop))
+		INVALID("streamhnsw operator class \"%s\" is missing its ORDER BY operator (strategy 1)",
+				opclassname);
+
+	/* re-ranking must compute exactly what ORDER BY sorts on */
+	if (OidIsValid(orderop) && OidIsValid(procs[SHNSW_DISTANCE_PROC]) &&
+		get_opcode(orderop) != procs[SHNSW_DISTANCE_PROC])
+		INVALID("streamhnsw operator class \"%s\": support function 1 %s is not the function of operator %s",
+				opclassname, format_procedure(procs[SHNSW_DISTANCE_PROC]), format_operator(orderop));
+
+	/* the metric and type functions must be this library's own */
+	if (OidIsValid(procs[SHNSW_METRIC_PROC]) &&
+		!is_library_function(procs[SHNSW_METRIC_PROC], metric_symbols))
+		INVALID("streamhnsw operator class \"%s\": support function 2 %s is not a streamhnsw metric function",
+				opclassname, format_procedure(procs[SHNSW_METRIC_PROC]));
+	if (OidIsValid(procs[SHNSW_TYPE_PROC]) &&
+		!is_library_function(procs[SHNSW_TYPE_PROC], type_symbols))
+		INVALID("streamhnsw operator class \"%s\": support function 3 %s is not a streamhnsw type function",
+				opclassname, format_procedure(procs[SHNSW_TYPE_PROC]));
+
+	ReleaseSysCache(classtup);
+	return result;
+}

@@ -1,0 +1,184 @@
+/*-------------------------------------------------------------------------
+ *
+ * vector.c
+ *	  pgvector values: what an index's operator class says about them,
+ *	  validation, and conversion to the navigation form.
+ *
+ * pgvector's vector and halfvec share a layout: a 4-byte varlena header,
+ * int16 dimensions, int16 unused, then float4 or IEEE half elements. We
+ * read that layout directly (pgvector ships no headers) and never change
+ * it: the exact vector stored in the index is the value's own image, so
+ * re-ranking can hand it to the operator's function unchanged.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "access/genam.h"
+#include "fmgr.h"
+#include "utils/rel.h"
+
+#include "streamhnsw.h"
+
+typedef struct PgvectorHeader
+{
+	int32		vl_len_;
+	int16		dim;
+	int16		unused;
+} PgvectorHeader;
+
+#define PGVECTOR_DATA(v) ((const char *) (v) + sizeof(PgvectorHeader))
+
+/* Metric and element-type support functions of the operator classes. */
+PG_FUNCTION_INFO_V1(streamhnsw_l2_metric);
+Datum
+streamhnsw_l2_metric(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT32(SHNSW_METRIC_L2);
+}
+
+PG_FUNCTION_INFO_V1(streamhnsw_ip_metric);
+Datum
+streamhnsw_ip_metric(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT32(SHNSW_METRIC_IP);
+}
+
+PG_FUNCTION_INFO_V1(streamhnsw_cosine_metric);
+Datum
+streamhnsw_cosine_metric(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT32(SHNSW_METRIC_COSINE);
+}
+
+PG_FUNCTION_INFO_V1(streamhnsw_vector_type);
+Datum
+streamhnsw_vector_type(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT32(SHNSW_ELEM_FLOAT4);
+}
+
+PG_FUNCTION_INFO_V1(streamhnsw_halfvec_type);
+Datum
+streamhnsw_halfvec_type(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT32(SHNSW_ELEM_FLOAT2);
+}
+
+static int32
+call_support(Relation index, uint16 procnum)
+{
+	FmgrInfo   *proc = index_getprocinfo(index, 1, procnum);
+
+	return DatumGetInt32(FunctionCall1(proc, PointerGetDatum(NULL)));
+}
+
+ShnswMetric
+shnsw_index_metric(Relation index)
+{
+	int32		m = call_support(index, SHNSW_METRIC_PROC);
+
+	if (m != SHNSW_METRIC_L2 && m != SHNSW_METRIC_IP && m != SHNSW_METRIC_COSINE)
+		elog(ERROR, "streamhnsw: operator class metric function returned %d", m);
+	return (ShnswMetric) m;
+}
+
+ShnswElemType
+shnsw_index_elemtype(Relation index)
+{
+	int32		t = call_support(index, SHNSW_TYPE_PROC);
+
+	if (t != SHNSW_ELEM_FLOAT4 && t != SHNSW_ELEM_FLOAT2)
+		elog(ERROR, "streamhnsw: operator class type function returned %d", t);
+	return (ShnswElemType) t;
+}
+
+/*
+ * shnsw_index_dims returns the dimensions the indexed column declares,
+ * raising an error if it declares none or more than we support.
+ */
+int
+shnsw_index_dims(Relation index, ShnswElemType elemtype)
+{
+	int			dims = TupleDescAttr(RelationGetDescr(index), 0)->atttypmod;
+	int			max = elemtype == SHNSW_ELEM_FLOAT4 ? SHNSW_MAX_VECTOR_DIM : SHNSW_MAX_HALFVEC_DIM;
+
+	if (dims < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("column does not have dimensions"),
+				 errhint("Declare the column as %s(n) to index it with streamhnsw.",
+						 elemtype == SHNSW_ELEM_FLOAT4 ? "vector" : "halfvec")));
+	if (dims > max)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("column cannot have more than %d dimensions for streamhnsw index", max)));
+	return dims;
+}
+
+/* Size of the varlena image of a vector of these dimensions. */
+int
+shnsw_vec_size(ShnswElemType elemtype, int dims)
+{
+	return (int) sizeof(PgvectorHeader) + dims * (elemtype == SHNSW_ELEM_FLOAT4 ? 4 : 2);
+}
+
+/*
+ * shnsw_check_vector detoasts a value and checks that it has the index's
+ * dimensions and only finite elements; returns the detoasted value (which
+ * may be palloc'd).
+ */
+struct varlena *
+shnsw_check_vector(Datum value, ShnswElemType elemtype, int dims)
+{
+	struct varlena *v = PG_DETOAST_DATUM(value);
+	const PgvectorHeader *h = (const PgvectorHeader *) v;
+
+	if (VARSIZE(v) != (Size) shnsw_vec_size(elemtype, h->dim))
+		elog(ERROR, "streamhnsw: malformed %s value", elemtype == SHNSW_ELEM_FLOAT4 ? "vector" : "halfvec");
+	if (h->dim != dims)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("expected %d dimensions, not %d", dims, h->dim)));
+	if (elemtype == SHNSW_ELEM_FLOAT4)
+	{
+		const float *x = (const float *) PGVECTOR_DATA(v);
+
+		for (int i = 0; i < dims; i++)
+			if (!isfinite(x[i]))
+				ereport(ERROR,
+						(errcode(ERRCODE_DATA_EXCEPTION),
+						 errmsg(isnan(x[i]) ? "NaN not allowed in vector" : "infinite value not allowed in vector")));
+	}
+	else
+	{
+		const uint16 *x = (const uint16 *) PGVECTOR_DATA(v);
+
+		for (int i = 0; i < dims; i++)
+			if ((x[i] & 0x7C00) == 0x7C00)
+				ereport(ERROR,
+						(errcode(ERRCODE_DATA_EXCEPTION),
+						 errmsg((x[i] & 0x03FF) ? "NaN not allowed in halfvec" : "infinite value not allowed in halfvec")));
+	}
+	return v;
+}
+
+/*
+ * shnsw_vector_to_nav converts a checked value to the float vector the graph
+ * navigates on (normalized for cosine). Returns false if the value cannot be
+ * indexed: a zero vector under cosine, whose distance to anything is NaN.
+ */
+bool
+shnsw_vector_to_nav(const struct varlena *v, ShnswElemType elemtype, ShnswMetric metric,
+					int dims, float *nav)
+{
+	if (elemtype == SHNSW_ELEM_FLOAT4)
+		memcpy(nav, PGVECTOR_DATA(v), sizeof(float) * dims);
+	else
+		shnsw_halves_to_floats((const uint16_t *) PGVECTOR_DATA(v), nav, dims);
+	if (metric == SHNSW_METRIC_COSINE)
+		return shnsw_normalize(nav, dims);
+	return true;
+}
