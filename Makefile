@@ -25,7 +25,8 @@ OBJS = \
 	src/insert.o \
 	src/scan.o \
 	src/vacuum.o \
-	src/verify.o
+	src/verify.o \
+	src/quantizer.o
 
 DATA = sql/streamhnsw--$(EXTVERSION).sql
 

@@ -309,6 +309,7 @@ build_write_pages(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswLayout *l,
 	if (bs->n > 0)
 	{
 		meta->quant_trained = true;
+		meta->quant_rows = bs->n;
 		meta->entry = layout_ref(l, l->pos[g->entry]);
 		meta->entry_level = g->max_level;
 		meta->node_count = bs->n;

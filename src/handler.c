@@ -14,6 +14,7 @@
 #include "commands/progress.h"
 #include "commands/vacuum.h"
 #include "optimizer/cost.h"
+#include "optimizer/optimizer.h"
 #include "utils/float.h"
 #include "utils/guc.h"
 #include "utils/rel.h"
@@ -111,6 +112,10 @@ shnsw_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 	double		tuples = Max(index->tuples, 1.0);
 	int			m = SHNSW_DEFAULT_M;
 	double		visited;
+	double		random_page_cost,
+				seq_page_cost,
+				pages,
+				page_cost;
 	bool		limited = root->limit_tuples > 0 || root->tuple_fraction > 0.0;
 
 	if (path->indexorderbys == NIL || !limited)
@@ -136,8 +141,21 @@ shnsw_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 	costs.numIndexTuples = Min(visited, tuples);
 	genericcostestimate(root, path, loop_count, &costs);
 
-	/* neighbours are laid out near each other: count a page per m records */
-	costs.numIndexPages = Min(costs.numIndexPages, ceil(costs.numIndexTuples / m) + 1);
+	/*
+	 * Neighbours are laid out near each other: count a page per m records.
+	 * A sequential scan is charged only for its heap pages, not for the
+	 * TOAST pages that hold vectors over ~2 kB nor for per-dimension work,
+	 * so charge our page reads no more than that scan's page cost.
+	 */
+	get_tablespace_page_costs(index->reltablespace, &random_page_cost, &seq_page_cost);
+	pages = Min(costs.numIndexPages, ceil(costs.numIndexTuples / m) + 1);
+	page_cost = Min(pages * random_page_cost,
+					Max(index->rel->pages, 1) * seq_page_cost);
+	costs.indexTotalCost += page_cost - costs.numIndexPages * random_page_cost;
+	costs.numIndexPages = pages;
+
+	/* re-ranking reads and compares about ef_search exact vectors */
+	costs.indexTotalCost += shnsw_ef_search * 4 * cpu_operator_cost;
 
 	*indexStartupCost = costs.indexTotalCost;
 	*indexTotalCost = costs.indexTotalCost;

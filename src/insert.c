@@ -238,17 +238,14 @@ add_backlink(InsertState *is, ShnswRef e, int layer, ShnswRef newref, const uint
 /*
  * The first vector into an index built empty trains the quantizer: for
  * cosine, the unit range [-1, 1]; otherwise a range around the vector.
- * Later values outside it are clamped; REINDEX retrains on all rows.
+ * Later values outside it are clamped until the index retrains as it grows
+ * (quantizer.c).
  */
 static void
-train_from_first(InsertState *is, const float *nav, Buffer metabuf)
+train_from_first(InsertState *is, const float *nav)
 {
 	int			dims = is->dims;
 	float	   *stream = palloc(sizeof(float) * 2 * dims);
-	Size		total = sizeof(float) * 2 * dims;
-	Size		done = 0;
-	ShnswMetaPage meta = ShnswPageGetMeta(BufferGetPage(metabuf));
-	BlockNumber blk = meta->quant_start;
 
 	for (int i = 0; i < dims; i++)
 	{
@@ -258,33 +255,18 @@ train_from_first(InsertState *is, const float *nav, Buffer metabuf)
 		stream[i] = c - r;
 		stream[dims + i] = (2.0f * r) / 255.0f;
 	}
-	while (done < total)
-	{
-		Size		chunk = Min(total - done, SHNSW_PAGE_CAPACITY);
-		Buffer		buf = ReadBuffer(is->index, blk);
-		GenericXLogState *state;
-		Page		page;
-
-		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
-		state = GenericXLogStart(is->index);
-		page = GenericXLogRegisterBuffer(state, buf, 0);
-		shnsw_check_page(is->index, page, blk, SHNSW_PAGE_QUANT);
-		memcpy(PageGetContents(page), (char *) stream + done, chunk);
-		((PageHeader) page)->pd_lower = MAXALIGN(SizeOfPageHeaderData) + chunk;
-		GenericXLogFinish(state);
-		UnlockReleaseBuffer(buf);
-		done += chunk;
-		blk++;
-	}
+	shnsw_write_quant(is->index, is->info->quant_start, dims, stream, stream + dims);
 	memcpy(is->info->lo, stream, sizeof(float) * dims);
 	memcpy(is->info->scale, stream + dims, sizeof(float) * dims);
 	pfree(stream);
 }
 
 /*
- * insert_node does the work of one insert, under the insert lock.
+ * insert_node does the work of one insert, under the insert lock. Returns
+ * true if the index has doubled since its quantizer was trained and should
+ * retrain it.
  */
-static void
+static bool
 insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointer heap_tid)
 {
 	Relation	index = is->index;
@@ -302,6 +284,7 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 	int			nnbrs[SHNSW_MAX_LEVEL + 1];
 	ShnswRef	newref;
 	int			stride = TYPEALIGN(4, info->vec_size);
+	bool		retrain;
 
 	/* read what we need from the metapage; train the quantizer if needed */
 	metabuf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
@@ -315,11 +298,12 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 	{
 		GenericXLogState *state;
 
-		train_from_first(is, nav, metabuf);
+		train_from_first(is, nav);
 		LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
 		state = GenericXLogStart(index);
 		meta = ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0));
 		meta->quant_trained = true;
+		meta->quant_rows = 1;
 		GenericXLogFinish(state);
 		LockBuffer(metabuf, BUFFER_LOCK_UNLOCK);
 		info->quant_trained = true;
@@ -559,9 +543,12 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 		state = GenericXLogStart(index);
 		meta = ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0));
 		meta->cache_generation++;
+		retrain = meta->quant_rows < SHNSW_RETRAIN_MAX_ROWS &&
+			meta->node_count >= 2 * Max(meta->quant_rows, 1);
 		GenericXLogFinish(state);
 		UnlockReleaseBuffer(metabuf);
 	}
+	return retrain;
 }
 
 /*
@@ -600,7 +587,8 @@ shnsw_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid,
 		LockPage(index, SHNSW_METAPAGE_BLKNO, ExclusiveLock);
 		/* the quantizer may have been trained since we looked */
 		is.info = shnsw_get_index_info(index);
-		insert_node(&is, v, nav, heap_tid);
+		if (insert_node(&is, v, nav, heap_tid))
+			shnsw_retrain(index);
 		UnlockPage(index, SHNSW_METAPAGE_BLKNO, ExclusiveLock);
 	}
 

@@ -151,14 +151,21 @@ shnsw_read_meta(Relation index, ShnswMetaSnapshot *snap)
 	snap->entry_level = meta->entry_level;
 	snap->node_count = meta->node_count;
 	snap->cache_generation = meta->cache_generation;
+	snap->quant_version = meta->quant_version;
 	UnlockReleaseBuffer(buf);
+
+	/* the quantizer was retrained: drop our cached parameters */
+	if (index->rd_amcache != NULL &&
+		((ShnswIndexInfo *) index->rd_amcache)->quant_version != snap->quant_version)
+		((ShnswIndexInfo *) index->rd_amcache)->quant_trained = false;
 }
 
 /*
  * shnsw_get_index_info returns the index's fixed description and SQ8
  * parameters, cached in rd_amcache (freed by relcache invalidation, which
  * REINDEX and TRUNCATE cause). An untrained quantizer is re-checked on
- * every call until the first vector has trained it.
+ * every call until the first vector has trained it; shnsw_read_meta marks
+ * the cache stale when the quantizer has been retrained since.
  */
 ShnswIndexInfo *
 shnsw_get_index_info(Relation index)
@@ -191,6 +198,7 @@ shnsw_get_index_info(Relation index)
 	info->vec_size = meta->vec_size;
 	info->quant_start = meta->quant_start;
 	info->quant_trained = meta->quant_trained;
+	info->quant_version = meta->quant_version;
 	UnlockReleaseBuffer(buf);
 
 	if (info->lo == NULL)

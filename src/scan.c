@@ -168,6 +168,8 @@ scan_setup(IndexScanDesc scan)
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("streamhnsw index scans need an ORDER BY on the indexed column")));
 
+	/* the metapage first: it tells whether cached SQ8 parameters are stale */
+	shnsw_read_meta(index, &snap);
 	info = so->info = shnsw_get_index_info(index);
 	dims = info->dims;
 	so->distproc = index_getprocinfo(index, 1, SHNSW_DISTANCE_PROC);
@@ -185,7 +187,6 @@ scan_setup(IndexScanDesc scan)
 	q = shnsw_check_vector(scan->orderByData[0].sk_argument, info->elemtype, dims);
 	so->query = PointerGetDatum(q);
 
-	shnsw_read_meta(index, &snap);
 	if (snap.entry == SHNSW_INVALID_REF || !info->quant_trained)
 		return false;
 

@@ -130,7 +130,16 @@ typedef struct ShnswMetaPageData
 	uint64		deleted_count;
 	uint64		cache_generation;
 	uint64		rng_state;		/* level generator for inserts */
+	uint64		quant_rows;		/* rows the quantizer was trained on */
+	uint32		quant_version;	/* bumped whenever lo/scale change */
+	uint32		reserved2;
 } ShnswMetaPageData;
+
+/*
+ * An index that was built small (or empty) retrains SQ8 from its own exact
+ * vectors each time it doubles, until it has trained on this many rows.
+ */
+#define SHNSW_RETRAIN_MAX_ROWS	100000
 
 typedef ShnswMetaPageData *ShnswMetaPage;
 
@@ -149,6 +158,7 @@ typedef struct ShnswIndexInfo
 	int			vec_size;
 	BlockNumber quant_start;
 	bool		quant_trained;
+	uint32		quant_version;
 	float	   *lo;				/* SQ8 lower bounds, dims floats */
 	float	   *scale;			/* SQ8 steps, dims floats */
 } ShnswIndexInfo;
@@ -160,6 +170,7 @@ typedef struct ShnswMetaSnapshot
 	int			entry_level;
 	uint64		node_count;
 	uint64		cache_generation;
+	uint32		quant_version;
 } ShnswMetaSnapshot;
 
 /* ---------- handler.c: handler, options, GUCs, cost ---------- */
@@ -200,6 +211,11 @@ extern void shnsw_fill_meta(ShnswMetaPage meta, int dims, int m, int efc, ShnswM
 extern int	shnsw_quant_nblocks(int dims);
 extern int	shnsw_slot_bits(int nodes_per_page);
 extern int	shnsw_nodes_per_page(int node_size);
+
+/* ---------- quantizer.c: SQ8 parameters on disk ---------- */
+extern void shnsw_write_quant(Relation index, BlockNumber quant_start, int dims,
+							  const float *lo, const float *scale);
+extern void shnsw_retrain(Relation index);
 
 /* ---------- pageaccess.c: ShnswPageOps over shared buffers ---------- */
 typedef struct ShnswPageCtx

@@ -1,0 +1,190 @@
+/*-------------------------------------------------------------------------
+ *
+ * quantizer.c
+ *	  SQ8 parameters on disk: writing them, and retraining an index that
+ *	  was built small or empty.
+ *
+ * A build trains SQ8 on every row it indexes. An index created on an
+ * empty (or tiny) table has to start from the first rows inserted, whose
+ * ranges say little about the data to come, and values outside the range
+ * are clamped, which blurs navigation (re-ranking keeps answers exact).
+ * So each time such an index doubles, the insert that crosses the mark
+ * retrains SQ8 on all the exact vectors stored in the index and re-encodes
+ * every node's code, until training has seen SHNSW_RETRAIN_MAX_ROWS rows.
+ *
+ * Locking: the caller holds the insert lock, so no insert or VACUUM runs
+ * concurrently. Each graph page is exclusively locked only while its codes
+ * are rewritten. A scan that straddles a retrain may navigate on a mix of
+ * old and new codes for that one scan; its results stay exactly ordered.
+ * quant_version tells backends to reload the parameters.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/generic_xlog.h"
+#include "miscadmin.h"
+#include "storage/bufmgr.h"
+#include "utils/rel.h"
+
+#include "streamhnsw.h"
+
+/*
+ * shnsw_write_quant writes lo[] and scale[] as one float stream over the
+ * quantizer pages, each page in a WAL record of its own (exclusive lock
+ * held only while writing it).
+ */
+void
+shnsw_write_quant(Relation index, BlockNumber quant_start, int dims,
+				  const float *lo, const float *scale)
+{
+	Size		total = sizeof(float) * 2 * dims;
+	char	   *stream = palloc(total);
+	Size		done = 0;
+	BlockNumber blk = quant_start;
+
+	memcpy(stream, lo, sizeof(float) * dims);
+	memcpy(stream + sizeof(float) * dims, scale, sizeof(float) * dims);
+	while (done < total)
+	{
+		Size		chunk = Min(total - done, SHNSW_PAGE_CAPACITY);
+		Buffer		buf = ReadBuffer(index, blk);
+		GenericXLogState *state;
+		Page		page;
+
+		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+		state = GenericXLogStart(index);
+		page = GenericXLogRegisterBuffer(state, buf, 0);
+		shnsw_check_page(index, page, blk, SHNSW_PAGE_QUANT);
+		memcpy(PageGetContents(page), stream + done, chunk);
+		((PageHeader) page)->pd_lower = MAXALIGN(SizeOfPageHeaderData) + chunk;
+		GenericXLogFinish(state);
+		UnlockReleaseBuffer(buf);
+		done += chunk;
+		blk++;
+	}
+	pfree(stream);
+}
+
+/* Vector locations of the nodes of one graph page. */
+typedef struct PageVecs
+{
+	int			n;
+	BlockNumber blk[SHNSW_MAX_NODES_PER_PAGE];
+	uint16		off[SHNSW_MAX_NODES_PER_PAGE];
+} PageVecs;
+
+/* Read a graph page's vector locations; false if blk is not a graph page. */
+static bool
+read_page_vecs(Relation index, BlockNumber blkno, int node_size, PageVecs *pv)
+{
+	Buffer		buf = ReadBuffer(index, blkno);
+	Page		page;
+	bool		graph;
+
+	LockBuffer(buf, BUFFER_LOCK_SHARE);
+	page = BufferGetPage(buf);
+	shnsw_check_page(index, page, blkno, 0);
+	graph = ShnswPageGetOpaque(page)->page_type == SHNSW_PAGE_GRAPH;
+	pv->n = 0;
+	if (graph)
+	{
+		pv->n = ShnswPageGetOpaque(page)->nslots;
+		for (int s = 0; s < pv->n; s++)
+		{
+			ShnswNodeHeader *h = (ShnswNodeHeader *) (PageGetContents(page) + (Size) s * node_size);
+
+			pv->blk[s] = h->vec_block;
+			pv->off[s] = h->vec_offset;
+		}
+	}
+	UnlockReleaseBuffer(buf);
+	return graph;
+}
+
+/*
+ * shnsw_retrain retrains SQ8 on every exact vector in the index and
+ * re-encodes all codes. Caller holds the insert lock.
+ */
+void
+shnsw_retrain(Relation index)
+{
+	ShnswIndexInfo *info = shnsw_get_index_info(index);
+	int			dims = info->dims;
+	BlockNumber nblocks = RelationGetNumberOfBlocks(index);
+	float	   *mins = palloc(sizeof(float) * dims);
+	float	   *maxs = palloc(sizeof(float) * dims);
+	float	   *lo = palloc(sizeof(float) * dims);
+	float	   *scale = palloc(sizeof(float) * dims);
+	float	   *nav = palloc(sizeof(float) * dims);
+	char	   *img = palloc(info->vec_size);
+	uint8	   *codes = palloc((Size) SHNSW_MAX_NODES_PER_PAGE * dims);
+	PageVecs	pv;
+	uint64		rows = 0;
+
+	/* pass 1: ranges of all stored vectors */
+	sq8_train_init(mins, maxs, dims);
+	for (BlockNumber blk = SHNSW_METAPAGE_BLKNO + 1; blk < nblocks; blk++)
+	{
+		if (!read_page_vecs(index, blk, info->node_size, &pv))
+			continue;
+		for (int s = 0; s < pv.n; s++)
+		{
+			shnsw_read_vector(index, pv.blk[s], pv.off[s], info->vec_size, img);
+			if (shnsw_vector_to_nav((struct varlena *) img, info->elemtype, info->metric, dims, nav))
+				sq8_train_add(mins, maxs, nav, dims);
+			rows++;
+		}
+		CHECK_FOR_INTERRUPTS();
+	}
+	sq8_train_finish(mins, maxs, lo, scale, dims);
+	shnsw_write_quant(index, info->quant_start, dims, lo, scale);
+
+	/* pass 2: re-encode every node */
+	for (BlockNumber blk = SHNSW_METAPAGE_BLKNO + 1; blk < nblocks; blk++)
+	{
+		Buffer		buf;
+		GenericXLogState *state;
+		Page		page;
+		int			n;
+
+		if (!read_page_vecs(index, blk, info->node_size, &pv) || pv.n == 0)
+			continue;
+		for (int s = 0; s < pv.n; s++)
+		{
+			shnsw_read_vector(index, pv.blk[s], pv.off[s], info->vec_size, img);
+			shnsw_vector_to_nav((struct varlena *) img, info->elemtype, info->metric, dims, nav);
+			sq8_encode(lo, scale, nav, codes + (Size) s * dims, dims);
+		}
+		buf = ReadBuffer(index, blk);
+		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+		state = GenericXLogStart(index);
+		page = GenericXLogRegisterBuffer(state, buf, 0);
+		n = Min(pv.n, ShnswPageGetOpaque(page)->nslots);
+		for (int s = 0; s < n; s++)
+			memcpy(shnsw_node_code((ShnswNodeHeader *) (PageGetContents(page) + (Size) s * info->node_size), info->m),
+				   codes + (Size) s * dims, dims);
+		GenericXLogFinish(state);
+		UnlockReleaseBuffer(buf);
+		CHECK_FOR_INTERRUPTS();
+	}
+
+	/* publish */
+	{
+		Buffer		metabuf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
+		GenericXLogState *state;
+		ShnswMetaPage meta;
+
+		LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
+		state = GenericXLogStart(index);
+		meta = ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0));
+		meta->quant_rows = rows;
+		meta->quant_version++;
+		meta->cache_generation++;
+		GenericXLogFinish(state);
+		UnlockReleaseBuffer(metabuf);
+	}
+	memcpy(info->lo, lo, sizeof(float) * dims);
+	memcpy(info->scale, scale, sizeof(float) * dims);
+	info->quant_version++;
+}
