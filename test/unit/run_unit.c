@@ -322,7 +322,7 @@ test_graph_search(ShnswMetric metric, int n, int dim, int m, int efc, bool use_c
 	for (int i = 0; i < n; i++)
 		sq8_encode(lo, scale, x + (size_t) i * dim, codes + (size_t) i * dim, dim);
 
-	shnsw_build_init(&g, dim, m, efc, metric, n, use_codes, lo, scale, 42);
+	shnsw_build_init(&g, dim, m, efc, metric, n, use_codes, lo, scale, 42, NULL);
 	for (int i = 0; i < n; i++)
 	{
 		uint32_t	id = use_codes ? shnsw_build_add_code(&g, codes + (size_t) i * dim)
