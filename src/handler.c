@@ -25,6 +25,13 @@
 
 int			shnsw_ef_search = SHNSW_DEFAULT_EF_SEARCH;
 int			shnsw_max_scan_tuples = SHNSW_DEFAULT_MAX_SCAN_TUPLES;
+int			shnsw_rerank_source = SHNSW_RERANK_INDEX;
+
+static const struct config_enum_entry rerank_source_options[] = {
+	{"index", SHNSW_RERANK_INDEX, false},
+	{"heap", SHNSW_RERANK_HEAP, false},
+	{NULL, 0, false}
+};
 
 static relopt_kind shnsw_relopt_kind;
 
@@ -56,6 +63,11 @@ shnsw_init_options(void)
 							&shnsw_max_scan_tuples, SHNSW_DEFAULT_MAX_SCAN_TUPLES,
 							SHNSW_MIN_MAX_SCAN_TUPLES, INT_MAX,
 							PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomEnumVariable("streamhnsw.rerank_source",
+							 "Where re-ranking reads exact vectors (developer setting, for measurement).",
+							 "index reads the copies stored in the index; heap reads the table's rows (plain-column indexes only).",
+							 &shnsw_rerank_source, SHNSW_RERANK_INDEX, rerank_source_options,
+							 PGC_USERSET, GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("streamhnsw");
 }
 

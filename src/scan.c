@@ -26,6 +26,8 @@
 #include <math.h>
 
 #include "access/relscan.h"
+#include "access/tableam.h"
+#include "executor/tuptable.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/bufmgr.h"
@@ -207,6 +209,56 @@ scan_setup(IndexScanDesc scan)
 }
 
 /*
+ * rerank_from_heap re-ranks the round's candidates on the table's own rows
+ * instead of the index's copies (streamhnsw.rerank_source = heap): a
+ * measurement mode, for plain-column indexes. Rows invisible to the scan's
+ * snapshot are skipped, as the executor would skip them.
+ */
+static int
+rerank_from_heap(IndexScanDesc scan, int n)
+{
+	ShnswScanOpaque so = (ShnswScanOpaque) scan->opaque;
+	AttrNumber	attnum = scan->indexRelation->rd_index->indkey.values[0];
+	IndexFetchTableData *fetch;
+	TupleTableSlot *slot;
+	int			kept = 0;
+
+	if (attnum == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("streamhnsw.rerank_source = heap needs an index on a plain column")));
+	fetch = table_index_fetch_begin(scan->heapRelation);
+	slot = table_slot_create(scan->heapRelation, NULL);
+	for (int i = 0; i < n; i++)
+	{
+		ShnswCand  *c = &so->search.cands[so->outbuf[i]];
+		ItemPointerData tid;
+		bool		call_again = false,
+					all_dead = false,
+					isnull;
+		Datum		value;
+
+		if (c->node_flags & SHNSW_NODE_DELETED)
+			continue;
+		ItemPointerSet(&tid, c->tid_blk, c->tid_off);
+		if (!table_index_fetch_tuple(fetch, &tid, scan->xs_snapshot, slot, &call_again, &all_dead))
+			continue;
+		value = slot_getattr(slot, attnum, &isnull);
+		if (isnull)
+			continue;
+		so->results[kept].tid = tid;
+		so->results[kept].distance = DatumGetFloat8(FunctionCall2Coll(so->distproc, so->collation,
+																	  so->query, value));
+		so->results[kept].ref = c->ref;
+		kept++;
+		ExecClearTuple(slot);
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	table_index_fetch_end(fetch);
+	return kept;
+}
+
+/*
  * scan_next_round runs one search round, re-ranks its candidates exactly and
  * queues them. Returns false when the search is exhausted.
  */
@@ -242,22 +294,27 @@ scan_next_round(IndexScanDesc scan)
 	sort_cands = so->search.cands;
 	qsort(so->outbuf, n, sizeof(uint32), cand_vec_cmp);
 	sort_cands = NULL;
-	for (int i = 0; i < n; i++)
+	if (shnsw_rerank_source == SHNSW_RERANK_HEAP)
+		kept = rerank_from_heap(scan, n);
+	else
 	{
-		ShnswCand  *c = &so->search.cands[so->outbuf[i]];
-		ShnswResult *r;
-		double		d;
+		for (int i = 0; i < n; i++)
+		{
+			ShnswCand  *c = &so->search.cands[so->outbuf[i]];
+			ShnswResult *r;
+			double		d;
 
-		if (c->node_flags & SHNSW_NODE_DELETED)
-			continue;
-		shnsw_read_vector(scan->indexRelation, c->vec_block, c->vec_offset,
-						  info->vec_size, so->vecbuf);
-		d = DatumGetFloat8(FunctionCall2Coll(so->distproc, so->collation, so->query,
-											 PointerGetDatum(so->vecbuf)));
-		r = &so->results[kept++];
-		ItemPointerSet(&r->tid, c->tid_blk, c->tid_off);
-		r->distance = d;
-		r->ref = c->ref;
+			if (c->node_flags & SHNSW_NODE_DELETED)
+				continue;
+			shnsw_read_vector(scan->indexRelation, c->vec_block, c->vec_offset,
+							  info->vec_size, so->vecbuf);
+			d = DatumGetFloat8(FunctionCall2Coll(so->distproc, so->collation, so->query,
+												 PointerGetDatum(so->vecbuf)));
+			r = &so->results[kept++];
+			ItemPointerSet(&r->tid, c->tid_blk, c->tid_off);
+			r->distance = d;
+			r->ref = c->ref;
+		}
 	}
 	qsort(so->results, kept, sizeof(ShnswResult), result_cmp);
 

@@ -62,6 +62,10 @@ typedef struct ShnswOptions
 
 extern int	shnsw_ef_search;
 extern int	shnsw_max_scan_tuples;
+extern int	shnsw_rerank_source;
+
+#define SHNSW_RERANK_INDEX		0
+#define SHNSW_RERANK_HEAP		1
 
 /* ---------- support functions of the operator classes ---------- */
 
