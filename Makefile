@@ -30,7 +30,7 @@ OBJS = \
 
 DATA = sql/streamhnsw--$(EXTVERSION).sql
 
-REGRESS      = version
+REGRESS      = version vector_ops halfvec_ops nulls dml options errors plans filtered amvalidate
 REGRESS_OPTS = --inputdir=test/regress --outputdir=test/regress
 
 VENV        ?= .venv
