@@ -71,7 +71,7 @@ test: venv
 	PYTHONPATH=python $(VENV_PY) -m pytest -q test/python
 
 # Unit tests of the pure algorithm code: no server, plain C.
-UNIT_SRCS = test/unit/run_unit.c src/kernels.c src/graph.c
+UNIT_SRCS = test/unit/run_unit.c src/kernels.c src/graph.c src/lookahead.c
 unit:
 	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -Isrc -o test/unit/run_unit $(UNIT_SRCS) -lm
 	./test/unit/run_unit

@@ -591,7 +591,9 @@ shnsw_search_init(ShnswSearch *s, const Sq8Query *q, const ShnswPageOps *ops, in
 	shnsw_heap_init(&s->C, 128, false);
 	shnsw_heap_init(&s->W, 128, true);
 	shnsw_heap_init(&s->D, 128, false);
-	s->nbuf = shnsw_alloc(sizeof(ShnswRef) * 2 * m);
+	s->capnbrs = 256 * 2 * m;
+	s->nbrs = shnsw_alloc(sizeof(ShnswRef) * s->capnbrs);
+	s->spec = shnsw_alloc(sizeof(ShnswRef) * 2 * m * SHNSW_SPECULATIVE_CANDIDATES);
 	s->ubuf = shnsw_alloc(sizeof(ShnswRef) * m);
 	s->locs = shnsw_alloc(sizeof(ShnswUpperLoc) * 2 * m);
 }
@@ -604,7 +606,8 @@ shnsw_search_free(ShnswSearch *s)
 	shnsw_heap_free(&s->C);
 	shnsw_heap_free(&s->W);
 	shnsw_heap_free(&s->D);
-	shnsw_free(s->nbuf);
+	shnsw_free(s->nbrs);
+	shnsw_free(s->spec);
 	shnsw_free(s->ubuf);
 	shnsw_free(s->locs);
 }
@@ -630,8 +633,21 @@ search_add_cand(ShnswSearch *s, ShnswRef ref, float d, const ShnswNodeHeader *no
 	c->vec_block = node->vec_block;
 	c->vec_offset = node->vec_offset;
 	c->level = node->level;
-	c->reserved = 0;
 	c->upper = shnsw_node_upper_loc(node);
+
+	/*
+	 * Keep its layer-0 neighbours: expanding it later needs no second read
+	 * of its page, and read-ahead can name the pages it will lead to.
+	 */
+	c->nbr_count = node->nneighbors < 2 * s->m ? node->nneighbors : 2 * s->m;
+	if (s->nnbrs + c->nbr_count > s->capnbrs)
+	{
+		s->capnbrs *= 2;
+		s->nbrs = shnsw_realloc(s->nbrs, sizeof(ShnswRef) * s->capnbrs);
+	}
+	c->nbr_start = s->nnbrs;
+	memcpy(s->nbrs + s->nnbrs, shnsw_node_neighbors(node), sizeof(ShnswRef) * c->nbr_count);
+	s->nnbrs += c->nbr_count;
 	s->ndistances++;
 	return s->ncands++;
 }
@@ -754,24 +770,40 @@ shnsw_search_upper_layer(ShnswSearch *s, ShnswRef entry, int layer, int ef, uint
 	return n;
 }
 
-/* read_nodes callback: copy a node's layer-0 neighbour list into nbuf. */
-typedef struct NbrArg
-{
-	ShnswSearch *s;
-	int			count;
-} NbrArg;
-
+/*
+ * search_read_ahead names, best first, the unvisited neighbours of the best
+ * few candidates still queued, for the page layer to read ahead.
+ */
 static void
-search_nbr_cb(void *arg, int i, const ShnswNodeHeader *node)
+search_read_ahead(ShnswSearch *s)
 {
-	NbrArg	   *a = (NbrArg *) arg;
-	int			n = node->nneighbors;
+	ShnswPair	top[SHNSW_SPECULATIVE_CANDIDATES];
+	int			ntop = 0,
+				n = 0;
 
-	(void) i;
-	if (n > 2 * a->s->m)
-		n = 2 * a->s->m;
-	memcpy(a->s->nbuf, shnsw_node_neighbors(node), sizeof(ShnswRef) * n);
-	a->count = n;
+	while (ntop < SHNSW_SPECULATIVE_CANDIDATES && s->C.n > 0)
+	{
+		ShnswPair	p = shnsw_heap_pop(&s->C);
+
+		if (s->cands[p.id].state & SHNSW_CAND_EXPANDED)
+			continue;			/* stale entry: it would be skipped anyway */
+		top[ntop++] = p;
+	}
+	for (int t = 0; t < ntop; t++)
+	{
+		ShnswCand  *c = &s->cands[top[t].id];
+
+		for (int k = 0; k < c->nbr_count; k++)
+		{
+			ShnswRef	r = s->nbrs[c->nbr_start + k];
+
+			if (!shnsw_visited_contains(&s->visited, r))
+				s->spec[n++] = r;
+		}
+		shnsw_heap_push(&s->C, top[t].d, top[t].id);
+	}
+	if (n > 0)
+		s->ops->prefetch(s->ops->ctx, s->spec, n, true);
 }
 
 /* Offer candidate j to this round's results W, else park it in D. */
@@ -835,26 +867,37 @@ shnsw_search_next(ShnswSearch *s, ShnswRef start, int ef, uint32_t *out)
 	while (s->C.n > 0)
 	{
 		ShnswPair	c = shnsw_heap_top(&s->C);
-		NbrArg		na = {s, 0};
+		ShnswCand  *cand;
 		int			nf = 0;
 
 		if (s->W.n >= ef && c.d > shnsw_heap_top(&s->W).d)
 			break;
 		shnsw_heap_pop(&s->C);
-		if (s->cands[c.id].state & SHNSW_CAND_EXPANDED)
+		cand = &s->cands[c.id];
+		if (cand->state & SHNSW_CAND_EXPANDED)
 			continue;
 		if (s->max_discovered > 0 && s->ncands >= s->max_discovered)
 		{
 			s->exhausted = true;
 			break;
 		}
-		s->cands[c.id].state |= SHNSW_CAND_EXPANDED;
+		cand->state |= SHNSW_CAND_EXPANDED;
 		s->nexpanded++;
 
-		s->ops->read_nodes(s->ops->ctx, &s->cands[c.id].ref, 1, search_nbr_cb, &na);
-		for (int k = 0; k < na.count; k++)
-			if (shnsw_visited_add(&s->visited, s->nbuf[k]))
-				fresh[nf++] = s->nbuf[k];
+		for (int k = 0; k < cand->nbr_count; k++)
+		{
+			ShnswRef	r = s->nbrs[cand->nbr_start + k];
+
+			if (shnsw_visited_add(&s->visited, r))
+				fresh[nf++] = r;
+		}
+		if (s->ops->prefetch != NULL)
+		{
+			/* this expansion's pages first, then the likely next ones */
+			if (nf > 0)
+				s->ops->prefetch(s->ops->ctx, fresh, nf, false);
+			search_read_ahead(s);
+		}
 		search_add_nodes(s, fresh, nf, idx);
 		for (int k = 0; k < nf; k++)
 			search_offer(s, idx[k], ef, true);

@@ -141,8 +141,12 @@ typedef void (*ShnswNodeFn) (void *arg, int i, const ShnswNodeHeader *node);
  * read_upper copies the layer-`layer` neighbour list of the upper record at
  * loc into out (room for m entries) and returns its length.
  *
- * prefetch (may be NULL) hints that these nodes are likely to be read soon;
- * a wrong hint costs I/O bandwidth, never a wrong answer.
+ * prefetch (may be NULL) says which nodes' pages are wanted next: with
+ * speculative false, nodes about to be read (the neighbours of the node being
+ * expanded, requested together before any is read); with speculative true,
+ * neighbours of the best candidates still queued, best first, of which the
+ * implementation takes as many as its look-ahead allows. A wrong guess
+ * costs I/O bandwidth, never a wrong answer.
  */
 typedef struct ShnswPageOps
 {
@@ -151,8 +155,11 @@ typedef struct ShnswPageOps
 							   ShnswNodeFn fn, void *arg);
 	int			(*read_upper) (void *ctx, ShnswUpperLoc loc, int layer,
 							   ShnswRef *out);
-	void		(*prefetch) (void *ctx, const ShnswRef *refs, int n);
+	void		(*prefetch) (void *ctx, const ShnswRef *refs, int n, bool speculative);
 } ShnswPageOps;
+
+/* How many queued candidates' neighbourhoods speculative read-ahead looks at. */
+#define SHNSW_SPECULATIVE_CANDIDATES 4
 
 /* What the search keeps about each node it computed a distance for. */
 typedef struct ShnswCand
@@ -166,7 +173,8 @@ typedef struct ShnswCand
 	uint32_t	vec_block;
 	uint16_t	vec_offset;
 	uint8_t		level;			/* node's highest layer */
-	uint8_t		reserved;
+	uint8_t		nbr_count;		/* its layer-0 neighbours, saved ... */
+	uint32_t	nbr_start;		/* ... at nbrs[nbr_start] when read */
 	ShnswUpperLoc upper;		/* its upper-layer record, if level > 0 */
 } ShnswCand;
 
@@ -184,6 +192,9 @@ typedef struct ShnswSearch
 	ShnswCand  *cands;
 	uint32_t	ncands;
 	uint32_t	capcands;
+	ShnswRef   *nbrs;			/* saved neighbour lists of cands */
+	uint32_t	nnbrs;
+	uint32_t	capnbrs;
 	ShnswVisited visited;
 	ShnswHeap	C;				/* min-heap: to expand */
 	ShnswHeap	W;				/* max-heap: this round's results */
@@ -193,7 +204,7 @@ typedef struct ShnswSearch
 	int			rounds;
 
 	/* scratch */
-	ShnswRef   *nbuf;			/* 2m refs */
+	ShnswRef   *spec;			/* speculative read-ahead list */
 	ShnswRef   *ubuf;			/* m refs */
 	ShnswUpperLoc *locs;		/* 2m upper locations */
 

@@ -68,6 +68,21 @@ shnsw_visited_grow(ShnswVisited *v)
 	shnsw_free(old);
 }
 
+/* Is r in the set? */
+static inline bool
+shnsw_visited_contains(const ShnswVisited *v, ShnswRef r)
+{
+	uint32_t	i = shnsw_visited_hash(r) & v->mask;
+
+	while (v->slots[i] != SHNSW_INVALID_REF)
+	{
+		if (v->slots[i] == r)
+			return true;
+		i = (i + 1) & v->mask;
+	}
+	return false;
+}
+
 /* Add r; return true if it was not there before. */
 static inline bool
 shnsw_visited_add(ShnswVisited *v, ShnswRef r)

@@ -14,6 +14,7 @@
 
 #include "graph.h"
 #include "kernels.h"
+#include "lookahead.h"
 #include "pqueue.h"
 #include "visited.h"
 
@@ -292,6 +293,20 @@ mem_read_upper(void *ctx, ShnswUpperLoc loc, int layer, ShnswRef *out)
 	return cnt;
 }
 
+static int	prefetch_known,
+			prefetch_spec;
+
+static void
+mem_prefetch(void *ctx, const ShnswRef *refs, int n, bool speculative)
+{
+	(void) ctx;
+	(void) refs;
+	if (speculative)
+		prefetch_spec += n;
+	else
+		prefetch_known += n;
+}
+
 static void
 test_graph_search(ShnswMetric metric, int n, int dim, int m, int efc, bool use_codes)
 {
@@ -473,6 +488,29 @@ test_graph_search(ShnswMetric metric, int n, int dim, int m, int efc, bool use_c
 				if (gotid[j] == bestid[t])
 					hits++;
 
+		/* read-ahead hints never change what a search returns */
+		if (qi == 1)
+		{
+			ShnswPageOps ops2 = ops;
+			ShnswSearch s2;
+			uint32_t	out2[64];
+			int			n2;
+			bool		same;
+
+			ops2.prefetch = mem_prefetch;
+			prefetch_known = prefetch_spec = 0;
+			shnsw_search_init(&s2, &sq, &ops2, m, 0);
+			n2 = shnsw_search_next(&s2, shnsw_search_descend(&s2, mem_ref(&mi, mi.pos_of[g.entry]),
+															 g.max_level, 0), ef, out2);
+			same = n2 == nout;
+			for (int j = 0; same && j < n2; j++)
+				same = s2.cands[out2[j]].ref == s.cands[out[j]].ref;
+			CHECK(same, "prefetch changed the results");
+			CHECK(prefetch_known > 0 && prefetch_spec > 0, "prefetch hints: %d known, %d speculative",
+				  prefetch_known, prefetch_spec);
+			shnsw_search_free(&s2);
+		}
+
 		/* the iterative continuation returns new nodes only */
 		if (qi == 0)
 		{
@@ -554,6 +592,80 @@ test_graph_search(ShnswMetric metric, int n, int dim, int m, int efc, bool use_c
 	free(codes);
 }
 
+/* Run a hit/miss pattern (string of 'h'/'m', repeated) through a controller. */
+static int
+la_run(int target, int max, int window, const char *pattern, int reps)
+{
+	ShnswLookahead la;
+	size_t		len = strlen(pattern);
+
+	shnsw_la_init(&la, target, max, window);
+	for (int r = 0; r < reps; r++)
+		for (size_t i = 0; i < len; i++)
+			shnsw_la_record(&la, pattern[i] == 'm');
+	return shnsw_la_distance(&la);
+}
+
+/* The classic rule: double on a miss, decrement on a hit. */
+static int
+classic_run(int max, const char *pattern, int reps)
+{
+	int			d = 1;
+	size_t		len = strlen(pattern);
+
+	for (int r = 0; r < reps; r++)
+		for (size_t i = 0; i < len; i++)
+		{
+			if (pattern[i] == 'm')
+				d = d * 2 > max ? max : d * 2;
+			else if (d > 1)
+				d--;
+		}
+	return d;
+}
+
+static void
+test_lookahead(void)
+{
+	int			d;
+
+	d = la_run(16, 64, 32, "h", 1000);
+	CHECK(d == 1, "all hits: distance %d, want 1", d);
+	d = la_run(16, 64, 32, "m", 1000);
+	CHECK(d == 16, "all misses: distance %d, want target 16", d);
+	d = la_run(16, 64, 32, "hm", 500);
+	CHECK(d >= 28 && d <= 36, "50/50: distance %d, want about 2 * target", d);
+	CHECK(classic_run(64, "hm", 500) <= 2, "the classic rule collapses on 50/50: %d",
+		  classic_run(64, "hm", 500));
+	d = la_run(16, 128, 32, "hhhhm", 200);
+	CHECK(d >= 64 && d <= 100, "80/20: distance %d, want about target / 0.2", d);
+	d = la_run(16, 64, 32, "hhhhm", 200);
+	CHECK(d == 64, "80/20 capped: distance %d, want the cap 64", d);
+	d = la_run(0, 64, 32, "hm", 100);
+	CHECK(d == 0, "effective_io_concurrency 0: distance %d", d);
+	d = la_run(16, 0, 32, "m", 100);
+	CHECK(d == 0, "no pins to spare: distance %d", d);
+	{
+		/* a burst of misses, then hits: read-ahead stays deep for a while */
+		ShnswLookahead la;
+
+		shnsw_la_init(&la, 16, 64, 32);
+		for (int i = 0; i < 100; i++)
+			shnsw_la_record(&la, true);
+		for (int i = 0; i < 50; i++)
+			shnsw_la_record(&la, false);
+		CHECK(shnsw_la_distance(&la) >= 16, "after a burst: distance %d", shnsw_la_distance(&la));
+		for (int i = 0; i < 5000; i++)
+			shnsw_la_record(&la, false);
+		CHECK(shnsw_la_distance(&la) == 1, "long after a burst: distance %d", shnsw_la_distance(&la));
+		shnsw_la_sample(&la);
+		CHECK(la.samples == 1 && la.hist[shnsw_la_bucket(1)] == 1, "histogram");
+	}
+	CHECK(shnsw_la_bucket(0) == 0 && shnsw_la_bucket(1) == 1 && shnsw_la_bucket(3) == 2 &&
+		  shnsw_la_bucket(4) == 3 && shnsw_la_bucket(1000) == SHNSW_LA_HIST_BUCKETS - 1,
+		  "bucket boundaries");
+}
+
 int
 main(void)
 {
@@ -561,6 +673,7 @@ main(void)
 	test_kernels();
 	test_sq8_clamp_and_half();
 	test_heap_visited();
+	test_lookahead();
 	test_graph_search(SHNSW_METRIC_L2, 3000, 32, 16, 64, false);
 	test_graph_search(SHNSW_METRIC_L2, 3000, 32, 8, 64, true);
 	test_graph_search(SHNSW_METRIC_COSINE, 2000, 64, 16, 64, false);
