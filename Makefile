@@ -26,7 +26,10 @@ OBJS = \
 	src/scan.o \
 	src/vacuum.o \
 	src/verify.o \
-	src/quantizer.o
+	src/quantizer.o \
+	src/lookahead.o \
+	src/reader.o \
+	src/stats.o
 
 DATA = sql/streamhnsw--$(EXTVERSION).sql
 

@@ -89,3 +89,21 @@ CREATE FUNCTION streamhnsw_metapage(index regclass,
 	OUT cache_generation bigint, OUT nodes_per_page int, OUT total_blocks bigint)
 	AS 'MODULE_PATHNAME' LANGUAGE C STRICT VOLATILE PARALLEL SAFE;
 COMMENT ON FUNCTION streamhnsw_metapage(regclass) IS 'the metapage of a streamhnsw index';
+
+-- Statistics
+
+CREATE FUNCTION streamhnsw_stats(
+	OUT scans bigint, OUT rounds bigint, OUT nodes_expanded bigint,
+	OUT distances bigint, OUT reranked bigint, OUT pages_hit bigint,
+	OUT pages_read bigint, OUT synchronous_reads bigint, OUT reads_ahead bigint,
+	OUT speculative_pages bigint, OUT speculative_reads bigint,
+	OUT speculative_used bigint, OUT speculative_wasted bigint, OUT stalls bigint,
+	OUT wait_ms double precision, OUT lookahead_avg double precision,
+	OUT lookahead_histogram bigint[])
+	AS 'MODULE_PATHNAME' LANGUAGE C STRICT VOLATILE PARALLEL SAFE;
+COMMENT ON FUNCTION streamhnsw_stats() IS 'cumulative figures of all streamhnsw scans since the last reset';
+
+CREATE FUNCTION streamhnsw_stats_reset() RETURNS void
+	AS 'MODULE_PATHNAME' LANGUAGE C STRICT VOLATILE PARALLEL SAFE;
+COMMENT ON FUNCTION streamhnsw_stats_reset() IS 'sets the cumulative streamhnsw scan figures to zero';
+REVOKE ALL ON FUNCTION streamhnsw_stats_reset() FROM PUBLIC;

@@ -26,6 +26,16 @@
 int			shnsw_ef_search = SHNSW_DEFAULT_EF_SEARCH;
 int			shnsw_max_scan_tuples = SHNSW_DEFAULT_MAX_SCAN_TUPLES;
 int			shnsw_rerank_source = SHNSW_RERANK_INDEX;
+int			shnsw_io_mode = SHNSW_IO_STREAM;
+int			shnsw_max_read_ahead = SHNSW_DEFAULT_MAX_READ_AHEAD;
+int			shnsw_lookahead_window = SHNSW_DEFAULT_LOOKAHEAD_WINDOW;
+
+static const struct config_enum_entry io_mode_options[] = {
+	{"sync", SHNSW_IO_SYNC, false},
+	{"prefetch", SHNSW_IO_PREFETCH, false},
+	{"stream", SHNSW_IO_STREAM, false},
+	{NULL, 0, false}
+};
 
 static const struct config_enum_entry rerank_source_options[] = {
 	{"index", SHNSW_RERANK_INDEX, false},
@@ -62,6 +72,21 @@ shnsw_init_options(void)
 							"Bounds iterative scans that keep searching for rows a WHERE clause filters out.",
 							&shnsw_max_scan_tuples, SHNSW_DEFAULT_MAX_SCAN_TUPLES,
 							SHNSW_MIN_MAX_SCAN_TUPLES, INT_MAX,
+							PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomEnumVariable("streamhnsw.io_mode",
+							 "How scans read index pages.",
+							 "sync reads one page at a time; prefetch adds posix_fadvise hints; stream keeps asynchronous reads in flight.",
+							 &shnsw_io_mode, SHNSW_IO_STREAM, io_mode_options,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamhnsw.max_read_ahead",
+							"Maximum number of pages a scan keeps pinned for read-ahead.",
+							"Also bounded by the backend's share of shared buffers.",
+							&shnsw_max_read_ahead, SHNSW_DEFAULT_MAX_READ_AHEAD, 1, 1024,
+							PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamhnsw.lookahead_window",
+							"Number of page accesses the read-ahead controller averages its miss rate over.",
+							NULL,
+							&shnsw_lookahead_window, SHNSW_DEFAULT_LOOKAHEAD_WINDOW, 1, 4096,
 							PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomEnumVariable("streamhnsw.rerank_source",
 							 "Where re-ranking reads exact vectors (developer setting, for measurement).",

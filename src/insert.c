@@ -578,7 +578,7 @@ shnsw_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid,
 	is.dims = is.info->dims;
 	is.m = is.info->m;
 	is.scratch = palloc(sizeof(float) * 3 * is.dims);
-	shnsw_page_ops_init(&is.ops, &is.pctx, index, is.info);
+	shnsw_page_ops_init(&is.ops, &is.pctx, index, is.info, NULL);
 
 	v = shnsw_check_vector(values[0], is.info->elemtype, is.dims);
 	nav = palloc(sizeof(float) * is.dims);

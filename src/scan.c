@@ -58,6 +58,9 @@ typedef struct ShnswScanOpaqueData
 	Datum		query;			/* detoasted copy in ctx */
 
 	Sq8Query	sq;
+	bool		live;			/* search and reader below are active */
+	ShnswReader reader;
+	ShnswScanStats stats;		/* folded figures of finished searches */
 	ShnswPageCtx pctx;
 	ShnswPageOps ops;
 	ShnswSearch search;
@@ -80,6 +83,47 @@ typedef struct ShnswScanOpaqueData
 } ShnswScanOpaqueData;
 
 typedef ShnswScanOpaqueData *ShnswScanOpaque;
+
+/*
+ * scan_fold ends the active search: releases the reader's pins and adds the
+ * search's figures to so->stats.
+ */
+static void
+scan_fold(ShnswScanOpaque so)
+{
+	if (!so->live)
+		return;
+	so->stats.rounds += so->search.rounds;
+	so->stats.nodes_expanded += so->search.nexpanded;
+	so->stats.distances += so->search.ndistances;
+	shnsw_reader_end(&so->reader);
+	so->live = false;
+}
+
+/*
+ * shnsw_scan_stats returns what a streamhnsw scan has done so far, the
+ * active search included (for EXPLAIN ANALYZE, which prints before the scan
+ * ends). The result is valid until the next call.
+ */
+const ShnswScanStats *
+shnsw_scan_stats(IndexScanDesc scan)
+{
+	static ShnswScanStats snap;
+	ShnswScanOpaque so = (ShnswScanOpaque) scan->opaque;
+
+	snap = so->stats;
+	if (so->live)
+	{
+		snap.rounds += so->search.rounds;
+		snap.nodes_expanded += so->search.nexpanded;
+		snap.distances += so->search.ndistances;
+		snap.la_samples += so->reader.la.samples;
+		snap.la_distance_sum += so->reader.la.distance_sum;
+		for (int b = 0; b < SHNSW_LA_HIST_BUCKETS; b++)
+			snap.la_hist[b] += so->reader.la.hist[b];
+	}
+	return &snap;
+}
 
 IndexScanDesc
 shnsw_beginscan(Relation index, int nkeys, int norderbys)
@@ -109,6 +153,7 @@ shnsw_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys, int 
 		memmove(scan->keyData, keys, scan->numberOfKeys * sizeof(ScanKeyData));
 	if (orderbys && scan->numberOfOrderBys > 0)
 		memmove(scan->orderByData, orderbys, scan->numberOfOrderBys * sizeof(ScanKeyData));
+	scan_fold(so);
 	MemoryContextReset(so->ctx);
 	/* everything below lived in so->ctx */
 	so->outbuf = NULL;
@@ -174,6 +219,7 @@ scan_setup(IndexScanDesc scan)
 	shnsw_read_meta(index, &snap);
 	info = so->info = shnsw_get_index_info(index);
 	dims = info->dims;
+	so->stats.scans++;
 	so->distproc = index_getprocinfo(index, 1, SHNSW_DISTANCE_PROC);
 	so->collation = index->rd_indcollation[0];
 
@@ -200,8 +246,10 @@ scan_setup(IndexScanDesc scan)
 	so->sq.w = palloc(sizeof(float) * dims);
 	sq8_prepare_query(&so->sq, info->metric, nav, info->lo, info->scale);
 
-	shnsw_page_ops_init(&so->ops, &so->pctx, index, info);
+	shnsw_reader_init(&so->reader, index, &so->stats);
+	shnsw_page_ops_init(&so->ops, &so->pctx, index, info, &so->reader);
 	shnsw_search_init(&so->search, &so->sq, &so->ops, info->m, 0);
+	so->live = true;
 	so->start = shnsw_search_descend(&so->search, snap.entry, snap.entry_level, 0);
 	so->round_ef = shnsw_ef_search;
 	so->vecbuf = palloc(info->vec_size);
@@ -251,6 +299,7 @@ rerank_from_heap(IndexScanDesc scan, int n)
 																	  so->query, value));
 		so->results[kept].ref = c->ref;
 		kept++;
+		so->stats.reranked++;
 		ExecClearTuple(slot);
 	}
 	ExecDropSingleTupleTableSlot(slot);
@@ -281,7 +330,10 @@ scan_next_round(IndexScanDesc scan)
 		so->search.max_discovered = so->search.ncands + (uint32) shnsw_max_scan_tuples;
 	so->round_ef = Min(so->round_ef * 2, SHNSW_MAX_EF_SEARCH * 4);
 	if (n == 0)
+	{
+		scan_fold(so);			/* release read-ahead pins early */
 		return false;
+	}
 
 	if (so->rescap < n)
 	{
@@ -298,6 +350,21 @@ scan_next_round(IndexScanDesc scan)
 		kept = rerank_from_heap(scan, n);
 	else
 	{
+		/* request every exact vector's pages before reading the first */
+		BlockNumber *blks = palloc(sizeof(BlockNumber) * 2 * n);
+		int			nblks = 0,
+					nblks_total;
+
+		for (int i = 0; i < n; i++)
+		{
+			ShnswCand  *c = &so->search.cands[so->outbuf[i]];
+
+			if (!(c->node_flags & SHNSW_NODE_DELETED))
+				nblks += shnsw_vector_blocks(c->vec_block, c->vec_offset, info->vec_size,
+											 blks + nblks);
+		}
+		nblks_total = nblks;
+		nblks = 0;
 		for (int i = 0; i < n; i++)
 		{
 			ShnswCand  *c = &so->search.cands[so->outbuf[i]];
@@ -306,8 +373,13 @@ scan_next_round(IndexScanDesc scan)
 
 			if (c->node_flags & SHNSW_NODE_DELETED)
 				continue;
-			shnsw_read_vector(scan->indexRelation, c->vec_block, c->vec_offset,
+			/* keep the remaining vectors' pages in flight */
+			shnsw_reader_request(&so->reader, blks + nblks, nblks_total - nblks, false);
+			nblks += shnsw_vector_blocks(c->vec_block, c->vec_offset, info->vec_size,
+										 blks + nblks);
+			shnsw_read_vector(scan->indexRelation, &so->reader, c->vec_block, c->vec_offset,
 							  info->vec_size, so->vecbuf);
+			so->stats.reranked++;
 			d = DatumGetFloat8(FunctionCall2Coll(so->distproc, so->collation, so->query,
 												 PointerGetDatum(so->vecbuf)));
 			r = &so->results[kept++];
@@ -315,6 +387,7 @@ scan_next_round(IndexScanDesc scan)
 			r->distance = d;
 			r->ref = c->ref;
 		}
+		pfree(blks);
 	}
 	qsort(so->results, kept, sizeof(ShnswResult), result_cmp);
 
@@ -435,6 +508,9 @@ shnsw_endscan(IndexScanDesc scan)
 {
 	ShnswScanOpaque so = (ShnswScanOpaque) scan->opaque;
 
+	scan_fold(so);
+	if (so->stats.scans > 0)
+		shnsw_stats_accumulate(&so->stats);
 	MemoryContextDelete(so->ctx);
 	pfree(so);
 	scan->opaque = NULL;

@@ -32,6 +32,7 @@ _PG_init(void)
 {
 	shnsw_kernels_init(SHNSW_SIMD_AVX512);
 	shnsw_init_options();
+	shnsw_stats_init();
 }
 
 /* port.h: the pure code allocates in the current memory context. */

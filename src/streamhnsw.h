@@ -25,12 +25,14 @@
 #include "nodes/execnodes.h"
 #include "nodes/pathnodes.h"
 #include "storage/block.h"
+#include "storage/bufmgr.h"
 #include "storage/bufpage.h"
 #include "utils/relcache.h"
 
 #include "format.h"
 #include "graph.h"
 #include "kernels.h"
+#include "lookahead.h"
 
 #define STREAMHNSW_VERSION "0.1.0"
 
@@ -63,6 +65,17 @@ typedef struct ShnswOptions
 extern int	shnsw_ef_search;
 extern int	shnsw_max_scan_tuples;
 extern int	shnsw_rerank_source;
+extern int	shnsw_io_mode;
+extern int	shnsw_max_read_ahead;
+extern int	shnsw_lookahead_window;
+
+/* streamhnsw.io_mode */
+#define SHNSW_IO_SYNC			0	/* one synchronous read at a time */
+#define SHNSW_IO_PREFETCH		1	/* posix_fadvise hints, synchronous reads */
+#define SHNSW_IO_STREAM			2	/* asynchronous reads kept in flight */
+
+#define SHNSW_DEFAULT_MAX_READ_AHEAD	64
+#define SHNSW_DEFAULT_LOOKAHEAD_WINDOW	32
 
 #define SHNSW_RERANK_INDEX		0
 #define SHNSW_RERANK_HEAP		1
@@ -221,6 +234,59 @@ extern void shnsw_write_quant(Relation index, BlockNumber quant_start, int dims,
 							  const float *lo, const float *scale);
 extern void shnsw_retrain(Relation index);
 
+/* ---------- what a scan did (EXPLAIN, streamhnsw_stats()) ---------- */
+typedef struct ShnswScanStats
+{
+	int			io_mode;
+	uint64		scans;
+	uint64		rounds;
+	uint64		nodes_expanded;
+	uint64		distances;
+	uint64		reranked;
+	uint64		pages_hit;		/* page accesses that found the page cached */
+	uint64		pages_read;		/* page accesses that needed a read */
+	uint64		sync_reads;		/* of those, read synchronously on demand */
+	uint64		reads_ahead;	/* known-order reads started ahead */
+	uint64		spec_issued;	/* speculative pages requested */
+	uint64		spec_ios;		/* of those, needing a read */
+	uint64		spec_used;		/* speculative pages the search then read */
+	uint64		spec_wasted;	/* speculative pages dropped unread */
+	uint64		stalls;			/* waits for a read still in progress */
+	uint64		wait_ns;
+	uint64		la_samples;
+	uint64		la_distance_sum;
+	uint64		la_hist[SHNSW_LA_HIST_BUCKETS];
+} ShnswScanStats;
+
+/* ---------- reader.c: the scan's read pipeline ---------- */
+typedef struct ShnswInflight
+{
+	BlockNumber blk;
+	Buffer		buf;
+	bool		io;				/* a read was started: WaitReadBuffers pending */
+	bool		speculative;
+	ReadBuffersOperation op;
+} ShnswInflight;
+
+typedef struct ShnswReader
+{
+	Relation	rel;
+	int			mode;
+	int			target_ios;		/* effective_io_concurrency */
+	int			max_pins;
+	ShnswInflight *slots;
+	int			nslots;
+	int			ios_in_flight;
+	int			spec_pins;
+	ShnswLookahead la;
+	ShnswScanStats *stats;
+} ShnswReader;
+
+extern void shnsw_reader_init(ShnswReader *r, Relation rel, ShnswScanStats *stats);
+extern void shnsw_reader_request(ShnswReader *r, const BlockNumber *blocks, int n, bool speculative);
+extern Buffer shnsw_reader_get(ShnswReader *r, BlockNumber blk);
+extern void shnsw_reader_end(ShnswReader *r);
+
 /* ---------- pageaccess.c: ShnswPageOps over shared buffers ---------- */
 typedef struct ShnswPageCtx
 {
@@ -228,13 +294,21 @@ typedef struct ShnswPageCtx
 	int			slot_bits;
 	int			node_size;
 	int			m;
-	/* statistics */
-	uint64		pages_accessed;
+	ShnswReader *reader;		/* NULL: plain synchronous reads (writes) */
+	BlockNumber *blkbuf;		/* scratch for block lists */
+	int			blkcap;
 } ShnswPageCtx;
 
 extern void shnsw_page_ops_init(ShnswPageOps *ops, ShnswPageCtx *ctx, Relation index,
-								const ShnswIndexInfo *info);
-extern void shnsw_read_vector(Relation index, BlockNumber blk, uint16 offset, int size, char *out);
+								const ShnswIndexInfo *info, ShnswReader *reader);
+extern void shnsw_read_vector(Relation index, ShnswReader *reader, BlockNumber blk,
+							  uint16 offset, int size, char *out);
+extern int	shnsw_vector_blocks(BlockNumber blk, uint16 offset, int size, BlockNumber *out);
+
+/* ---------- stats.c: EXPLAIN lines and cumulative statistics ---------- */
+extern void shnsw_stats_init(void);
+extern void shnsw_stats_accumulate(const ShnswScanStats *st);
+extern const ShnswScanStats *shnsw_scan_stats(IndexScanDesc scan);
 
 /* ---------- build.c ---------- */
 extern IndexBuildResult *shnsw_build(Relation heap, Relation index, IndexInfo *indexInfo);
