@@ -33,7 +33,7 @@ OBJS = \
 
 DATA = sql/streamhnsw--$(EXTVERSION).sql
 
-REGRESS      = version vector_ops halfvec_ops nulls dml options errors plans filtered amvalidate
+REGRESS      = version vector_ops halfvec_ops nulls dml vacuum rescan options errors plans filtered duplicates edge_values amvalidate
 REGRESS_OPTS = --inputdir=test/regress --outputdir=test/regress
 
 VENV        ?= .venv

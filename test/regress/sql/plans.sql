@@ -60,4 +60,22 @@ DROP INDEX plan_l2;
 EXPLAIN (COSTS OFF)
 SELECT id FROM plan_t ORDER BY val <-> '[50,50,50,50,50,50,50,50]' LIMIT 10;
 
-DROP TABLE plan_t;
+-- enable_seqscan = off must not push the index onto queries it cannot
+-- serve (a scan without ORDER BY is an error): these still return rows
+SET enable_seqscan = off;
+SELECT count(*) FROM plan_t;
+CREATE INDEX plan_part ON plan_t USING streamhnsw (val) WHERE cat = 1;
+SELECT count(*) FROM plan_t WHERE cat = 1;
+SELECT id FROM plan_t WHERE cat = 1 ORDER BY id LIMIT 3;
+-- while ORDER BY ... LIMIT on the partial index's rows uses it
+EXPLAIN (COSTS OFF)
+SELECT id FROM plan_t WHERE cat = 1 ORDER BY val <-> '[50,50,50,50,50,50,50,50]' LIMIT 10;
+-- a table whose only index is a streamhnsw one
+CREATE TABLE plan_only (val vector(2));
+INSERT INTO plan_only VALUES ('[1,1]'), ('[2,2]'), (NULL);
+CREATE INDEX plan_only_idx ON plan_only USING streamhnsw (val);
+SELECT count(*) FROM plan_only;
+SELECT count(*) FROM plan_only WHERE val IS NOT NULL;
+RESET enable_seqscan;
+
+DROP TABLE plan_t, plan_only;
