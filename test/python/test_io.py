@@ -1,0 +1,172 @@
+"""The I/O pipeline: io modes agree, EXPLAIN shows what a scan did, cumulative
+statistics add up, and many concurrent cold scans respect the pin limit."""
+
+import multiprocessing as mp
+import os
+
+import pytest
+
+from shnsw import data
+from shnsw.cluster import Cluster
+
+MODES = ["sync", "prefetch", "stream"]
+
+
+def evict(conn, cluster, rels):
+    """Make relations cold: out of shared buffers and the OS page cache."""
+    conn.execute("SELECT pg_buffercache_evict_relation(r) FROM unnest(%s::regclass[]) r", (rels,))
+    for rel in rels:
+        path = conn.execute("SELECT pg_relation_filepath(%s::regclass)", (rel,)).fetchone()[0]
+        full = cluster.datadir / path
+        fd = os.open(full, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+@pytest.fixture(scope="module")
+def io_cluster():
+    with Cluster(name="shnsw-io", settings={"io_method": "worker", "io_workers": 4,
+                                            "effective_io_concurrency": 16,
+                                            "shared_buffers": "128MB"}) as c:
+        c.execute("CREATE EXTENSION streamhnsw CASCADE")
+        c.execute("CREATE EXTENSION pg_buffercache")
+        rows, queries = data.clustered(20000, 64, seed=21, n_queries=30)
+        with c.connect() as conn:
+            data.load(conn, "io_t", rows)
+            conn.execute("CREATE INDEX io_t_idx ON io_t USING streamhnsw (embedding vector_l2_ops)")
+            conn.execute("CHECKPOINT")
+        c.queries = queries
+        yield c
+
+
+def run(conn, q, limit=10, where=""):
+    lit = data.vector_literal(q)
+    return conn.execute(f"SELECT id, embedding <-> %s::vector FROM io_t {where} "
+                        f"ORDER BY embedding <-> %s::vector LIMIT {limit}", (lit, lit)).fetchall()
+
+
+@pytest.mark.parametrize("cold", [False, True])
+def test_every_io_mode_returns_the_same_rows(io_cluster, cold):
+    with io_cluster.connect() as conn:
+        conn.execute("SET enable_seqscan = off")
+        for q in io_cluster.queries[:10]:
+            results = {}
+            for mode in MODES:
+                conn.execute(f"SET streamhnsw.io_mode = {mode}")
+                if cold:
+                    evict(conn, io_cluster, ["io_t_idx", "io_t"])
+                results[mode] = run(conn, q, limit=50, where="WHERE id %% 3 <> 0")
+            assert results["sync"] == results["prefetch"] == results["stream"]
+            assert len(results["sync"]) == 50
+
+
+def explain_lines(conn, q):
+    lit = data.vector_literal(q)
+    rows = conn.execute("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) "
+                        "SELECT id FROM io_t ORDER BY embedding <-> %s::vector LIMIT 10",
+                        (lit,)).fetchall()
+    return [r[0].strip() for r in rows]
+
+
+def parse(line):
+    """'name: k=v k=v' -> {k: v} for the key=value pairs of an EXPLAIN line."""
+    out = {}
+    for tok in line.replace("(", " ").replace(")", " ").split():
+        if "=" in tok:
+            k, v = tok.split("=", 1)
+            out[k] = v
+    return out
+
+
+def test_explain_shows_the_scan(io_cluster):
+    with io_cluster.connect() as conn:
+        conn.execute("SET streamhnsw.io_mode = stream")
+        evict(conn, io_cluster, ["io_t_idx"])
+        lines = explain_lines(conn, io_cluster.queries[0])
+        main = [l for l in lines if l.startswith("streamhnsw:")]
+        io = [l for l in lines if l.startswith("streamhnsw I/O:")]
+        la = [l for l in lines if l.startswith("streamhnsw look-ahead:")]
+        assert len(main) == len(io) == len(la) == 1, lines
+        m = parse(main[0])
+        assert int(m["rounds"]) >= 1 and int(m["expanded"]) > 0
+        assert int(m["distances"]) > int(m["expanded"])
+        assert int(m["re-ranked"]) == 40          # ef_search candidates, none deleted
+        i = parse(io[0])
+        assert i["mode"] == "stream"
+        assert int(i["read"]) > 0                 # cold: pages were read
+        assert int(i["ahead"]) + int(i["speculative"]) > 0
+        assert "histogram=[" in la[0]
+        # hot: everything hits
+        lines = explain_lines(conn, io_cluster.queries[0])
+        i = parse([l for l in lines if l.startswith("streamhnsw I/O:")][0])
+        assert int(i["read"]) == 0 and int(i["hit"]) > 0
+        # sync mode issues nothing ahead
+        conn.execute("SET streamhnsw.io_mode = sync")
+        evict(conn, io_cluster, ["io_t_idx"])
+        lines = explain_lines(conn, io_cluster.queries[1])
+        i = parse([l for l in lines if l.startswith("streamhnsw I/O:")][0])
+        assert i["mode"] == "sync" and int(i["ahead"]) == 0 and int(i["speculative"]) == 0
+        assert int(i["read"]) == int(i["synchronous"]) > 0
+        # JSON carries the same figures as properties
+        plan = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) SELECT id FROM io_t "
+                            "ORDER BY embedding <-> %s::vector LIMIT 10",
+                            (data.vector_literal(io_cluster.queries[2]),)).fetchone()[0][0]
+        node = plan["Plan"]["Plans"][0]
+        assert node["streamhnsw I/O Mode"] == "sync"
+        assert node["streamhnsw Re-ranked"] == 40
+        # no lines without ANALYZE
+        lit = data.vector_literal(io_cluster.queries[0])
+        plain = conn.execute("EXPLAIN SELECT id FROM io_t ORDER BY embedding <-> %s::vector LIMIT 10",
+                             (lit,)).fetchall()
+        assert not any("streamhnsw" in r[0] for r in plain)
+
+
+def test_cumulative_stats(io_cluster):
+    with io_cluster.connect() as conn:
+        conn.execute("SELECT streamhnsw_stats_reset()")
+        assert conn.execute("SELECT scans, reranked FROM streamhnsw_stats()").fetchone() == (0, 0)
+        for q in io_cluster.queries[:5]:
+            run(conn, q)
+    with io_cluster.connect() as conn:
+        scans, reranked, hist = conn.execute(
+            "SELECT scans, reranked, lookahead_histogram FROM streamhnsw_stats()").fetchone()
+        assert scans == 5 and reranked == 5 * 40
+        assert len(hist) == 8
+
+
+def _cold_worker(args):
+    conninfo, queries, rels, datadir = args
+    import psycopg
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute("SET streamhnsw.io_mode = stream")
+        conn.execute("SET effective_io_concurrency = 64")
+        conn.execute("SET streamhnsw.max_read_ahead = 1024")
+        n = 0
+        for q in queries:
+            lit = data.vector_literal(q)
+            rows = conn.execute("SELECT id FROM io_t ORDER BY embedding <-> %s::vector LIMIT 10",
+                                (lit,)).fetchall()
+            n += len(rows)
+        return n
+
+
+def test_many_concurrent_cold_scans_respect_pins():
+    """shared_buffers tiny, 40 backends each asking for deep read-ahead."""
+    with Cluster(name="shnsw-pins", settings={"io_method": "worker", "io_workers": 4,
+                                              "shared_buffers": "2MB", "max_connections": 60,
+                                              "effective_io_concurrency": 64}) as c:
+        c.execute("CREATE EXTENSION streamhnsw CASCADE")
+        rows, queries = data.clustered(8000, 64, seed=3, n_queries=80)
+        with c.connect() as conn:
+            data.load(conn, "io_t", rows)
+            conn.execute("CREATE INDEX io_t_idx ON io_t USING streamhnsw (embedding vector_l2_ops)")
+        args = [(c.conninfo, queries[i::40][:2], None, None) for i in range(40)]
+        ctx = mp.get_context("spawn")
+        with ctx.Pool(40) as pool:
+            counts = pool.map(_cold_worker, args)
+        assert sum(counts) == 10 * sum(len(a[1]) for a in args)
+        log = c.log_tail(200000)
+        assert "no unpinned buffers" not in log
+        assert "ERROR" not in log
