@@ -41,6 +41,35 @@ SELECT streamhnsw_verify('opt_efc4');
 SELECT streamhnsw_verify('opt_efc1000');
 DROP INDEX opt_efc1000;
 
+-- m = 100 at the largest dimensions: big node records and exact vectors
+-- that span pages
+CREATE TABLE opt_big (id int, h halfvec(4000), v vector(2000));
+INSERT INTO opt_big
+  SELECT g, (SELECT array_agg((i * g) % 17) FROM generate_series(1, 4000) i)::halfvec,
+            (SELECT array_agg((i * g) % 19) FROM generate_series(1, 2000) i)::vector
+  FROM generate_series(1, 12) g;
+CREATE INDEX opt_big_h ON opt_big USING streamhnsw (h) WITH (m = 100, ef_construction = 200);
+CREATE INDEX opt_big_v ON opt_big USING streamhnsw (v vector_ip_ops) WITH (m = 100, ef_construction = 200);
+INSERT INTO opt_big
+  SELECT g, (SELECT array_agg((i * g) % 17) FROM generate_series(1, 4000) i)::halfvec,
+            (SELECT array_agg((i * g) % 19) FROM generate_series(1, 2000) i)::vector
+  FROM generate_series(13, 16) g;
+SELECT dimensions, m, node_count FROM streamhnsw_metapage('opt_big_h');
+SELECT dimensions, m, node_count FROM streamhnsw_metapage('opt_big_v');
+SELECT streamhnsw_verify('opt_big_h');
+SELECT streamhnsw_verify('opt_big_v');
+SET enable_seqscan = off;
+SELECT id, h <-> (SELECT h FROM opt_big WHERE id = 7) AS distance
+  FROM opt_big ORDER BY h <-> (SELECT h FROM opt_big WHERE id = 7) LIMIT 1;
+SELECT id, v <#> (SELECT v FROM opt_big WHERE id = 14) AS distance
+  FROM opt_big ORDER BY v <#> (SELECT v FROM opt_big WHERE id = 14) LIMIT 1;
+SELECT (SELECT array_agg(id) FROM
+          (SELECT id FROM opt_big ORDER BY v <#> (SELECT v FROM opt_big WHERE id = 14) LIMIT 16) s)
+     = (SELECT array_agg(id ORDER BY vector_negative_inner_product(v, (SELECT v FROM opt_big WHERE id = 14)))
+          FROM opt_big) AS same_as_seqscan;
+RESET enable_seqscan;
+DROP TABLE opt_big;
+
 -- unknown options
 CREATE INDEX opt_idx ON opt_t USING streamhnsw (val) WITH (ef_search = 10);
 CREATE INDEX opt_idx ON opt_t USING streamhnsw (val) WITH (lists = 10);
