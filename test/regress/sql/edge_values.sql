@@ -79,7 +79,6 @@ SELECT id FROM edge_1 ORDER BY val <-> '[-100]' LIMIT 2;
 DROP INDEX edge_1_l2;
 CREATE INDEX edge_1_cos ON edge_1 USING streamhnsw (val vector_cosine_ops);
 -- 0 is not indexed; the rest are at cosine distance 0 or 2
-SELECT node_count FROM streamhnsw_metapage('edge_1_cos');
 SELECT val <=> '[-2]' AS distance, count(*)
   FROM (SELECT val FROM edge_1 ORDER BY val <=> '[-2]' LIMIT 30) s GROUP BY 1 ORDER BY 1;
 SELECT count(*) AS n, bool_and(d >= prev) AS ordered
