@@ -76,5 +76,14 @@ EXECUTE q('[1.4375,2.3125,3.0625]');
 EXECUTE q('[6,10,12]');
 DEALLOCATE q;
 
+-- equal distances: a second sort key is applied by an incremental sort
+-- over the index's order (rows 4 and 11 tie, and so do 1 and 12)
+EXPLAIN (COSTS OFF)
+SELECT id FROM vops ORDER BY val <-> '[3,1,4]', id LIMIT 6;
+SELECT id, val <-> '[3,1,4]' AS distance FROM vops ORDER BY val <-> '[3,1,4]', id LIMIT 6;
+SELECT id, val <-> '[3,1,4]' AS distance FROM vops ORDER BY val <-> '[3,1,4]', id DESC LIMIT 6;
+SELECT array_agg(id ORDER BY id) AS ids
+  FROM (SELECT id FROM vops ORDER BY val <-> '[3,1,4]' FETCH FIRST 1 ROWS WITH TIES) s;
+
 RESET enable_seqscan;
 DROP TABLE vops;
