@@ -8,6 +8,15 @@ RESET client_min_messages;
 
 SET enable_seqscan = off;
 
+-- the smallest case: m = 4 (8 neighbours on layer 0) and 12 copies
+CREATE TABLE dup_m (id int, val vector(2));
+INSERT INTO dup_m SELECT i, '[1,1]' FROM generate_series(1, 12) i;
+INSERT INTO dup_m VALUES (13, '[5,5]');
+CREATE INDEX dup_m_idx ON dup_m USING streamhnsw (val) WITH (m = 4, ef_construction = 8);
+SELECT id, val <-> '[5,5]' AS distance FROM dup_m ORDER BY val <-> '[5,5]' LIMIT 1;
+SELECT count(*) FROM (SELECT id FROM dup_m ORDER BY val <-> '[1,1]' LIMIT 100) s;
+DROP TABLE dup_m;
+
 -- built over existing rows
 CREATE TABLE dup_t (id int, val vector(2));
 INSERT INTO dup_t SELECT i, '[1,1]' FROM generate_series(1, 35) i;
