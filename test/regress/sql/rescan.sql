@@ -54,5 +54,24 @@ COMMIT;
 SELECT id FROM rs_t ORDER BY val <-> '[1.4375,2.3125,3.0625]' LIMIT 3 OFFSET 2;
 SELECT id FROM rs_t ORDER BY val <-> '[1.4375,2.3125,3.0625]' LIMIT 0;
 
+-- a partitioned table: one index per partition, merged in order
+CREATE TABLE rs_p (id int, val vector(3)) PARTITION BY RANGE (id);
+CREATE TABLE rs_p1 PARTITION OF rs_p FOR VALUES FROM (1) TO (16);
+CREATE TABLE rs_p2 PARTITION OF rs_p FOR VALUES FROM (16) TO (31);
+INSERT INTO rs_p SELECT id, val FROM rs_t;
+CREATE INDEX rs_p_idx ON rs_p USING streamhnsw (val);
+EXPLAIN (COSTS OFF)
+SELECT id FROM rs_p ORDER BY val <-> '[1.4375,2.3125,3.0625]' LIMIT 5;
+SELECT id FROM rs_p ORDER BY val <-> '[1.4375,2.3125,3.0625]' LIMIT 5;
+SELECT (SELECT array_agg(id) FROM
+          (SELECT id FROM rs_p ORDER BY val <-> '[1.4375,2.3125,3.0625]' LIMIT 30) s)
+     = (SELECT array_agg(id ORDER BY l2_distance(val, '[1.4375,2.3125,3.0625]')) FROM rs_p)
+       AS same_as_seqscan;
+SELECT c.relname, m.node_count
+  FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid,
+       LATERAL streamhnsw_metapage(c.oid) m
+ WHERE i.inhparent = 'rs_p_idx'::regclass ORDER BY c.relname;
+DROP TABLE rs_p;
+
 RESET enable_seqscan;
 DROP TABLE rs_t, rs_q;
