@@ -29,6 +29,12 @@ SELECT id, val <-> (SELECT NULL::vector) AS distance
 SELECT count(*) FROM (SELECT id FROM nulls_t ORDER BY val <-> (SELECT NULL::vector) LIMIT 10) s;
 SELECT array_agg(id ORDER BY id) AS ids
   FROM (SELECT id FROM nulls_t ORDER BY val <-> (SELECT NULL::vector) LIMIT 10) s;
+-- a literal NULL is folded: the ORDER BY disappears, no index is used and
+-- rows with NULL vectors come back too
+EXPLAIN (COSTS OFF)
+SELECT id FROM nulls_t ORDER BY val <-> NULL LIMIT 10;
+SELECT array_agg(id ORDER BY id) AS ids
+  FROM (SELECT id FROM nulls_t ORDER BY val <-> NULL LIMIT 10) s;
 SELECT streamhnsw_verify('nulls_l2');
 DROP INDEX nulls_l2;
 
