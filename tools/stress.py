@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import logging
 import random
 import sys
 import time
@@ -59,6 +60,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.no_load and args.no_crash:
         ap.error("nothing to do")
+    # psycopg warns when it cannot roll back on a connection we killed
+    logging.getLogger("psycopg").setLevel(logging.ERROR)
 
     t0 = time.monotonic()
     violations: list[tuple[str, str]] = []
