@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 
 from shnsw.cluster import Cluster  # noqa: E402
-from shnsw.durability import (CrashCycles, Model, Workload, _copy_rows,  # noqa: E402
+from shnsw.durability import (OPS, CrashCycles, Model, Workload, _copy_rows,  # noqa: E402
                               check_index, known_bug)
 
 import numpy as np  # noqa: E402
@@ -51,6 +51,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-crash", action="store_true", help="concurrent workload only")
     ap.add_argument("--ef-search", type=int, default=1000,
                     help="ef_search of the exact-match checks (default 1000; 0: the server's)")
+    ap.add_argument("--metric", choices=["l2", "cosine"], default="l2",
+                    help="operator class of the load phase's index")
     ap.add_argument("--inserters", type=int, default=2)
     ap.add_argument("--searchers", type=int, default=2)
     ap.add_argument("--kinds", default="build,insert,vacuum", help="crash cycle kinds")
@@ -117,18 +119,19 @@ def main(argv=None) -> int:
                 g = model.begin_insert(ids)
                 _copy_rows(conn, table, np.stack([model.vec(i) for i in ids]), ids[0])
                 model.end_insert(g, True)
-                conn.execute(f"CREATE INDEX {table}_idx ON {table} USING streamhnsw (embedding)")
+                conn.execute(f"CREATE INDEX {table}_idx ON {table} USING streamhnsw "
+                             f"(embedding {OPS[args.metric][1]})")
             secs = args.load_seconds
             if args.seconds:
                 secs = max(1.0, min(secs, args.seconds - (time.monotonic() - t0)))
-            w = Workload(c, table, f"{table}_idx", "l2", model, seed=rng.randrange(1 << 30),
+            w = Workload(c, table, f"{table}_idx", args.metric, model, seed=rng.randrange(1 << 30),
                          inserters=args.inserters, searchers=args.searchers, deleters=1,
                          vacuum_every=1.5, ef_search=ef, max_rows=args.rows)
             w.run_for(secs)
             vs = list(model.violations)
             with c.connect() as conn:
                 conn.execute(f"VACUUM {table}")
-                vs += check_index(conn, table, f"{table}_idx", "l2", model, rng, probes=200,
+                vs += check_index(conn, table, f"{table}_idx", args.metric, model, rng, probes=200,
                                   ef_search=ef)
             log(f"load {loads}: {secs:.0f}s, {w.counts}, {len(model.committed)} rows, "
                 f"{'OK' if not vs else str(len(vs)) + ' violations'}")

@@ -816,7 +816,7 @@ KNOWN_BUGS = {
         ("is not a streamhnsw page", "contains unexpected page at block"),
     "VACUUM interrupted after marking nodes leaves deleted_count short":
         ("deleted nodes, metapage counts",),
-    "graph nodes (outliers) that no search reaches, even at ef_search 1000":
+    "graph nodes that no search reaches, even at ef_search 1000":
         ("not found by exact-match search", "exact-match search for committed row"),
 }
 

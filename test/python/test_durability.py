@@ -31,7 +31,7 @@ import pytest
 
 from shnsw import data
 from shnsw.cluster import Cluster
-from shnsw.durability import (CrashCycles, Model, Workload, _copy_rows,
+from shnsw.durability import (OPS, CrashCycles, Model, Workload, _copy_rows,
                               check_index, crash, exact_match_missing, index_ids,
                               known_bug)
 from shnsw.replica import Standby
@@ -71,29 +71,32 @@ def crash_cluster():
 
 # --- concurrency -------------------------------------------------------------
 
-def test_concurrent_inserts_searches_deletes_and_vacuum(cluster):
+@pytest.mark.parametrize("metric", ["l2", "cosine"])
+def test_concurrent_inserts_searches_deletes_and_vacuum(cluster, metric):
     """Two inserters (single-row, multi-row INSERT and COPY, some rolled back),
-    two searchers, a deleter and a VACUUM loop for 15 s; every search and the
+    two searchers, a deleter and a VACUUM loop for 10 s; every search and the
     final state checked."""
     model = Model(dim=16, seed=41)
+    table = f"cw_{metric}"
     with cluster.connect() as conn:
-        make_table(conn, "cw", model, 3000)
-    w = Workload(cluster, "cw", "cw_idx", "l2", model, seed=41, inserters=2, searchers=2,
-                 deleters=1, vacuum_every=1.5, ef_search=EF_CHECK, max_rows=5000)
-    w.run_for(15)
+        make_table(conn, table, model, 3000, opclass=OPS[metric][1])
+    w = Workload(cluster, table, f"{table}_idx", metric, model, seed=41, inserters=2,
+                 searchers=2, deleters=1, vacuum_every=1.5, ef_search=EF_CHECK, max_rows=5000)
+    w.run_for(10)
     assert not any(t.is_alive() for t in w.threads)
     # every kind of work happened, and searches checked committed rows
     assert w.counts["insert"] > 100 and w.counts["delete"] > 50, w.counts
-    assert w.counts["vacuum"] >= 5 and w.counts["checked"] > 500, w.counts
+    assert w.counts["vacuum"] >= 3 and w.counts["checked"] > 300, w.counts
     assert len(model.aborted) > 0 and len(model.deleted) > 0
     with cluster.connect() as conn:
-        conn.execute("VACUUM cw")
+        conn.execute(f"VACUUM {table}")
         violations = model.violations + check_index(
-            conn, "cw", "cw_idx", "l2", model, random.Random(1), probes=200,
+            conn, table, f"{table}_idx", metric, model, random.Random(1), probes=200,
             ef_search=EF_CHECK)
-        m = meta(conn, "cw_idx")
+        m = meta(conn, f"{table}_idx")
         # every rolled-back and deleted row's node is marked by the last VACUUM
         assert m["node_count"] - m["deleted_count"] == len(model.committed)
+        conn.execute(f"DROP TABLE {table}")
     only_known_bugs(violations)
 
 
@@ -382,7 +385,9 @@ def test_recall_after_inserts_and_after_deleting_half(conn):
 @pytest.mark.xfail(strict=True, reason="reported bug: some nodes are unreachable: a fresh "
                    "build (5000 x 16, l2, m 8) has 2 rows no search finds even at "
                    "ef_search 1000; an index built by single-row inserts (m 16) has 14 "
-                   "rows a search for their own vector misses at the default ef_search")
+                   "rows a search for their own vector misses at the default ef_search; "
+                   "under concurrent cosine churn hundreds (see "
+                   "test_concurrent_inserts_searches_deletes_and_vacuum[cosine])")
 def test_exact_match_finds_every_row(conn):
     model = Model(dim=16, seed=3)
     make_table(conn, "em", model, 5000, index=False)
