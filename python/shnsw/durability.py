@@ -816,6 +816,9 @@ KNOWN_BUGS = {
         ("is not a streamhnsw page", "contains unexpected page at block"),
     "VACUUM interrupted after marking nodes leaves deleted_count short":
         ("deleted nodes, metapage counts",),
+    # two causes seen: the neighbour heuristic leaving nodes without in-edges,
+    # and inserts navigating with SQ8 parameters stale after another
+    # session's retrain (test_inserts_from_two_sessions_across_a_retrain)
     "graph nodes that no search reaches, even at ef_search 1000":
         ("not found by exact-match search", "exact-match search for committed row"),
 }
