@@ -33,7 +33,7 @@ OBJS = \
 
 DATA = sql/streamhnsw--$(EXTVERSION).sql
 
-REGRESS      = version vector_ops halfvec_ops nulls dml vacuum rescan options errors plans filtered duplicates edge_values amvalidate
+REGRESS      = version vector_ops halfvec_ops nulls dml vacuum rescan options errors plans filtered edge_values amvalidate
 REGRESS_OPTS = --inputdir=test/regress --outputdir=test/regress
 
 VENV        ?= .venv
@@ -71,6 +71,7 @@ test: venv
 	$(MAKE) DEV=1 install
 	$(MAKE) unit
 	PYTHONPATH=python $(VENV_PY) -m shnsw.regress
+	PYTHONPATH=python $(VENV_PY) -m shnsw.isolation
 	PYTHONPATH=python $(VENV_PY) -m pytest -q test/python
 
 # Unit tests of the pure algorithm code: no server, plain C.

@@ -162,6 +162,8 @@ shnsw_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 		*indexSelectivity = 0;
 		*indexCorrelation = 0;
 		*indexPages = 0;
+		/* PostgreSQL 18 compares disabled nodes before costs */
+		path->path.disabled_nodes = 2;
 		return;
 	}
 

@@ -584,8 +584,11 @@ shnsw_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid,
 	nav = palloc(sizeof(float) * is.dims);
 	if (shnsw_vector_to_nav(v, is.info->elemtype, is.info->metric, is.dims, nav))
 	{
+		ShnswMetaSnapshot snap;
+
 		LockPage(index, SHNSW_METAPAGE_BLKNO, ExclusiveLock);
-		/* the quantizer may have been trained since we looked */
+		/* the quantizer may have been trained or retrained since we looked */
+		shnsw_read_meta(index, &snap);
 		is.info = shnsw_get_index_info(index);
 		if (insert_node(&is, v, nav, heap_tid))
 			shnsw_retrain(index);

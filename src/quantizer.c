@@ -84,6 +84,12 @@ read_page_vecs(Relation index, BlockNumber blkno, int node_size, PageVecs *pv)
 
 	LockBuffer(buf, BUFFER_LOCK_SHARE);
 	page = BufferGetPage(buf);
+	if (PageIsNew(page))
+	{
+		UnlockReleaseBuffer(buf);
+		pv->n = 0;
+		return false;
+	}
 	shnsw_check_page(index, page, blkno, 0);
 	graph = ShnswPageGetOpaque(page)->page_type == SHNSW_PAGE_GRAPH;
 	pv->n = 0;

@@ -166,18 +166,27 @@ shnsw_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys, int 
 	so->returned_any = false;
 }
 
+/* Compare distances as ORDER BY on float8 does: NaN after every number. */
+static inline int
+distance_cmp(double a, double b)
+{
+	if (isnan(a))
+		return isnan(b) ? 0 : 1;
+	if (isnan(b))
+		return -1;
+	return (a > b) - (a < b);
+}
+
 /* Sort results by distance, then by node reference. */
 static int
 result_cmp(const void *a, const void *b)
 {
 	const ShnswResult *x = a,
 			   *y = b;
+	int			c = distance_cmp(x->distance, y->distance);
 
-	if (x->distance < y->distance)
-		return -1;
-	if (x->distance > y->distance)
-		return 1;
-	/* NaN distances (cosine of a zero query) compare equal here */
+	if (c != 0)
+		return c;
 	return (x->ref > y->ref) - (x->ref < y->ref);
 }
 
@@ -395,7 +404,7 @@ scan_next_round(IndexScanDesc scan)
 	n = 0;
 	for (int i = 0; i < kept; i++)
 	{
-		if (so->returned_any && so->results[i].distance < so->last_distance)
+		if (so->returned_any && distance_cmp(so->results[i].distance, so->last_distance) < 0)
 			continue;
 		so->results[n++] = so->results[i];
 	}
@@ -422,10 +431,15 @@ scan_null_query_fill(IndexScanDesc scan)
 
 		LockBuffer(buf, BUFFER_LOCK_SHARE);
 		page = BufferGetPage(buf);
-		shnsw_check_page(index, page, so->seq_blk, 0);
-		opaque = ShnswPageGetOpaque(page);
 		so->nresults = so->next = 0;
-		if (opaque->page_type == SHNSW_PAGE_GRAPH)
+		if (PageIsNew(page))
+			opaque = NULL;		/* extended, never initialized: empty */
+		else
+		{
+			shnsw_check_page(index, page, so->seq_blk, 0);
+			opaque = ShnswPageGetOpaque(page);
+		}
+		if (opaque != NULL && opaque->page_type == SHNSW_PAGE_GRAPH)
 		{
 			int			node_size = so->info->node_size;
 

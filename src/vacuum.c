@@ -32,7 +32,6 @@ shnsw_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 	ShnswIndexInfo *ii = shnsw_get_index_info(index);
 	BlockNumber nblocks = RelationGetNumberOfBlocks(index);
 	BufferAccessStrategy bas = info->strategy;
-	uint64		deleted = 0;
 
 	if (stats == NULL)
 		stats = palloc0(sizeof(IndexBulkDeleteResult));
@@ -50,6 +49,12 @@ shnsw_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 		buf = ReadBufferExtended(index, MAIN_FORKNUM, blk, RBM_NORMAL, bas);
 		LockBuffer(buf, BUFFER_LOCK_SHARE);
 		page = BufferGetPage(buf);
+		if (PageIsNew(page))
+		{
+			/* extended by an insert that crashed before initializing it */
+			UnlockReleaseBuffer(buf);
+			continue;
+		}
 		shnsw_check_page(index, page, blk, 0);
 		opaque = ShnswPageGetOpaque(page);
 		if (opaque->page_type == SHNSW_PAGE_GRAPH)
@@ -72,34 +77,31 @@ shnsw_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 		if (ndead > 0)
 		{
 			GenericXLogState *state;
+			Buffer		metabuf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
+			ShnswMetaPage meta;
 
+			/*
+			 * The flags and the metapage's count change in one WAL record,
+			 * so an interrupted VACUUM leaves them consistent. Lock order:
+			 * data page before metapage, as inserts do.
+			 */
 			LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+			LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
 			state = GenericXLogStart(index);
 			page = GenericXLogRegisterBuffer(state, buf, 0);
+			meta = ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0));
 			for (int k = 0; k < ndead; k++)
 				((ShnswNodeHeader *) (PageGetContents(page) + (Size) dead[k] * ii->node_size))->flags |= SHNSW_NODE_DELETED;
+			meta->deleted_count += ndead;
+			meta->cache_generation++;
 			GenericXLogFinish(state);
+			UnlockReleaseBuffer(metabuf);
 			LockBuffer(buf, BUFFER_LOCK_UNLOCK);
 			stats->tuples_removed += ndead;
-			deleted += ndead;
 		}
 		ReleaseBuffer(buf);
 	}
 
-	if (deleted > 0)
-	{
-		Buffer		metabuf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
-		GenericXLogState *state;
-		ShnswMetaPage meta;
-
-		LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
-		state = GenericXLogStart(index);
-		meta = ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0));
-		meta->deleted_count += deleted;
-		meta->cache_generation++;
-		GenericXLogFinish(state);
-		UnlockReleaseBuffer(metabuf);
-	}
 	UnlockPage(index, SHNSW_METAPAGE_BLKNO, ExclusiveLock);
 	stats->num_pages = nblocks;
 	return stats;

@@ -139,7 +139,9 @@ streamhnsw_verify(PG_FUNCTION_ARGS)
 
 		LockBuffer(buf, BUFFER_LOCK_SHARE);
 		page = BufferGetPage(buf);
-		if (PageIsNew(page) || PageGetSpecialSize(page) != MAXALIGN(sizeof(ShnswPageOpaqueData)))
+		if (PageIsNew(page) && blk != SHNSW_METAPAGE_BLKNO)
+			;					/* extended by an interrupted insert: empty */
+		else if (PageIsNew(page) || PageGetSpecialSize(page) != MAXALIGN(sizeof(ShnswPageOpaqueData)))
 			problem(&vs, "block %u is not a streamhnsw page", blk);
 		else
 		{

@@ -134,9 +134,6 @@ def index_file(conn, index):
                         "pg_relation_filepath(%s)", (index,)).fetchone()[0]
 
 
-@pytest.mark.xfail(strict=True, reason="reported bug: a zero page left at the end of the "
-                   "index by a crash between extending it and WAL-logging the new page "
-                   "makes verify complain and VACUUM fail for good")
 def test_zero_page_from_interrupted_extension_is_harmless(crash_cluster):
     """A crash between ExtendBufferedRel() and the WAL record that initializes
     the new page leaves an all-zero page (PostgreSQL does not WAL-log the
@@ -171,9 +168,6 @@ def test_zero_page_from_interrupted_extension_is_harmless(crash_cluster):
         assert scanned == 1000 - 10 + 290
 
 
-@pytest.mark.xfail(strict=True, reason="reported bug: VACUUM's index pass WAL-logs each "
-                   "page's deleted flags but updates deleted_count only at the end; an "
-                   "interrupted VACUUM leaves the count short for good")
 def test_interrupted_vacuum_keeps_counts_consistent(cluster):
     """A VACUUM cancelled (or crashed) in the middle of the index pass: the
     pages already marked stay marked (generic WAL is not transactional) but
@@ -405,10 +399,6 @@ def test_exact_match_finds_every_row(conn):
     assert (unreachable, missed_at_default) == ([], [])
 
 
-@pytest.mark.xfail(strict=True, reason="reported bug: the insert path keeps SQ8 parameters "
-                   "cached in rd_amcache without checking quant_version, so after another "
-                   "session retrains, a session's inserts encode and navigate with stale "
-                   "parameters (cosine: 415 rows missed at default ef_search vs 4)")
 def test_inserts_from_two_sessions_across_a_retrain(cluster):
     """The same rows inserted in the same order, by one session or by two
     sessions taking turns, across the retrain at twice the build size: the
