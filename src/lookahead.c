@@ -25,6 +25,12 @@ shnsw_la_init(ShnswLookahead *la, int target_ios, int max_distance, int window)
 		la->hist[i] = 0;
 }
 
+bool
+shnsw_la_all_hits(const ShnswLookahead *la)
+{
+	return la->miss_rate < 0.5 * la->alpha;
+}
+
 static void
 la_update(ShnswLookahead *la)
 {
@@ -36,7 +42,7 @@ la_update(ShnswLookahead *la)
 		return;
 	}
 	/* (almost) no misses in the window: nothing to hide */
-	if (la->miss_rate < 0.5 * la->alpha)
+	if (shnsw_la_all_hits(la))
 		d = la->floor;
 	else
 	{

@@ -52,5 +52,7 @@ extern int	shnsw_la_distance(const ShnswLookahead *la);
 /* Record the current distance in the statistics (once per decision). */
 extern void shnsw_la_sample(ShnswLookahead *la);
 extern int	shnsw_la_bucket(int distance);
+/* True while the window has seen (almost) no misses: read-ahead is useless. */
+extern bool shnsw_la_all_hits(const ShnswLookahead *la);
 
 #endif							/* STREAMHNSW_LOOKAHEAD_H */

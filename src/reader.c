@@ -174,6 +174,14 @@ shnsw_reader_request(ShnswReader *r, const BlockNumber *blocks, int n, bool spec
 	if (speculative)
 		shnsw_la_sample(&r->la);
 
+	/*
+	 * Fast path: while the window has seen no miss (a cached index), asking
+	 * for pages ahead only costs pins and lookups. Read on demand until the
+	 * first miss raises the miss rate, as read_stream does.
+	 */
+	if (shnsw_la_all_hits(&r->la))
+		return;
+
 	for (int k = 0; k < n; k++)
 	{
 		BlockNumber blk = blocks[k];

@@ -45,6 +45,27 @@ static const char *const type_symbols[] = {
 	"streamhnsw_vector_type", "streamhnsw_halfvec_type", NULL
 };
 
+/* The C symbol of a function of this library, or NULL. */
+static char *
+library_symbol(Oid procoid)
+{
+	HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(procoid));
+	char	   *symbol = NULL;
+
+	if (!HeapTupleIsValid(tup))
+		return NULL;
+	if (((Form_pg_proc) GETSTRUCT(tup))->prolang == ClanguageId)
+	{
+		bool		isnull;
+		Datum		bin = SysCacheGetAttr(PROCOID, tup, Anum_pg_proc_probin, &isnull);
+
+		if (!isnull && strstr(TextDatumGetCString(bin), "streamhnsw") != NULL)
+			symbol = TextDatumGetCString(SysCacheGetAttr(PROCOID, tup, Anum_pg_proc_prosrc, &isnull));
+	}
+	ReleaseSysCache(tup);
+	return symbol;
+}
+
 /*
  * is_library_function: is procoid a C function of this library whose symbol
  * is one of names? (Calling an unknown internal function to ask would not
@@ -186,6 +207,39 @@ shnsw_validate(Oid opclassoid)
 		!is_library_function(procs[SHNSW_TYPE_PROC], type_symbols))
 		INVALID("streamhnsw operator class \"%s\": support function 3 %s is not a streamhnsw type function",
 				opclassname, format_procedure(procs[SHNSW_TYPE_PROC]));
+
+	/*
+	 * They must also agree with the class: the type function with the
+	 * indexed type, the metric with the distance the operator computes
+	 * (pgvector's function names say which).
+	 */
+	if (result)
+	{
+		char	   *typsym = library_symbol(procs[SHNSW_TYPE_PROC]);
+		char	   *metsym = library_symbol(procs[SHNSW_METRIC_PROC]);
+		char	   *typname = format_type_be(opcintype);
+		char	   *distname = get_func_name(procs[SHNSW_DISTANCE_PROC]);
+		const char *want_type = strcmp(typname, "halfvec") == 0 ? "streamhnsw_halfvec_type"
+			: strcmp(typname, "vector") == 0 ? "streamhnsw_vector_type" : NULL;
+		const char *want_metric = NULL;
+
+		if (distname != NULL)
+		{
+			if (strcmp(distname, "l2_distance") == 0)
+				want_metric = "streamhnsw_l2_metric";
+			else if (strstr(distname, "negative_inner_product") != NULL)
+				want_metric = "streamhnsw_ip_metric";
+			else if (strcmp(distname, "cosine_distance") == 0)
+				want_metric = "streamhnsw_cosine_metric";
+		}
+		if (want_type == NULL || strcmp(typsym, want_type) != 0)
+			INVALID("streamhnsw operator class \"%s\": support function 3 %s does not describe type %s",
+					opclassname, format_procedure(procs[SHNSW_TYPE_PROC]), typname);
+		if (want_metric == NULL || strcmp(metsym, want_metric) != 0)
+			INVALID("streamhnsw operator class \"%s\": support function 2 %s does not match distance function %s",
+					opclassname, format_procedure(procs[SHNSW_METRIC_PROC]),
+					format_procedure(procs[SHNSW_DISTANCE_PROC]));
+	}
 
 	ReleaseSysCache(classtup);
 	return result;

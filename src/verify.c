@@ -35,6 +35,13 @@ open_streamhnsw_index(Oid relid)
 {
 	Relation	index = relation_open(relid, AccessShareLock);
 
+	if (index->rd_rel->relkind == RELKIND_PARTITIONED_INDEX &&
+		index->rd_rel->relam == get_index_am_oid("streamhnsw", false))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is a partitioned streamhnsw index, which has no pages of its own",
+						RelationGetRelationName(index)),
+				 errhint("Name the index of one of its partitions.")));
 	if (index->rd_rel->relkind != RELKIND_INDEX ||
 		index->rd_rel->relam != get_index_am_oid("streamhnsw", false))
 		ereport(ERROR,

@@ -631,6 +631,17 @@ test_lookahead(void)
 
 	d = la_run(16, 64, 32, "h", 1000);
 	CHECK(d == 1, "all hits: distance %d, want 1", d);
+	{
+		ShnswLookahead la;
+
+		shnsw_la_init(&la, 16, 64, 32);
+		CHECK(shnsw_la_all_hits(&la), "a new scan starts on the fast path");
+		shnsw_la_record(&la, true);
+		CHECK(!shnsw_la_all_hits(&la), "one miss leaves the fast path");
+		for (int i = 0; i < 200; i++)
+			shnsw_la_record(&la, false);
+		CHECK(shnsw_la_all_hits(&la), "a window of hits returns to it");
+	}
 	d = la_run(16, 64, 32, "m", 1000);
 	CHECK(d == 16, "all misses: distance %d, want target 16", d);
 	d = la_run(16, 64, 32, "hm", 500);

@@ -78,6 +78,22 @@ CREATE OPERATOR CLASS broken_fn4_ops FOR TYPE vector USING streamhnsw AS
   FUNCTION 3 streamhnsw_vector_type(internal),
   FUNCTION 4 streamhnsw_cosine_metric(internal);
 
+-- the type function must describe the indexed type
+CREATE OPERATOR CLASS broken_type_ops FOR TYPE vector USING streamhnsw AS
+  OPERATOR 1 <-> (vector, vector) FOR ORDER BY float_ops,
+  FUNCTION 1 l2_distance(vector, vector),
+  FUNCTION 2 streamhnsw_l2_metric(internal),
+  FUNCTION 3 streamhnsw_halfvec_type(internal);
+SELECT amvalidate(oid) FROM pg_opclass WHERE opcname = 'broken_type_ops';
+
+-- the metric must match the operator's distance
+CREATE OPERATOR CLASS broken_metric_ops FOR TYPE vector USING streamhnsw AS
+  OPERATOR 1 <-> (vector, vector) FOR ORDER BY float_ops,
+  FUNCTION 1 l2_distance(vector, vector),
+  FUNCTION 2 streamhnsw_cosine_metric(internal),
+  FUNCTION 3 streamhnsw_vector_type(internal);
+SELECT amvalidate(oid) FROM pg_opclass WHERE opcname = 'broken_metric_ops';
+
 -- a correct class of our own validates
 CREATE OPERATOR CLASS amv_good_ops FOR TYPE vector USING streamhnsw AS
   OPERATOR 1 <-> (vector, vector) FOR ORDER BY float_ops,
@@ -95,5 +111,7 @@ DROP OPERATOR FAMILY broken_swap_ops USING streamhnsw;
 DROP OPERATOR FAMILY broken_sig_ops USING streamhnsw;
 DROP OPERATOR FAMILY broken_noop_ops USING streamhnsw;
 DROP OPERATOR FAMILY broken_strat_ops USING streamhnsw;
+DROP OPERATOR FAMILY broken_type_ops USING streamhnsw;
+DROP OPERATOR FAMILY broken_metric_ops USING streamhnsw;
 DROP OPERATOR FAMILY amv_good_ops USING streamhnsw;
 DROP FUNCTION amv_dist(vector, vector);
