@@ -200,49 +200,30 @@ shnsw_reader_request(ShnswReader *r, const BlockNumber *blocks, int n, bool spec
 			(speculative || !reader_evict_speculative(r)))
 			break;
 
-		if (r->mode == SHNSW_IO_PREFETCH)
-		{
-			PrefetchBufferResult pr = PrefetchBuffer(r->rel, MAIN_FORKNUM, blk);
-
-			s = &r->slots[reader_free_slot(r)];
-			r->nslots++;
-			s->blk = blk;
-			s->speculative = speculative;
-			s->buf = InvalidBuffer;
-			s->io = pr.initiated_io;
-			if (s->io)
-			{
-				r->ios_in_flight++;
-				if (speculative)
-					r->stats->spec_ios++;
-				else
-					r->stats->reads_ahead++;
-			}
-			if (speculative)
-			{
-				r->spec_pins++;
-				r->stats->spec_issued++;
-			}
-			continue;
-		}
-
-		/* stream */
-		if (!batch)
-		{
-			pgaio_enter_batchmode();
-			batch = true;
-		}
 		s = &r->slots[reader_free_slot(r)];
 		r->nslots++;
 		s->blk = blk;
 		s->speculative = speculative;
-		s->op.rel = r->rel;
-		s->op.smgr = RelationGetSmgr(r->rel);
-		s->op.persistence = r->rel->rd_rel->relpersistence;
-		s->op.forknum = MAIN_FORKNUM;
-		s->op.strategy = NULL;
 		s->buf = InvalidBuffer;
-		s->io = StartReadBuffer(&s->op, &s->buf, blk, 0);
+		if (r->mode == SHNSW_IO_PREFETCH)
+		{
+			/* only advice: the slot records it, nothing is pinned */
+			s->io = PrefetchBuffer(r->rel, MAIN_FORKNUM, blk).initiated_io;
+		}
+		else
+		{
+			if (!batch)
+			{
+				pgaio_enter_batchmode();
+				batch = true;
+			}
+			s->op.rel = r->rel;
+			s->op.smgr = RelationGetSmgr(r->rel);
+			s->op.persistence = r->rel->rd_rel->relpersistence;
+			s->op.forknum = MAIN_FORKNUM;
+			s->op.strategy = NULL;
+			s->io = StartReadBuffer(&s->op, &s->buf, blk, 0);
+		}
 		if (s->io)
 		{
 			r->ios_in_flight++;
