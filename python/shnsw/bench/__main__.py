@@ -29,7 +29,7 @@ BASE = dict(
     queries=1000, k=10, m=16, ef_construction=64, target_recall=0.95,
     ef_search=[10, 16, 24, 32, 40, 48, 64, 96, 128, 200],
     hot_queries=500, warmup=20, explain_sample=20, recall100_queries=100,
-    cold_queries=50, cold_explain_sample=10, cold_extra_above=0,
+    cold_queries=50, cold_explain_sample=10, cold_extra_above=2, latency_extra_above=0,
     latency_queries=20, delay_us=300,
     eic=[0, 1, 2, 4, 8, 16, 32], eic_queries=12, eic_explain_sample=3,
     fresh_queries=100, clients=[2], seconds=10,

@@ -248,13 +248,14 @@ class Bench:
                           f"fixed-ef modes use ef_search {pts[-1]['ef_search']}")
         self.result["ef_at_target"] = dict(self.ef_at_target)
 
-    def _ef_around_target(self, eng):
-        """The ef values bracketing the target recall (for the cold sweeps)."""
+    def _ef_around_target(self, eng, above: int = 0):
+        """The ef values bracketing the target recall (for the cold sweeps),
+        plus `above` more above it."""
         efs = sorted(self.hot_recall[eng.label])
         e = self.ef_at_target[eng.label]
         i = efs.index(e)
         lo = max(0, i - 1)
-        hi = min(len(efs), i + 1 + self.cfg.get("cold_extra_above", 0))
+        hi = min(len(efs), i + 1 + above)
         return efs[lo:hi]
 
     def fresh(self):
@@ -415,7 +416,8 @@ class Bench:
         with self.cluster.connect() as c:
             c.execute("CHECKPOINT")
         for eng in self.engines:
-            efs = self._ef_around_target(eng)
+            efs = self._ef_around_target(
+                eng, cfg["latency_extra_above"] if delay_us else cfg["cold_extra_above"])
             log.step(f"{name}: {eng.label}, ef_search {efs}, {len(lits)} queries each"
                      + (f", {delay_us} us per read" if delay_us else ""))
             with self.conn(eng) as c:
