@@ -59,6 +59,16 @@ def machine_info() -> dict:
     return info
 
 
+def _with_unit(setting: str, unit) -> str:
+    """pg_settings value with its unit: '262144' '8kB' -> '2048MB'."""
+    if not unit:
+        return setting
+    if unit == "8kB" and setting.lstrip("-").isdigit():
+        kb = int(setting) * 8
+        return f"{kb // 1024}MB" if kb % 1024 == 0 else f"{kb}kB"
+    return setting + unit
+
+
 def _point(engine, ef, lat, found, truth, k, extra=None) -> dict:
     p = {"engine": engine, "ef_search": ef, **metrics.latency_summary(lat)}
     if found is not None:
@@ -117,8 +127,7 @@ class Bench:
                              (sorted(set(settings) | {"server_version", "block_size",
                                                      "io_combine_limit", "work_mem"}),)
                              ).fetchall()
-            self.result["server_settings"] = {n: (s + (u or "") if u and u not in ("8kB",)
-                                                  else s) for n, s, u in rows}
+            self.result["server_settings"] = {n: _with_unit(s, u) for n, s, u in rows}
             self.result["server_settings_requested"] = {k: str(v) for k, v in settings.items()}
             self.have_streamhnsw = pg.has_streamhnsw(c)
         self.result["shim"] = {"library": str(self.shim.lib), "control": str(self.shim.ctl_path),
