@@ -71,8 +71,11 @@ def test_latency_shim_delays_each_read(env):
             slow.append(cold_query(c, conn, shim, eng, lit, delay))
     for (t0, r0, b0), (t1, r1, b1) in zip(base, slow):
         assert r1 == pytest.approx(r0, rel=0.1)
-        expected = r1 * delay / 1e6
-        # pgvector reads one page at a time: every read adds its delay.
-        assert 0.85 * expected < t1 - t0 < 1.5 * expected, (t0, t1, r1)
         # The reads counted are the buffers read (a few may be combined).
         assert r1 <= b1["read"] * 1.1 + 2
+    # pgvector reads one page at a time: every read adds its delay.  Summed
+    # over the queries, so that one noisy query on a shared machine does not
+    # decide; the sleep itself overshoots by some tens of microseconds.
+    added = sum(s[0] for s in slow) - sum(b[0] for b in base)
+    expected = sum(s[1] for s in slow) * delay / 1e6
+    assert 0.9 * expected < added < 1.6 * expected, (added, expected)
