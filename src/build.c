@@ -363,7 +363,7 @@ build_write_pages(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswLayout *l,
 		shnsw_init_page(page, SHNSW_PAGE_GRAPH);
 		for (uint32 s = 0; s < count; s++)
 			build_fill_node(bs, g, l, first + s,
-							(ShnswNodeHeader *) (PageGetContents(page) + (Size) s * l->node_size),
+							shnsw_page_node(page, s, l->node_size),
 							lo, scale);
 		ShnswPageGetOpaque(page)->nslots = count;
 		((PageHeader) page)->pd_lower = MAXALIGN(SizeOfPageHeaderData) + count * l->node_size;

@@ -83,6 +83,13 @@ typedef struct ShnswNodeHeader
 
 _Static_assert(sizeof(ShnswNodeHeader) == 24, "node header must be 24 bytes");
 
+/* Block number of the node's heap TID. */
+static inline uint32_t
+shnsw_node_tid_block(const ShnswNodeHeader *node)
+{
+	return ((uint32_t) node->tid_blk_hi << 16) | node->tid_blk_lo;
+}
+
 static inline ShnswRef *
 shnsw_node_neighbors(const ShnswNodeHeader *node)
 {

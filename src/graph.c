@@ -628,7 +628,7 @@ search_add_cand(ShnswSearch *s, ShnswRef ref, float d, const ShnswNodeHeader *no
 	c->d = d;
 	c->node_flags = node->flags;
 	c->state = 0;
-	c->tid_blk = ((uint32_t) node->tid_blk_hi << 16) | node->tid_blk_lo;
+	c->tid_blk = shnsw_node_tid_block(node);
 	c->tid_off = node->tid_off;
 	c->vec_block = node->vec_block;
 	c->vec_offset = node->vec_offset;

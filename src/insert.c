@@ -44,12 +44,6 @@ typedef struct InsertState
 	float	   *scratch;		/* 3 * dims floats */
 } InsertState;
 
-static inline ShnswNodeHeader *
-page_node(Page page, int slot, int node_size)
-{
-	return (ShnswNodeHeader *) (PageGetContents(page) + (Size) slot * node_size);
-}
-
 /* ---------- reading ---------- */
 
 typedef struct ReadArg
@@ -123,7 +117,7 @@ write_list(InsertState *is, ShnswRef e, ShnswUpperLoc upper, int layer,
 		ShnswNodeHeader *h;
 
 		shnsw_check_page(is->index, page, blk, SHNSW_PAGE_GRAPH);
-		h = page_node(page, shnsw_ref_slot(e, is->info->slot_bits), is->info->node_size);
+		h = shnsw_page_node(page, shnsw_ref_slot(e, is->info->slot_bits), is->info->node_size);
 		memcpy(shnsw_node_neighbors(h), list, sizeof(ShnswRef) * cnt);
 		h->nneighbors = cnt;
 	}
@@ -492,7 +486,7 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 			pfree(rec);
 		}
 
-		h = page_node(gpage, slot, info->node_size);
+		h = shnsw_page_node(gpage, slot, info->node_size);
 		MemSet(h, 0, info->node_size);
 		h->tid_blk_hi = heap_tid->ip_blkid.bi_hi;
 		h->tid_blk_lo = heap_tid->ip_blkid.bi_lo;

@@ -132,21 +132,34 @@ shnsw_check_meta(Relation index, ShnswMetaPage meta)
 }
 
 /*
+ * lock_meta pins and share-locks the metapage and checks it; the caller
+ * releases *buf.
+ */
+static ShnswMetaPage
+lock_meta(Relation index, Buffer *buf)
+{
+	Page		page;
+	ShnswMetaPage meta;
+
+	*buf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
+	LockBuffer(*buf, BUFFER_LOCK_SHARE);
+	page = BufferGetPage(*buf);
+	shnsw_check_page(index, page, SHNSW_METAPAGE_BLKNO, SHNSW_PAGE_META);
+	meta = ShnswPageGetMeta(page);
+	shnsw_check_meta(index, meta);
+	return meta;
+}
+
+/*
  * shnsw_read_meta copies the metapage's changing fields. Takes and releases
  * a share lock on the metapage; holds nothing on return.
  */
 void
 shnsw_read_meta(Relation index, ShnswMetaSnapshot *snap)
 {
-	Buffer		buf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
-	Page		page;
-	ShnswMetaPage meta;
+	Buffer		buf;
+	ShnswMetaPage meta = lock_meta(index, &buf);
 
-	LockBuffer(buf, BUFFER_LOCK_SHARE);
-	page = BufferGetPage(buf);
-	shnsw_check_page(index, page, SHNSW_METAPAGE_BLKNO, SHNSW_PAGE_META);
-	meta = ShnswPageGetMeta(page);
-	shnsw_check_meta(index, meta);
 	snap->entry = meta->entry;
 	snap->entry_level = meta->entry_level;
 	snap->node_count = meta->node_count;
@@ -183,12 +196,7 @@ shnsw_get_index_info(Relation index)
 	if (info == NULL)
 		info = palloc0(sizeof(ShnswIndexInfo));
 
-	buf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
-	LockBuffer(buf, BUFFER_LOCK_SHARE);
-	page = BufferGetPage(buf);
-	shnsw_check_page(index, page, SHNSW_METAPAGE_BLKNO, SHNSW_PAGE_META);
-	meta = ShnswPageGetMeta(page);
-	shnsw_check_meta(index, meta);
+	meta = lock_meta(index, &buf);
 	info->dims = meta->dims;
 	info->m = meta->m;
 	info->metric = (ShnswMetric) meta->metric;

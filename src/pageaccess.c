@@ -40,12 +40,6 @@ ctx_blocks(ShnswPageCtx *ctx, int n)
 	return ctx->blkbuf;
 }
 
-static inline ShnswNodeHeader *
-page_node(Page page, int slot, int node_size)
-{
-	return (ShnswNodeHeader *) (PageGetContents(page) + (Size) slot * node_size);
-}
-
 /*
  * read_nodes: call fn for every reference, visiting each distinct page once
  * (pinned and share-locked during the calls, released afterwards).
@@ -105,7 +99,7 @@ shnsw_read_nodes(void *vctx, const ShnswRef *refs, int n, ShnswNodeFn fn, void *
 						(errcode(ERRCODE_INDEX_CORRUPTED),
 						 errmsg("index \"%s\" references unused node slot %d of block %u",
 								RelationGetRelationName(ctx->index), slot, blk)));
-			fn(arg, order[i], page_node(page, slot, ctx->node_size));
+			fn(arg, order[i], shnsw_page_node(page, slot, ctx->node_size));
 		}
 		UnlockReleaseBuffer(buf);
 	}

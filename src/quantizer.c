@@ -98,7 +98,7 @@ read_page_vecs(Relation index, BlockNumber blkno, int node_size, PageVecs *pv)
 		pv->n = ShnswPageGetOpaque(page)->nslots;
 		for (int s = 0; s < pv->n; s++)
 		{
-			ShnswNodeHeader *h = (ShnswNodeHeader *) (PageGetContents(page) + (Size) s * node_size);
+			ShnswNodeHeader *h = shnsw_page_node(page, s, node_size);
 
 			pv->blk[s] = h->vec_block;
 			pv->off[s] = h->vec_offset;
@@ -168,7 +168,7 @@ shnsw_retrain(Relation index)
 		page = GenericXLogRegisterBuffer(state, buf, 0);
 		n = Min(pv.n, ShnswPageGetOpaque(page)->nslots);
 		for (int s = 0; s < n; s++)
-			memcpy(shnsw_node_code((ShnswNodeHeader *) (PageGetContents(page) + (Size) s * info->node_size), info->m),
+			memcpy(shnsw_node_code(shnsw_page_node(page, s, info->node_size), info->m),
 				   codes + (Size) s * dims, dims);
 		GenericXLogFinish(state);
 		UnlockReleaseBuffer(buf);

@@ -451,12 +451,12 @@ scan_null_query_fill(IndexScanDesc scan)
 			}
 			for (int s = 0; s < opaque->nslots; s++)
 			{
-				ShnswNodeHeader *h = (ShnswNodeHeader *) (PageGetContents(page) + (Size) s * node_size);
+				ShnswNodeHeader *h = shnsw_page_node(page, s, node_size);
 
 				if (h->flags & SHNSW_NODE_DELETED)
 					continue;
 				ItemPointerSet(&so->results[so->nresults].tid,
-							   ((uint32) h->tid_blk_hi << 16) | h->tid_blk_lo, h->tid_off);
+							   shnsw_node_tid_block(h), h->tid_off);
 				so->results[so->nresults].distance = 0;
 				so->nresults++;
 			}

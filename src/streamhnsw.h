@@ -107,6 +107,13 @@ typedef struct ShnswPageOpaqueData
 
 typedef ShnswPageOpaqueData *ShnswPageOpaque;
 
+/* The node record in a graph page's slot. */
+static inline ShnswNodeHeader *
+shnsw_page_node(Page page, int slot, int node_size)
+{
+	return (ShnswNodeHeader *) (PageGetContents(page) + (Size) slot * node_size);
+}
+
 #define ShnswPageGetOpaque(page) ((ShnswPageOpaque) PageGetSpecialPointer(page))
 
 /* Bytes usable for contents between the page header and the special space. */

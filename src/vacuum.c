@@ -61,12 +61,12 @@ shnsw_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 		{
 			for (int s = 0; s < opaque->nslots; s++)
 			{
-				ShnswNodeHeader *h = (ShnswNodeHeader *) (PageGetContents(page) + (Size) s * ii->node_size);
+				ShnswNodeHeader *h = shnsw_page_node(page, s, ii->node_size);
 				ItemPointerData tid;
 
 				if (h->flags & SHNSW_NODE_DELETED)
 					continue;
-				ItemPointerSet(&tid, ((uint32) h->tid_blk_hi << 16) | h->tid_blk_lo, h->tid_off);
+				ItemPointerSet(&tid, shnsw_node_tid_block(h), h->tid_off);
 				if (callback(&tid, callback_state))
 					dead[ndead++] = s;
 				else
@@ -91,7 +91,7 @@ shnsw_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 			page = GenericXLogRegisterBuffer(state, buf, 0);
 			meta = ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0));
 			for (int k = 0; k < ndead; k++)
-				((ShnswNodeHeader *) (PageGetContents(page) + (Size) dead[k] * ii->node_size))->flags |= SHNSW_NODE_DELETED;
+				shnsw_page_node(page, dead[k], ii->node_size)->flags |= SHNSW_NODE_DELETED;
 			meta->deleted_count += ndead;
 			meta->cache_generation++;
 			GenericXLogFinish(state);

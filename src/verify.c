@@ -209,7 +209,7 @@ streamhnsw_verify(PG_FUNCTION_ARGS)
 			problem(&vs, "block %u has %u node slots, more than %u", blk, nslots[blk], meta.nodes_per_page);
 		for (int s = 0; s < Min(nslots[blk], meta.nodes_per_page); s++)
 		{
-			ShnswNodeHeader *h = (ShnswNodeHeader *) (PageGetContents(page) + (Size) s * meta.node_size);
+			ShnswNodeHeader *h = shnsw_page_node(page, s, meta.node_size);
 			ShnswRef	self = shnsw_make_ref(blk, s, meta.slot_bits);
 			ShnswRef   *nb = shnsw_node_neighbors(h);
 			ShnswUpperLoc uloc = shnsw_node_upper_loc(h);
@@ -301,8 +301,8 @@ streamhnsw_verify(PG_FUNCTION_ARGS)
 		ShnswNodeHeader *h;
 
 		LockBuffer(buf, BUFFER_LOCK_SHARE);
-		h = (ShnswNodeHeader *) (PageGetContents(BufferGetPage(buf)) +
-								 (Size) shnsw_ref_slot(meta.entry, meta.slot_bits) * meta.node_size);
+		h = shnsw_page_node(BufferGetPage(buf), shnsw_ref_slot(meta.entry, meta.slot_bits),
+							meta.node_size);
 		if (h->level != meta.entry_level)
 			problem(&vs, "entry point has level %u, metapage says %d", h->level, meta.entry_level);
 		UnlockReleaseBuffer(buf);
