@@ -93,3 +93,18 @@ def test_glove_ships_in_the_wheel():
     p = datasets.glove_path()
     x = np.load(p, mmap_mode="r")
     assert x.shape == (400000, 50) and x.dtype == np.float32
+
+
+def test_writes_plan():
+    from shnsw.bench import writes
+    cfg = {"inserts": 30, "clients": 2, "delete_frac": 0.1, "seed": 5}
+    p = writes.plan(cfg, 1000)
+    live = p["live"]
+    assert len(p["deleted"]) == 106 and len(set(p["deleted"].tolist())) == 106
+    assert set(live["before delete"].tolist()) == set(range(1060))
+    assert set(p["insert_1"].tolist()) | set(p["insert_2"].tolist()) == set(range(1000, 1060))
+    assert not set(live["after VACUUM"].tolist()) & set(p["deleted"].tolist())
+    assert len(live["after VACUUM"]) == 1060 - 106
+    assert p["reinsert"].tolist() == list(range(1060, 1166))
+    assert len(live["after re-insert"]) == 1060
+    assert np.array_equal(writes.plan(cfg, 1000)["deleted"], p["deleted"])
