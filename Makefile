@@ -23,6 +23,7 @@ OBJS = \
 	src/pageaccess.o \
 	src/build.o \
 	src/insert.o \
+	src/links.o \
 	src/scan.o \
 	src/vacuum.o \
 	src/verify.o \

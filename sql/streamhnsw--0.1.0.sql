@@ -86,7 +86,8 @@ CREATE FUNCTION streamhnsw_metapage(index regclass,
 	OUT version int, OUT dimensions int, OUT m int, OUT ef_construction int,
 	OUT metric text, OUT element_type text, OUT quantizer_trained bool,
 	OUT node_count bigint, OUT deleted_count bigint, OUT entry_level int,
-	OUT cache_generation bigint, OUT nodes_per_page int, OUT total_blocks bigint)
+	OUT cache_generation bigint, OUT nodes_per_page int, OUT total_blocks bigint,
+	OUT free_count bigint)
 	AS 'MODULE_PATHNAME' LANGUAGE C STRICT VOLATILE PARALLEL SAFE;
 COMMENT ON FUNCTION streamhnsw_metapage(regclass) IS 'the metapage of a streamhnsw index';
 

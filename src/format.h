@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define SHNSW_MAGIC				0x53484E57	/* "SHNW" */
-#define SHNSW_FORMAT_VERSION	1
+#define SHNSW_FORMAT_VERSION	2
 
 /*
  * A node reference: the graph page's block number and the node's slot on it,
@@ -52,6 +52,10 @@ shnsw_make_ref(uint32_t block, uint32_t slot, int slot_bits)
 
 /* Node flags */
 #define SHNSW_NODE_DELETED		0x01	/* heap tuple is dead: never returned */
+#define SHNSW_NODE_FREE			0x02	/* slot (and its vector space) is on the
+										 * free list: DELETED too, level 0, no
+										 * neighbours; neighbors[0] is the next
+										 * free slot */
 
 /*
  * A node record on a graph page. Records have a fixed size per index:

@@ -9,14 +9,21 @@
  * then adds a link back from each neighbour, re-selecting that neighbour's
  * list when it is full.
  *
- * Locking: inserters (and VACUUM) serialize on a heavyweight lock on the
- * metapage's page number (LockPage), which scans never take. Every page is
- * changed under an exclusive buffer lock held only while it is modified, so
- * a scan waits at most for one page modification. The node is written and
- * the metapage updated in one WAL record before any neighbour links to it;
- * each back-link is a record of its own. A crash in between leaves a node
- * that is reachable from fewer neighbours, belonging to a transaction that
- * never committed.
+ * A level-0 node (most of them) takes a slot from the free list that VACUUM
+ * keeps, with that slot's exact-vector space; other nodes are appended.
+ *
+ * Locking (src/README, Locking): inserts hold a heavyweight ShareLock on
+ * the metapage's page number (LockPage), so they run concurrently with each
+ * other; an insert into an empty index, training and retraining the
+ * quantizer take it in ExclusiveLock mode. Scans and VACUUM never take it.
+ * Buffer locks: a new node is written under exclusive locks on its graph
+ * page, vector page(s), upper page and then the metapage, always in that
+ * order, for one WAL record; every other change locks one page at a time,
+ * and neighbour lists change by compare-and-write (links.c). A scan waits
+ * at most for one page modification. The node is written before any
+ * neighbour links to it; each back-link is a record of its own. A crash in
+ * between leaves a node that fewer neighbours point to, belonging to a
+ * transaction that never committed.
  *
  *-------------------------------------------------------------------------
  */
@@ -37,50 +44,10 @@ typedef struct InsertState
 {
 	Relation	index;
 	ShnswIndexInfo *info;
-	ShnswPageCtx pctx;
-	ShnswPageOps ops;
+	ShnswLinker lk;				/* page access and list changes */
 	int			dims;
 	int			m;
-	float	   *scratch;		/* 3 * dims floats */
 } InsertState;
-
-/* ---------- reading ---------- */
-
-typedef struct ReadArg
-{
-	int			dims;
-	int			m;
-	uint8	   *codes;			/* out: codes, dims bytes each */
-	ShnswRef   *list;			/* out: layer-0 list of the first node */
-	int			count;
-	ShnswUpperLoc upper;
-} ReadArg;
-
-static void
-copy_code_cb(void *arg, int i, const ShnswNodeHeader *node)
-{
-	ReadArg    *a = (ReadArg *) arg;
-
-	memcpy(a->codes + (Size) i * a->dims, shnsw_node_code(node, a->m), a->dims);
-	if (a->list != NULL && i == 0)
-	{
-		a->count = Min(node->nneighbors, 2 * a->m);
-		memcpy(a->list, shnsw_node_neighbors(node), sizeof(ShnswRef) * a->count);
-		a->upper = shnsw_node_upper_loc(node);
-	}
-}
-
-/* Copy the codes of refs[0..n-1] into codes. */
-static void
-read_codes(InsertState *is, const ShnswRef *refs, int n, uint8 *codes)
-{
-	ReadArg		a = {is->dims, is->m, codes, NULL, 0, {0, 0}};
-
-	if (n > 0)
-		is->ops.read_nodes(is->ops.ctx, refs, n, copy_code_cb, &a);
-}
-
-/* ---------- writing ---------- */
 
 /*
  * Extend the index by one page, returned pinned and exclusively locked.
@@ -99,134 +66,164 @@ new_page(InsertState *is)
 	return buf;
 }
 
-/* Replace the neighbour list of node e on a layer (exclusive lock on one page). */
-static void
-write_list(InsertState *is, ShnswRef e, ShnswUpperLoc upper, int layer,
-		   const ShnswRef *list, int cnt)
+/* What a new node record holds, whichever slot it goes to. */
+typedef struct NewNode
 {
-	BlockNumber blk = layer == 0 ? shnsw_ref_block(e, is->info->slot_bits) : upper.block;
-	Buffer		buf = ReadBuffer(is->index, blk);
-	GenericXLogState *state;
-	Page		page;
+	ItemPointer heap_tid;
+	int			level;
+	const ShnswRef *nbrs0;		/* layer-0 neighbours */
+	int			nnbrs0;
+	const uint8 *code;
+	struct varlena *value;		/* exact vector, vec_size bytes */
+} NewNode;
 
-	LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
-	state = GenericXLogStart(is->index);
-	page = GenericXLogRegisterBuffer(state, buf, 0);
-	if (layer == 0)
+/* Write the node record of nn into h (the vector's and upper record's places given). */
+static void
+fill_node(InsertState *is, ShnswNodeHeader *h, const NewNode *nn, BlockNumber ublk,
+		  OffsetNumber uoff, BlockNumber vblk, Size voff)
+{
+	MemSet(h, 0, is->info->node_size);
+	h->tid_blk_hi = nn->heap_tid->ip_blkid.bi_hi;
+	h->tid_blk_lo = nn->heap_tid->ip_blkid.bi_lo;
+	h->tid_off = nn->heap_tid->ip_posid;
+	h->level = nn->level;
+	h->flags = 0;
+	h->upper_blk_hi = nn->level > 0 ? (uint16) (ublk >> 16) : 0xFFFF;
+	h->upper_blk_lo = nn->level > 0 ? (uint16) (ublk & 0xFFFF) : 0xFFFF;
+	h->upper_off = nn->level > 0 ? uoff : InvalidOffsetNumber;
+	h->nneighbors = nn->nnbrs0;
+	if (nn->nnbrs0 > 0)
+		memcpy(shnsw_node_neighbors(h), nn->nbrs0, sizeof(ShnswRef) * nn->nnbrs0);
+	h->vec_block = vblk;
+	h->vec_offset = (uint16) voff;
+	memcpy(shnsw_node_code(h, is->m), nn->code, is->dims);
+}
+
+/*
+ * place_in_free_slot puts a level-0 node into the first slot of the free
+ * list (VACUUM's), reusing that slot's exact-vector space, which may span
+ * two vector pages. Returns the node's reference, or SHNSW_INVALID_REF if
+ * there is no free slot (or it kept losing races for one).
+ *
+ * Locks, in the insert order: the slot's graph page, its vector page(s),
+ * the metapage, all exclusively, for the one WAL record that writes the
+ * node and vector and pops the free list. metabuf is pinned by the caller.
+ */
+static ShnswRef
+place_in_free_slot(InsertState *is, Buffer metabuf, const NewNode *nn)
+{
+	ShnswIndexInfo *info = is->info;
+
+	for (int attempt = 0; attempt < 4; attempt++)
 	{
+		ShnswMetaPage meta;
+		ShnswRef	head;
+		BlockNumber gblk;
+		int			slot;
+		Buffer		gbuf,
+					vbuf[2];
+		int			nv;
 		ShnswNodeHeader *h;
+		BlockNumber vblk;
+		Size		voff;
+		ShnswRef	next;
+		GenericXLogState *state;
+		Page		gpage;
+		int			first;
 
-		shnsw_check_page(is->index, page, blk, SHNSW_PAGE_GRAPH);
-		h = shnsw_page_node(page, shnsw_ref_slot(e, is->info->slot_bits), is->info->node_size);
-		memcpy(shnsw_node_neighbors(h), list, sizeof(ShnswRef) * cnt);
-		h->nneighbors = cnt;
-	}
-	else
-	{
-		ShnswUpperHeader *u;
+		LockBuffer(metabuf, BUFFER_LOCK_SHARE);
+		head = ShnswPageGetMeta(BufferGetPage(metabuf))->free_head;
+		LockBuffer(metabuf, BUFFER_LOCK_UNLOCK);
+		if (head == SHNSW_INVALID_REF)
+			return SHNSW_INVALID_REF;
 
-		shnsw_check_page(is->index, page, blk, SHNSW_PAGE_UPPER);
-		u = (ShnswUpperHeader *) PageGetItem(page, PageGetItemId(page, upper.offset));
-		memcpy(shnsw_upper_neighbors(u, layer, is->m), list, sizeof(ShnswRef) * cnt);
-		shnsw_upper_counts(u)[layer - 1] = cnt;
-	}
-	GenericXLogFinish(state);
-	UnlockReleaseBuffer(buf);
-}
-
-/*
- * Sort candidates (refs, d, codes) by distance and keep those the heuristic
- * chooses, at most max; the result overwrites refs/d/codes' first entries.
- */
-static int
-select_neighbors(InsertState *is, ShnswRef *refs, float *d, uint8 *codes, int n, int max)
-{
-	int		   *order = palloc(sizeof(int) * n);
-	ShnswRef   *srefs = palloc(sizeof(ShnswRef) * n);
-	float	   *sd = palloc(sizeof(float) * n);
-	uint8	   *scodes = palloc((Size) n * is->dims);
-	int		   *sel = palloc(sizeof(int) * n);
-	int			nsel;
-
-	for (int k = 0; k < n; k++)
-	{
-		int			j = k;
-
-		while (j > 0 && (d[order[j - 1]] > d[k] ||
-						 (d[order[j - 1]] == d[k] && refs[order[j - 1]] > refs[k])))
+		gblk = shnsw_ref_block(head, info->slot_bits);
+		slot = shnsw_ref_slot(head, info->slot_bits);
+		gbuf = ReadBuffer(is->index, gblk);
+		LockBuffer(gbuf, BUFFER_LOCK_EXCLUSIVE);
+		shnsw_check_page(is->index, BufferGetPage(gbuf), gblk, SHNSW_PAGE_GRAPH);
+		if (slot >= ShnswPageGetOpaque(BufferGetPage(gbuf))->nslots)
+			ereport(ERROR,
+					(errcode(ERRCODE_INDEX_CORRUPTED),
+					 errmsg("index \"%s\" has free list entry %u beyond the slots of block %u",
+							RelationGetRelationName(is->index), head, gblk)));
+		h = shnsw_page_node(BufferGetPage(gbuf), slot, info->node_size);
+		if (!(h->flags & SHNSW_NODE_FREE))
 		{
-			order[j] = order[j - 1];
-			j--;
+			/* another insert took it after we read the head: look again */
+			UnlockReleaseBuffer(gbuf);
+			continue;
 		}
-		order[j] = k;
+		vblk = h->vec_block;
+		voff = h->vec_offset;
+		next = shnsw_node_neighbors(h)[0];
+		nv = voff + info->vec_size > SHNSW_PAGE_CAPACITY ? 2 : 1;
+		for (int k = 0; k < nv; k++)
+		{
+			vbuf[k] = ReadBuffer(is->index, vblk + k);
+			LockBuffer(vbuf[k], BUFFER_LOCK_EXCLUSIVE);
+			shnsw_check_page(is->index, BufferGetPage(vbuf[k]), vblk + k, SHNSW_PAGE_VECTOR);
+		}
+		LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
+		meta = ShnswPageGetMeta(BufferGetPage(metabuf));
+		if (meta->free_head != head)
+		{
+			/* VACUUM pushed more slots meanwhile: pop the new head instead */
+			LockBuffer(metabuf, BUFFER_LOCK_UNLOCK);
+			for (int k = 0; k < nv; k++)
+				UnlockReleaseBuffer(vbuf[k]);
+			UnlockReleaseBuffer(gbuf);
+			continue;
+		}
+
+		state = GenericXLogStart(is->index);
+		gpage = GenericXLogRegisterBuffer(state, gbuf, 0);
+		first = Min(info->vec_size, (int) (SHNSW_PAGE_CAPACITY - voff));
+		memcpy(PageGetContents(GenericXLogRegisterBuffer(state, vbuf[0], 0)) + voff,
+			   nn->value, first);
+		if (nv == 2)
+			memcpy(PageGetContents(GenericXLogRegisterBuffer(state, vbuf[1], 0)),
+				   (char *) nn->value + first, info->vec_size - first);
+		meta = ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0));
+		fill_node(is, shnsw_page_node(gpage, slot, info->node_size), nn,
+				  InvalidBlockNumber, InvalidOffsetNumber, vblk, voff);
+		meta->free_head = next;
+		meta->free_count--;
+		meta->deleted_count--;
+		if (meta->entry == SHNSW_INVALID_REF)
+		{
+			meta->entry = head;
+			meta->entry_level = 0;
+		}
+		GenericXLogFinish(state);
+		LockBuffer(metabuf, BUFFER_LOCK_UNLOCK);
+		for (int k = 0; k < nv; k++)
+			UnlockReleaseBuffer(vbuf[k]);
+		UnlockReleaseBuffer(gbuf);
+		return head;
 	}
-	for (int k = 0; k < n; k++)
-	{
-		srefs[k] = refs[order[k]];
-		sd[k] = d[order[k]];
-		memcpy(scodes + (Size) k * is->dims, codes + (Size) order[k] * is->dims, is->dims);
-	}
-	nsel = shnsw_select_by_codes(sd, scodes, n, max, is->dims, is->info->metric,
-								 is->info->lo, is->info->scale, is->scratch, sel);
-	for (int k = 0; k < nsel; k++)
-	{
-		refs[k] = srefs[sel[k]];
-		d[k] = sd[sel[k]];
-		memcpy(codes + (Size) k * is->dims, scodes + (Size) sel[k] * is->dims, is->dims);
-	}
-	pfree(order);
-	pfree(srefs);
-	pfree(sd);
-	pfree(scodes);
-	pfree(sel);
-	return nsel;
+	return SHNSW_INVALID_REF;
 }
 
-/*
- * Add a link from e to the new node on a layer; if e's list is full, keep
- * the heuristic's choice among its neighbours and the new node.
- */
-static void
-add_backlink(InsertState *is, ShnswRef e, int layer, ShnswRef newref, const uint8 *newcode)
+/* Has the index doubled since its quantizer was trained (up to a limit)? */
+static bool
+meta_retrain_due(ShnswMetaPage meta)
 {
-	int			max = layer == 0 ? 2 * is->m : is->m;
-	ShnswRef	list[2 * SHNSW_MAX_M + 1];
-	float		d[2 * SHNSW_MAX_M + 1];
-	uint8	   *codes = palloc((Size) (max + 1) * is->dims);
-	uint8	   *ecode = palloc(is->dims);
-	ReadArg		a = {is->dims, is->m, ecode, list, 0, {0, 0}};
-	int			cnt;
-	Sq8Query	sq;
+	return meta->quant_rows < SHNSW_RETRAIN_MAX_ROWS &&
+		meta->node_count >= 2 * Max(meta->quant_rows, 1);
+}
 
-	is->ops.read_nodes(is->ops.ctx, &e, 1, copy_code_cb, &a);
-	cnt = a.count;
-	if (layer > 0)
-		cnt = is->ops.read_upper(is->ops.ctx, a.upper, layer, list);
-	for (int k = 0; k < cnt; k++)
-		if (list[k] == newref)
-			return;
-	if (cnt < max)
-	{
-		list[cnt++] = newref;
-		write_list(is, e, a.upper, layer, list, cnt);
-		return;
-	}
+/* meta_retrain_due, read under a share lock on the metapage. */
+static bool
+retrain_due(Relation index)
+{
+	Buffer		buf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
+	bool		due;
 
-	read_codes(is, list, cnt, codes);
-	list[cnt] = newref;
-	memcpy(codes + (Size) cnt * is->dims, newcode, is->dims);
-	cnt++;
-	sq.dim = is->dims;
-	sq.qs = is->scratch + is->dims;
-	sq.w = is->scratch + 2 * is->dims;
-	sq8_decode(is->info->lo, is->info->scale, ecode, is->scratch, is->dims);
-	sq8_prepare_query(&sq, is->info->metric, is->scratch, is->info->lo, is->info->scale);
-	for (int k = 0; k < cnt; k++)
-		d[k] = sq8_distance(&sq, codes + (Size) k * is->dims);
-	cnt = select_neighbors(is, list, d, codes, cnt, max);
-	write_list(is, e, a.upper, layer, list, cnt);
-	pfree(codes);
-	pfree(ecode);
+	LockBuffer(buf, BUFFER_LOCK_SHARE);
+	due = meta_retrain_due(ShnswPageGetMeta(BufferGetPage(buf)));
+	UnlockReleaseBuffer(buf);
+	return due;
 }
 
 /*
@@ -256,7 +253,8 @@ train_from_first(InsertState *is, const float *nav)
 }
 
 /*
- * insert_node does the work of one insert, under the insert lock. Returns
+ * insert_node does the work of one insert, under the insert lock (either
+ * mode). Returns
  * true if the index has doubled since its quantizer was trained and should
  * retrain it.
  */
@@ -279,6 +277,8 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 	ShnswRef	newref;
 	int			stride = TYPEALIGN(4, info->vec_size);
 	bool		retrain;
+	bool		linked = false;
+	NewNode		nn;
 
 	/* read what we need from the metapage; train the quantizer if needed */
 	metabuf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
@@ -316,47 +316,22 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 		level = shnsw_random_level(&rng, 1.0 / log((double) Max(m, 2)), SHNSW_MAX_LEVEL);
 	}
 	if (entry != SHNSW_INVALID_REF)
-	{
-		Sq8Query	sq;
-		ShnswSearch s;
-		ShnswRef	ep;
-		uint32	   *out = palloc(sizeof(uint32) * (efc + 1));
+		shnsw_find_neighbors(&is->lk, nav, entry, entry_level, level, efc,
+							 SHNSW_INVALID_REF, nbrs, nnbrs);
 
-		sq.dim = dims;
-		sq.qs = palloc(sizeof(float) * dims);
-		sq.w = palloc(sizeof(float) * dims);
-		sq8_prepare_query(&sq, info->metric, nav, info->lo, info->scale);
-		shnsw_search_init(&s, &sq, &is->ops, m, 0);
-		ep = shnsw_search_descend(&s, entry, entry_level, level);
-		for (int l = Min(level, entry_level); l >= 0; l--)
-		{
-			int			n;
-			int			max = l == 0 ? 2 * m : m;
-			ShnswRef   *refs;
-			float	   *d;
-			uint8	   *codes;
-
-			if (l > 0)
-				n = shnsw_search_upper_layer(&s, ep, l, efc, out);
-			else
-				n = shnsw_search_next(&s, ep, efc, out);
-			refs = palloc(sizeof(ShnswRef) * Max(n, 1));
-			d = palloc(sizeof(float) * Max(n, 1));
-			codes = palloc((Size) Max(n, 1) * dims);
-			for (int k = 0; k < n; k++)
-			{
-				refs[k] = s.cands[out[k]].ref;
-				d[k] = s.cands[out[k]].d;
-			}
-			read_codes(is, refs, n, codes);
-			nnbrs[l] = select_neighbors(is, refs, d, codes, n, max);
-			nbrs[l] = refs;
-			if (nnbrs[l] > 0)
-				ep = refs[0];
-		}
-	}
-
-	/* place the node, its vector and its upper record; update the metapage */
+	/*
+	 * Place the node, its vector and its upper record, and update the
+	 * metapage: a level-0 node takes a slot VACUUM freed, if there is one;
+	 * otherwise the node goes to the end.
+	 */
+	nn.heap_tid = heap_tid;
+	nn.level = level;
+	nn.nbrs0 = nbrs[0];
+	nn.nnbrs0 = nnbrs[0];
+	nn.code = code;
+	nn.value = value;
+	newref = level == 0 ? place_in_free_slot(is, metabuf, &nn) : SHNSW_INVALID_REF;
+	if (newref == SHNSW_INVALID_REF)
 	{
 		GenericXLogState *state;
 		Buffer		gbuf,
@@ -374,7 +349,6 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 		bool		gnew = false,
 					vnew = false,
 					unew = false;
-		ShnswNodeHeader *h;
 		Size		usize = level > 0 ? shnsw_upper_size(level, m) : 0;
 
 		LockBuffer(metabuf, BUFFER_LOCK_SHARE);
@@ -486,22 +460,7 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 			pfree(rec);
 		}
 
-		h = shnsw_page_node(gpage, slot, info->node_size);
-		MemSet(h, 0, info->node_size);
-		h->tid_blk_hi = heap_tid->ip_blkid.bi_hi;
-		h->tid_blk_lo = heap_tid->ip_blkid.bi_lo;
-		h->tid_off = heap_tid->ip_posid;
-		h->level = level;
-		h->flags = 0;
-		h->upper_blk_hi = level > 0 ? (uint16) (ublk >> 16) : 0xFFFF;
-		h->upper_blk_lo = level > 0 ? (uint16) (ublk & 0xFFFF) : 0xFFFF;
-		h->upper_off = uoff;
-		h->nneighbors = nnbrs[0];
-		if (nnbrs[0] > 0)
-			memcpy(shnsw_node_neighbors(h), nbrs[0], sizeof(ShnswRef) * nnbrs[0]);
-		h->vec_block = vblk;
-		h->vec_offset = (uint16) voff;
-		memcpy(shnsw_node_code(h, m), code, dims);
+		fill_node(is, shnsw_page_node(gpage, slot, info->node_size), &nn, ublk, uoff, vblk, voff);
 		ShnswPageGetOpaque(gpage)->nslots = slot + 1;
 		((PageHeader) gpage)->pd_lower = MAXALIGN(SizeOfPageHeaderData) + (slot + 1) * info->node_size;
 
@@ -524,10 +483,17 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 			UnlockReleaseBuffer(ubuf);
 	}
 
-	/* links back from the neighbours */
+	/*
+	 * Links back from the neighbours. If the heuristic kept the new node in
+	 * none of its layer-0 neighbours' lists, no search could reach it: the
+	 * nearest neighbour that will take it links to it anyway.
+	 */
 	for (int l = 0; l <= level; l++)
 		for (int k = 0; k < nnbrs[l]; k++)
-			add_backlink(is, nbrs[l][k], l, newref, code);
+			if (shnsw_add_backlink(&is->lk, nbrs[l][k], l, newref, code, false) && l == 0)
+				linked = true;
+	for (int k = 0; k < nnbrs[0] && !linked; k++)
+		linked = shnsw_add_backlink(&is->lk, nbrs[0][k], 0, newref, code, true);
 
 	/* publish: the graph changed */
 	{
@@ -537,8 +503,7 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 		state = GenericXLogStart(index);
 		meta = ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0));
 		meta->cache_generation++;
-		retrain = meta->quant_rows < SHNSW_RETRAIN_MAX_ROWS &&
-			meta->node_count >= 2 * Max(meta->quant_rows, 1);
+		retrain = meta_retrain_due(meta);
 		GenericXLogFinish(state);
 		UnlockReleaseBuffer(metabuf);
 	}
@@ -571,22 +536,43 @@ shnsw_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid,
 	is.info = shnsw_get_index_info(index);
 	is.dims = is.info->dims;
 	is.m = is.info->m;
-	is.scratch = palloc(sizeof(float) * 3 * is.dims);
-	shnsw_page_ops_init(&is.ops, &is.pctx, index, is.info, NULL);
 
 	v = shnsw_check_vector(values[0], is.info->elemtype, is.dims);
 	nav = palloc(sizeof(float) * is.dims);
 	if (shnsw_vector_to_nav(v, is.info->elemtype, is.info->metric, is.dims, nav))
 	{
-		ShnswMetaSnapshot snap;
+		LOCKMODE	mode = ShareLock;
+		bool		retrain;
 
-		LockPage(index, SHNSW_METAPAGE_BLKNO, ExclusiveLock);
-		/* the quantizer may have been trained or retrained since we looked */
-		shnsw_read_meta(index, &snap);
-		is.info = shnsw_get_index_info(index);
-		if (insert_node(&is, v, nav, heap_tid))
-			shnsw_retrain(index);
-		UnlockPage(index, SHNSW_METAPAGE_BLKNO, ExclusiveLock);
+		/*
+		 * Inserts share the insert lock. The first node of an empty index
+		 * (no entry point to link to) and training the quantizer happen
+		 * alone, as does retraining (which re-encodes every node).
+		 */
+		for (;;)
+		{
+			ShnswMetaSnapshot snap;
+
+			LockPage(index, SHNSW_METAPAGE_BLKNO, mode);
+			/* the quantizer may have been trained or retrained since we looked */
+			shnsw_read_meta(index, &snap);
+			is.info = shnsw_get_index_info(index);
+			if (mode == ExclusiveLock ||
+				(is.info->quant_trained && snap.entry != SHNSW_INVALID_REF))
+				break;
+			UnlockPage(index, SHNSW_METAPAGE_BLKNO, mode);
+			mode = ExclusiveLock;
+		}
+		shnsw_linker_init(&is.lk, index, is.info);
+		retrain = insert_node(&is, v, nav, heap_tid);
+		UnlockPage(index, SHNSW_METAPAGE_BLKNO, mode);
+		if (retrain)
+		{
+			LockPage(index, SHNSW_METAPAGE_BLKNO, ExclusiveLock);
+			if (retrain_due(index))
+				shnsw_retrain(index);
+			UnlockPage(index, SHNSW_METAPAGE_BLKNO, ExclusiveLock);
+		}
 	}
 
 	MemoryContextSwitchTo(old);

@@ -113,6 +113,7 @@ shnsw_fill_meta(ShnswMetaPage meta, int dims, int m, int efc, ShnswMetric metric
 	meta->insert_vec_blk = InvalidBlockNumber;
 	meta->insert_upper_blk = InvalidBlockNumber;
 	meta->rng_state = 0x5DEECE66DULL;
+	meta->free_head = SHNSW_INVALID_REF;
 }
 
 /* Raise an error unless the metapage is ours and of a version we read. */

@@ -156,7 +156,8 @@ typedef struct ShnswMetaPageData
 	uint64		rng_state;		/* level generator for inserts */
 	uint64		quant_rows;		/* rows the quantizer was trained on */
 	uint32		quant_version;	/* bumped whenever lo/scale change */
-	uint32		reserved2;
+	ShnswRef	free_head;		/* first free node slot, or SHNSW_INVALID_REF */
+	uint64		free_count;		/* slots on the free list (counted as deleted) */
 } ShnswMetaPageData;
 
 /*
@@ -311,6 +312,50 @@ extern void shnsw_page_ops_init(ShnswPageOps *ops, ShnswPageCtx *ctx, Relation i
 extern void shnsw_read_vector(Relation index, ShnswReader *reader, BlockNumber blk,
 							  uint16 offset, int size, char *out);
 extern int	shnsw_vector_blocks(BlockNumber blk, uint16 offset, int size, BlockNumber *out);
+
+/* ---------- links.c: neighbour lists on disk (insert, vacuum) ---------- */
+typedef struct ShnswLinker
+{
+	Relation	index;
+	ShnswIndexInfo *info;
+	ShnswPageCtx pctx;
+	ShnswPageOps ops;
+	int			dims;
+	int			m;
+	float	   *scratch;		/* 3 * dims floats */
+} ShnswLinker;
+
+/* What shnsw_read_node copies out of a node record. */
+typedef struct ShnswNodeCopy
+{
+	uint8		flags;
+	uint8		level;
+	ShnswUpperLoc upper;
+	int			count;			/* entries of list on the layer read */
+	ShnswRef	list[2 * SHNSW_MAX_M];
+} ShnswNodeCopy;
+
+/* A sorted array of node references (VACUUM's deleted nodes). */
+typedef struct ShnswRefSet
+{
+	ShnswRef   *refs;
+	int64		n;
+} ShnswRefSet;
+
+extern void shnsw_linker_init(ShnswLinker *lk, Relation index, ShnswIndexInfo *info);
+extern void shnsw_read_codes(ShnswLinker *lk, const ShnswRef *refs, int n, uint8 *codes);
+extern void shnsw_read_node(ShnswLinker *lk, ShnswRef e, int layer, ShnswNodeCopy *out,
+							uint8 *code);
+extern int	shnsw_select_neighbors(ShnswLinker *lk, ShnswRef *refs, float *d, uint8 *codes,
+								   int n, int max);
+extern void shnsw_find_neighbors(ShnswLinker *lk, const float *q, ShnswRef entry,
+								 int entry_level, int level, int ef, ShnswRef exclude,
+								 ShnswRef **nbrs, int *nnbrs);
+extern bool shnsw_add_backlink(ShnswLinker *lk, ShnswRef e, int layer, ShnswRef newref,
+							   const uint8 *newcode, bool force);
+extern int	shnsw_ref_cmp(const void *a, const void *b);
+extern bool shnsw_refset_has(const ShnswRefSet *set, ShnswRef r);
+extern bool shnsw_repair_list(ShnswLinker *lk, ShnswRef e, int layer, const ShnswRefSet *dead);
 
 /* ---------- stats.c: EXPLAIN lines and cumulative statistics ---------- */
 extern void shnsw_stats_init(void);

@@ -1,15 +1,40 @@
 /*-------------------------------------------------------------------------
  *
  * vacuum.c
- *	  VACUUM: mark the nodes of dead heap tuples deleted.
+ *	  VACUUM: remove the nodes of dead heap tuples, repair the neighbour
+ *	  lists that pointed at them, and make their space reusable.
  *
- * A deleted node is never returned by a scan, but stays in the graph as a
- * waypoint so that the graph remains connected. Repairing neighbour lists
- * around deleted nodes and reusing their space is not done yet.
+ * ambulkdelete makes five passes:
  *
- * Locking: takes the insert lock (LockPage on the metapage number) so that
- * it never races an insert; each graph page is exclusively locked only while
- * its flags are changed, so scans wait at most for one page.
+ *	1. mark: every graph page is checked against the dead heap TIDs; dead
+ *	   nodes are flagged DELETED (one WAL record per page, together with the
+ *	   metapage's count), after which no scan returns them. The pass
+ *	   collects the sorted set of all deleted nodes and the live node of
+ *	   highest level.
+ *	2. repair: every live node whose list, on any layer, names a deleted
+ *	   node gets a new list, chosen by the heuristic among its live
+ *	   neighbours and the live neighbours of its deleted ones (links.c), so
+ *	   the graph stays connected around the holes.
+ *	3. entry point: if the entry point is deleted, the live node of highest
+ *	   level takes its place.
+ *	4. reach: a live node that no list names any more (the heuristic can
+ *	   leave one so) gets a link from the nearest of its neighbours.
+ *	5. free: deleted nodes go on the free list (flag FREE, level 0, no
+ *	   neighbours; the list links through neighbors[0]), one WAL record per
+ *	   page with the metapage. Inserts of level-0 nodes take slots from it,
+ *	   with their exact-vector space (insert.c).
+ *
+ * Passes 2 to 5 run only when pass 1 found nodes that are deleted but not
+ * yet free (this VACUUM's, or those of one that was interrupted).
+ *
+ * Locking: no heavyweight lock; inserts and scans go on throughout. Each
+ * page is locked only while it is read or changed; when a graph page and
+ * the metapage change together, the graph page is locked first, as inserts
+ * do. A scan that still holds a reference to a node freed (or even reused)
+ * meanwhile reads whatever the slot holds then: a freed node is flagged
+ * deleted and never returned; a reused one is a valid node of its own.
+ * Any heap TID a scan took from a node before it was marked is dead to
+ * every snapshot, so the heap check rejects it.
  *
  *-------------------------------------------------------------------------
  */
@@ -19,90 +44,384 @@
 #include "commands/vacuum.h"
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
-#include "storage/lmgr.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
 
 #include "streamhnsw.h"
+
+typedef struct VacState
+{
+	Relation	index;
+	ShnswIndexInfo *info;
+	BufferAccessStrategy bas;
+	ShnswRefSet dead;			/* every deleted node, free or not (sorted) */
+	int64		capdead;
+	ShnswRef   *tofree;			/* deleted, not yet free (sorted) */
+	int64		ntofree;
+	int64		captofree;
+	ShnswRefSet live;			/* live nodes (sorted) */
+	int64		caplive;
+	ShnswRef	best;			/* live node of highest level */
+	int			bestlevel;
+} VacState;
+
+/* Append r to a growing array of references. */
+static void
+push_ref(ShnswRef **arr, int64 *n, int64 *cap, ShnswRef r)
+{
+	if (*n == *cap)
+	{
+		*cap = Max(1024, 2 * *cap);
+		*arr = *arr ? repalloc_huge(*arr, sizeof(ShnswRef) * *cap)
+			: palloc_extended(sizeof(ShnswRef) * *cap, MCXT_ALLOC_HUGE);
+	}
+	(*arr)[(*n)++] = r;
+}
+
+/* Read a graph page with the VACUUM strategy; NULL-ish (false) if not one. */
+static bool
+read_graph_page(VacState *vs, BlockNumber blk, Buffer *buf)
+{
+	Page		page;
+
+	*buf = ReadBufferExtended(vs->index, MAIN_FORKNUM, blk, RBM_NORMAL, vs->bas);
+	LockBuffer(*buf, BUFFER_LOCK_SHARE);
+	page = BufferGetPage(*buf);
+	if (PageIsNew(page))
+	{
+		/* extended by an insert that crashed before initializing it */
+		UnlockReleaseBuffer(*buf);
+		return false;
+	}
+	shnsw_check_page(vs->index, page, blk, 0);
+	if (ShnswPageGetOpaque(page)->page_type != SHNSW_PAGE_GRAPH)
+	{
+		UnlockReleaseBuffer(*buf);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Pass 1 on one graph page: mark its dead nodes deleted and collect the
+ * page's deleted nodes. Enters with the page share-locked and pinned;
+ * releases both.
+ */
+static void
+mark_page(VacState *vs, BlockNumber blk, Buffer buf, IndexBulkDeleteResult *stats,
+		  IndexBulkDeleteCallback callback, void *callback_state)
+{
+	Page		page = BufferGetPage(buf);
+	int			nslots = ShnswPageGetOpaque(page)->nslots;
+	int			dead[SHNSW_MAX_NODES_PER_PAGE];
+	int			ndead = 0;
+
+	for (int s = 0; s < nslots; s++)
+	{
+		ShnswNodeHeader *h = shnsw_page_node(page, s, vs->info->node_size);
+		ShnswRef	ref = shnsw_make_ref(blk, s, vs->info->slot_bits);
+		ItemPointerData tid;
+
+		if (h->flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE))
+		{
+			push_ref(&vs->dead.refs, &vs->dead.n, &vs->capdead, ref);
+			if (!(h->flags & SHNSW_NODE_FREE))
+				push_ref(&vs->tofree, &vs->ntofree, &vs->captofree, ref);
+			continue;
+		}
+		ItemPointerSet(&tid, shnsw_node_tid_block(h), h->tid_off);
+		if (callback(&tid, callback_state))
+		{
+			dead[ndead++] = s;
+			push_ref(&vs->dead.refs, &vs->dead.n, &vs->capdead, ref);
+			push_ref(&vs->tofree, &vs->ntofree, &vs->captofree, ref);
+		}
+		else
+		{
+			stats->num_index_tuples++;
+			push_ref(&vs->live.refs, &vs->live.n, &vs->caplive, ref);
+			if (h->level > vs->bestlevel)
+			{
+				vs->best = ref;
+				vs->bestlevel = h->level;
+			}
+		}
+	}
+	LockBuffer(buf, BUFFER_LOCK_UNLOCK);
+
+	if (ndead > 0)
+	{
+		GenericXLogState *state;
+		Buffer		metabuf = ReadBuffer(vs->index, SHNSW_METAPAGE_BLKNO);
+		ShnswMetaPage meta;
+
+		/*
+		 * The flags and the metapage's count change in one WAL record, so an
+		 * interrupted VACUUM leaves them consistent. Only VACUUM changes a
+		 * live node's flags, and one VACUUM runs at a time, so the slots
+		 * still hold the nodes found dead above.
+		 */
+		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+		LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
+		state = GenericXLogStart(vs->index);
+		page = GenericXLogRegisterBuffer(state, buf, 0);
+		meta = ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0));
+		for (int k = 0; k < ndead; k++)
+			shnsw_page_node(page, dead[k], vs->info->node_size)->flags |= SHNSW_NODE_DELETED;
+		meta->deleted_count += ndead;
+		meta->cache_generation++;
+		GenericXLogFinish(state);
+		UnlockReleaseBuffer(metabuf);
+		LockBuffer(buf, BUFFER_LOCK_UNLOCK);
+		stats->tuples_removed += ndead;
+	}
+	ReleaseBuffer(buf);
+}
+
+/*
+ * Pass 2 on one graph page: repair the lists of its live nodes that name
+ * deleted nodes. Works from a copy of the page, so holds no lock while
+ * repairing (repairs read and lock other pages).
+ */
+static void
+repair_page(VacState *vs, ShnswLinker *lk, BlockNumber blk, Buffer buf, char *copy)
+{
+	ShnswRef	ubuf[SHNSW_MAX_M];
+	int			nslots = ShnswPageGetOpaque(BufferGetPage(buf))->nslots;
+
+	memcpy(copy, BufferGetPage(buf), BLCKSZ);
+	UnlockReleaseBuffer(buf);
+
+	for (int s = 0; s < nslots; s++)
+	{
+		ShnswNodeHeader *h = shnsw_page_node((Page) copy, s, vs->info->node_size);
+		ShnswRef	ref = shnsw_make_ref(blk, s, vs->info->slot_bits);
+		ShnswRef   *nb = shnsw_node_neighbors(h);
+
+		if (h->flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE))
+			continue;
+		for (int k = 0; k < Min(h->nneighbors, 2 * vs->info->m); k++)
+		{
+			if (shnsw_refset_has(&vs->dead, nb[k]))
+			{
+				shnsw_repair_list(lk, ref, 0, &vs->dead);
+				break;
+			}
+		}
+		for (int l = 1; l <= h->level; l++)
+		{
+			int			n = lk->ops.read_upper(lk->ops.ctx, shnsw_node_upper_loc(h), l, ubuf);
+
+			for (int k = 0; k < n; k++)
+			{
+				if (shnsw_refset_has(&vs->dead, ubuf[k]))
+				{
+					shnsw_repair_list(lk, ref, l, &vs->dead);
+					break;
+				}
+			}
+		}
+	}
+}
+
+/* Pass 3: if the entry point is deleted, the best live node replaces it. */
+static void
+move_entry_point(VacState *vs)
+{
+	Buffer		metabuf = ReadBuffer(vs->index, SHNSW_METAPAGE_BLKNO);
+	ShnswMetaPage meta;
+
+	LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
+	meta = ShnswPageGetMeta(BufferGetPage(metabuf));
+	if (meta->entry != SHNSW_INVALID_REF && shnsw_refset_has(&vs->dead, meta->entry))
+	{
+		GenericXLogState *state = GenericXLogStart(vs->index);
+
+		meta = ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0));
+		meta->entry = vs->best;
+		meta->entry_level = vs->best == SHNSW_INVALID_REF ? -1 : vs->bestlevel;
+		meta->cache_generation++;
+		GenericXLogFinish(state);
+	}
+	UnlockReleaseBuffer(metabuf);
+}
+
+/*
+ * Pass 4: every live node but the entry point needs an incoming layer-0
+ * link, or no search reaches it. Repairs (and the heuristic at any time)
+ * can leave a node without one; it gets a link from the nearest of its own
+ * neighbours that takes one (forced, replacing that node's farthest
+ * neighbour if its list is full). Counts in-links over all graph pages
+ * first; holds no lock between pages.
+ */
+static void
+link_unreached(VacState *vs, ShnswLinker *lk)
+{
+	uint8	   *indeg = palloc_extended(Max(vs->live.n, 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	BlockNumber nblocks = RelationGetNumberOfBlocks(vs->index);
+	ShnswMetaSnapshot snap;
+	uint8	   *code = palloc(vs->info->dims);
+	ShnswNodeCopy node;
+
+	for (BlockNumber blk = SHNSW_METAPAGE_BLKNO + 1; blk < nblocks; blk++)
+	{
+		Buffer		buf;
+		Page		page;
+
+		vacuum_delay_point(false);
+		if (!read_graph_page(vs, blk, &buf))
+			continue;
+		page = BufferGetPage(buf);
+		for (int s = 0; s < ShnswPageGetOpaque(page)->nslots; s++)
+		{
+			ShnswNodeHeader *h = shnsw_page_node(page, s, vs->info->node_size);
+			ShnswRef   *nb = shnsw_node_neighbors(h);
+
+			if (h->flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE))
+				continue;
+			for (int k = 0; k < Min(h->nneighbors, 2 * vs->info->m); k++)
+			{
+				ShnswRef   *at = bsearch(&nb[k], vs->live.refs, vs->live.n, sizeof(ShnswRef),
+										 shnsw_ref_cmp);
+
+				if (at != NULL && indeg[at - vs->live.refs] < 255)
+					indeg[at - vs->live.refs]++;
+			}
+		}
+		UnlockReleaseBuffer(buf);
+	}
+
+	shnsw_read_meta(vs->index, &snap);
+	for (int64 i = 0; i < vs->live.n; i++)
+	{
+		ShnswRef	ref = vs->live.refs[i];
+
+		if (indeg[i] > 0 || ref == snap.entry)
+			continue;
+		vacuum_delay_point(false);
+		shnsw_read_node(lk, ref, 0, &node, code);
+		for (int k = 0; k < node.count; k++)
+			if (!shnsw_refset_has(&vs->dead, node.list[k]) &&
+				shnsw_add_backlink(lk, node.list[k], 0, ref, code, true))
+				break;
+	}
+	pfree(indeg);
+	pfree(code);
+}
+
+/*
+ * Pass 5 on one graph page: put refs[0..n-1] (deleted nodes of block blk)
+ * on the free list. Locks the graph page, then the metapage.
+ */
+static void
+free_nodes(VacState *vs, BlockNumber blk, const ShnswRef *refs, int n)
+{
+	Buffer		buf = ReadBufferExtended(vs->index, MAIN_FORKNUM, blk, RBM_NORMAL, vs->bas);
+	Buffer		metabuf = ReadBuffer(vs->index, SHNSW_METAPAGE_BLKNO);
+	GenericXLogState *state;
+	Page		page;
+	ShnswMetaPage meta;
+
+	LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+	LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
+	state = GenericXLogStart(vs->index);
+	page = GenericXLogRegisterBuffer(state, buf, 0);
+	meta = ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0));
+	shnsw_check_page(vs->index, page, blk, SHNSW_PAGE_GRAPH);
+	for (int k = 0; k < n; k++)
+	{
+		ShnswNodeHeader *h = shnsw_page_node(page, shnsw_ref_slot(refs[k], vs->info->slot_bits),
+											 vs->info->node_size);
+
+		Assert(h->flags & SHNSW_NODE_DELETED);
+		if (h->flags & SHNSW_NODE_FREE)
+			continue;
+		h->flags |= SHNSW_NODE_FREE;
+		h->level = 0;
+		h->upper_blk_hi = 0xFFFF;
+		h->upper_blk_lo = 0xFFFF;
+		h->upper_off = InvalidOffsetNumber;
+		h->nneighbors = 0;
+		shnsw_node_neighbors(h)[0] = meta->free_head;
+		meta->free_head = refs[k];
+		meta->free_count++;
+	}
+	meta->cache_generation++;
+	GenericXLogFinish(state);
+	UnlockReleaseBuffer(metabuf);
+	UnlockReleaseBuffer(buf);
+}
 
 IndexBulkDeleteResult *
 shnsw_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 				 IndexBulkDeleteCallback callback, void *callback_state)
 {
 	Relation	index = info->index;
-	ShnswIndexInfo *ii = shnsw_get_index_info(index);
 	BlockNumber nblocks = RelationGetNumberOfBlocks(index);
-	BufferAccessStrategy bas = info->strategy;
+	VacState	vs;
 
 	if (stats == NULL)
 		stats = palloc0(sizeof(IndexBulkDeleteResult));
+	memset(&vs, 0, sizeof(vs));
+	vs.index = index;
+	vs.info = shnsw_get_index_info(index);
+	vs.bas = info->strategy;
+	vs.best = SHNSW_INVALID_REF;
+	vs.bestlevel = -1;
 
-	LockPage(index, SHNSW_METAPAGE_BLKNO, ExclusiveLock);
+	/* pass 1: mark (blocks and slots in order, so the sets come out sorted) */
 	for (BlockNumber blk = SHNSW_METAPAGE_BLKNO + 1; blk < nblocks; blk++)
 	{
 		Buffer		buf;
-		Page		page;
-		ShnswPageOpaque opaque;
-		int			dead[SHNSW_MAX_NODES_PER_PAGE];
-		int			ndead = 0;
 
 		vacuum_delay_point(false);
-		buf = ReadBufferExtended(index, MAIN_FORKNUM, blk, RBM_NORMAL, bas);
-		LockBuffer(buf, BUFFER_LOCK_SHARE);
-		page = BufferGetPage(buf);
-		if (PageIsNew(page))
-		{
-			/* extended by an insert that crashed before initializing it */
-			UnlockReleaseBuffer(buf);
-			continue;
-		}
-		shnsw_check_page(index, page, blk, 0);
-		opaque = ShnswPageGetOpaque(page);
-		if (opaque->page_type == SHNSW_PAGE_GRAPH)
-		{
-			for (int s = 0; s < opaque->nslots; s++)
-			{
-				ShnswNodeHeader *h = shnsw_page_node(page, s, ii->node_size);
-				ItemPointerData tid;
-
-				if (h->flags & SHNSW_NODE_DELETED)
-					continue;
-				ItemPointerSet(&tid, shnsw_node_tid_block(h), h->tid_off);
-				if (callback(&tid, callback_state))
-					dead[ndead++] = s;
-				else
-					stats->num_index_tuples++;
-			}
-		}
-		LockBuffer(buf, BUFFER_LOCK_UNLOCK);
-		if (ndead > 0)
-		{
-			GenericXLogState *state;
-			Buffer		metabuf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
-			ShnswMetaPage meta;
-
-			/*
-			 * The flags and the metapage's count change in one WAL record,
-			 * so an interrupted VACUUM leaves them consistent. Lock order:
-			 * data page before metapage, as inserts do.
-			 */
-			LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
-			LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
-			state = GenericXLogStart(index);
-			page = GenericXLogRegisterBuffer(state, buf, 0);
-			meta = ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0));
-			for (int k = 0; k < ndead; k++)
-				shnsw_page_node(page, dead[k], ii->node_size)->flags |= SHNSW_NODE_DELETED;
-			meta->deleted_count += ndead;
-			meta->cache_generation++;
-			GenericXLogFinish(state);
-			UnlockReleaseBuffer(metabuf);
-			LockBuffer(buf, BUFFER_LOCK_UNLOCK);
-			stats->tuples_removed += ndead;
-		}
-		ReleaseBuffer(buf);
+		if (read_graph_page(&vs, blk, &buf))
+			mark_page(&vs, blk, buf, stats, callback, callback_state);
 	}
 
-	UnlockPage(index, SHNSW_METAPAGE_BLKNO, ExclusiveLock);
+	if (vs.ntofree > 0)
+	{
+		ShnswLinker lk;
+		char	   *copy = palloc(BLCKSZ);
+
+		/* pass 2: repair the lists that name deleted nodes */
+		shnsw_linker_init(&lk, index, vs.info);
+		for (BlockNumber blk = SHNSW_METAPAGE_BLKNO + 1; blk < nblocks; blk++)
+		{
+			Buffer		buf;
+
+			vacuum_delay_point(false);
+			if (read_graph_page(&vs, blk, &buf))
+				repair_page(&vs, &lk, blk, buf, copy);
+		}
+		pfree(copy);
+
+		/* pass 3: a live entry point */
+		move_entry_point(&vs);
+
+		/* pass 4: no live node without an incoming link */
+		link_unreached(&vs, &lk);
+
+		/* pass 5: free the deleted nodes, a page at a time */
+		for (int64 i = 0; i < vs.ntofree;)
+		{
+			BlockNumber blk = shnsw_ref_block(vs.tofree[i], vs.info->slot_bits);
+			int64		j = i;
+
+			while (j < vs.ntofree && shnsw_ref_block(vs.tofree[j], vs.info->slot_bits) == blk)
+				j++;
+			vacuum_delay_point(false);
+			free_nodes(&vs, blk, vs.tofree + i, (int) (j - i));
+			i = j;
+		}
+	}
+
+	if (vs.dead.refs)
+		pfree(vs.dead.refs);
+	if (vs.tofree)
+		pfree(vs.tofree);
+	if (vs.live.refs)
+		pfree(vs.live.refs);
 	stats->num_pages = nblocks;
 	return stats;
 }

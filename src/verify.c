@@ -9,8 +9,8 @@
  * structure is sound. It checks page magic and types, the metapage's fixed
  * fields, that every neighbour reference names a used node slot, that every
  * node's exact vector and upper record exist and agree with it, that the
- * entry point is a node of the recorded level, and that the node counts
- * match.
+ * entry point is a node of the recorded level, that the node counts match,
+ * and that the free list links every free node exactly once.
  *
  *-------------------------------------------------------------------------
  */
@@ -117,7 +117,10 @@ streamhnsw_verify(PG_FUNCTION_ARGS)
 	uint16	   *nslots;
 	ShnswMetaPageData meta;
 	uint64		nodes = 0,
-				deleted = 0;
+				deleted = 0,
+				nfree = 0;
+	ShnswRef   *free_refs = NULL;	/* free slots in order, and ... */
+	ShnswRef   *free_next = NULL;	/* ... the next slot each links to */
 	int			expect_node_size,
 				expect_per_page;
 
@@ -218,6 +221,23 @@ streamhnsw_verify(PG_FUNCTION_ARGS)
 			nodes++;
 			if (h->flags & SHNSW_NODE_DELETED)
 				deleted++;
+			if (h->flags & SHNSW_NODE_FREE)
+			{
+				if (!(h->flags & SHNSW_NODE_DELETED) || h->level != 0 || h->nneighbors != 0)
+					problem(&vs, "free node (%u,%d) has flags %u, level %u, %u neighbours",
+							blk, s, h->flags, h->level, h->nneighbors);
+				if (nfree < meta.node_count)
+				{
+					if (free_refs == NULL)
+					{
+						free_refs = palloc_extended(sizeof(ShnswRef) * meta.node_count, MCXT_ALLOC_HUGE);
+						free_next = palloc_extended(sizeof(ShnswRef) * meta.node_count, MCXT_ALLOC_HUGE);
+					}
+					free_refs[nfree] = self;
+					free_next[nfree] = nb[0];
+				}
+				nfree++;
+			}
 			if (h->level > SHNSW_MAX_LEVEL)
 				problem(&vs, "node (%u,%d) has level %u", blk, s, h->level);
 			if (h->nneighbors > 2 * meta.m)
@@ -244,7 +264,7 @@ streamhnsw_verify(PG_FUNCTION_ARGS)
 			if (h->vec_offset >= SHNSW_PAGE_CAPACITY)
 				problem(&vs, "node (%u,%d) has vector offset %u", blk, s, h->vec_offset);
 			/* upper record */
-			if (h->level > 0)
+			if (h->level > 0 && !(h->flags & SHNSW_NODE_FREE))
 			{
 				if (uloc.block >= nblocks || types[uloc.block] != SHNSW_PAGE_UPPER)
 					problem(&vs, "node (%u,%d) of level %u has no upper record", blk, s, h->level);
@@ -290,8 +310,9 @@ streamhnsw_verify(PG_FUNCTION_ARGS)
 	/* entry point and counts */
 	if (meta.entry == SHNSW_INVALID_REF)
 	{
-		if (nodes > 0)
-			problem(&vs, "index has %llu nodes but no entry point", (unsigned long long) nodes);
+		if (nodes > deleted)
+			problem(&vs, "index has %llu live nodes but no entry point",
+					(unsigned long long) (nodes - deleted));
 	}
 	else if (!ref_ok(meta.entry, meta.slot_bits, nblocks, types, nslots))
 		problem(&vs, "entry point %u is not a node", meta.entry);
@@ -303,7 +324,9 @@ streamhnsw_verify(PG_FUNCTION_ARGS)
 		LockBuffer(buf, BUFFER_LOCK_SHARE);
 		h = shnsw_page_node(BufferGetPage(buf), shnsw_ref_slot(meta.entry, meta.slot_bits),
 							meta.node_size);
-		if (h->level != meta.entry_level)
+		if (h->flags & SHNSW_NODE_FREE)
+			problem(&vs, "entry point %u is a free node", meta.entry);
+		else if (h->level != meta.entry_level)
 			problem(&vs, "entry point has level %u, metapage says %d", h->level, meta.entry_level);
 		UnlockReleaseBuffer(buf);
 	}
@@ -314,6 +337,36 @@ streamhnsw_verify(PG_FUNCTION_ARGS)
 		problem(&vs, "index holds %llu deleted nodes, metapage counts %llu",
 				(unsigned long long) deleted, (unsigned long long) meta.deleted_count);
 
+	if (nfree != meta.free_count)
+		problem(&vs, "index holds %llu free nodes, metapage counts %llu",
+				(unsigned long long) nfree, (unsigned long long) meta.free_count);
+
+	/* the free list links every free node once (free_refs is sorted) */
+	{
+		uint64		walked = 0;
+		uint64		have = Min(nfree, meta.node_count);
+
+		for (ShnswRef r = meta.free_head; r != SHNSW_INVALID_REF; walked++)
+		{
+			ShnswRef   *at = have > 0 ? bsearch(&r, free_refs, have, sizeof(ShnswRef), shnsw_ref_cmp) : NULL;
+
+			if (at == NULL)
+			{
+				problem(&vs, "free list links %u, which is not a free node", r);
+				break;
+			}
+			if (walked >= have)
+			{
+				problem(&vs, "free list is longer than the %llu free nodes (a cycle)",
+						(unsigned long long) have);
+				break;
+			}
+			r = free_next[at - free_refs];
+		}
+		if (walked < have)
+			problem(&vs, "free list links %llu of %llu free nodes",
+					(unsigned long long) walked, (unsigned long long) have);
+	}
 	relation_close(index, AccessShareLock);
 	return (Datum) 0;
 }
@@ -331,8 +384,8 @@ streamhnsw_metapage(PG_FUNCTION_ARGS)
 	TupleDesc	desc;
 	Buffer		buf;
 	ShnswMetaPageData meta;
-	Datum		values[13];
-	bool		nulls[13] = {0};
+	Datum		values[14];
+	bool		nulls[14] = {0};
 	static const char *const metrics[] = {"?", "l2", "ip", "cosine"};
 	int			i = 0;
 
@@ -357,6 +410,7 @@ streamhnsw_metapage(PG_FUNCTION_ARGS)
 	values[i++] = Int64GetDatum((int64) meta.cache_generation);
 	values[i++] = Int32GetDatum(meta.nodes_per_page);
 	values[i++] = Int64GetDatum((int64) RelationGetNumberOfBlocks(index));
+	values[i++] = Int64GetDatum((int64) meta.free_count);
 	relation_close(index, AccessShareLock);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
 }

@@ -1,6 +1,7 @@
--- VACUUM marks the nodes of dead rows deleted; they stay in the graph as
--- waypoints and are never returned. Rows that survive a mass delete stay
--- reachable, and an index whose rows were all deleted accepts new ones.
+-- VACUUM marks the nodes of dead rows deleted (never returned), repairs the
+-- lists that named them and frees their slots, which new rows reuse. Rows
+-- that survive a mass delete stay reachable, and an index whose rows were
+-- all deleted accepts new ones.
 -- 30 rows at a time: every scan sees every node, so answers are exact.
 SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS streamhnsw CASCADE;
@@ -18,7 +19,7 @@ CREATE INDEX vac_idx ON vac_t USING streamhnsw (val) WITH (m = 4, ef_constructio
 DELETE FROM vac_t WHERE id > 3;
 SELECT id FROM vac_t ORDER BY val <-> '[1.4375,2.3125,3.0625]' LIMIT 10;
 VACUUM vac_t;
-SELECT node_count, deleted_count FROM streamhnsw_metapage('vac_idx');
+SELECT node_count, deleted_count, free_count FROM streamhnsw_metapage('vac_idx');
 SELECT streamhnsw_verify('vac_idx');
 SELECT id FROM vac_t ORDER BY val <-> '[1.4375,2.3125,3.0625]' LIMIT 10;
 SELECT id FROM vac_t ORDER BY val <-> '[100,100,100]' LIMIT 10;
@@ -26,12 +27,12 @@ SELECT id FROM vac_t ORDER BY val <-> '[100,100,100]' LIMIT 10;
 -- delete everything, then fill again
 DELETE FROM vac_t;
 VACUUM vac_t;
-SELECT node_count, deleted_count FROM streamhnsw_metapage('vac_idx');
+SELECT node_count, deleted_count, free_count FROM streamhnsw_metapage('vac_idx');
 SELECT id FROM vac_t ORDER BY val <-> '[1.4375,2.3125,3.0625]' LIMIT 10;
 INSERT INTO vac_t
   SELECT i, ARRAY[i % 7, (i * 3) % 11, (i * i) % 13]::vector
   FROM generate_series(31, 60) i;
-SELECT node_count, deleted_count FROM streamhnsw_metapage('vac_idx');
+SELECT node_count, deleted_count, free_count FROM streamhnsw_metapage('vac_idx');
 SELECT streamhnsw_verify('vac_idx');
 SELECT id, val <-> '[1.4375,2.3125,3.0625]' AS distance
   FROM vac_t ORDER BY val <-> '[1.4375,2.3125,3.0625]' LIMIT 3;
@@ -46,7 +47,7 @@ INSERT INTO vac_t
   SELECT i + 1000, ARRAY[i % 7, (i * 3) % 11, (i * i) % 13]::vector
   FROM generate_series(31, 60) i WHERE i % 2 = 0;
 VACUUM vac_t;
-SELECT node_count, deleted_count FROM streamhnsw_metapage('vac_idx');
+SELECT node_count, deleted_count, free_count FROM streamhnsw_metapage('vac_idx');
 SELECT streamhnsw_verify('vac_idx');
 RESET enable_seqscan;
 SELECT count(*) FROM vac_t;

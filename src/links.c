@@ -1,0 +1,491 @@
+/*-------------------------------------------------------------------------
+ *
+ * links.c
+ *	  Neighbour lists of nodes on disk: reading them, choosing them with the
+ *	  heuristic on SQ8 codes, and changing them safely while other backends
+ *	  insert, vacuum and search. Used by inserts (back-links to a new node)
+ *	  and by VACUUM (repairing lists that point at deleted nodes).
+ *
+ * Concurrency. Several backends may change the same list at once (two
+ * inserts linking back from one neighbour; an insert and VACUUM). A change
+ * is computed from a copy read under a share lock (choosing neighbours needs
+ * the codes of other nodes, on other pages, and a backend must never hold
+ * one page's exclusive lock while waiting for another's: two backends doing
+ * so in opposite order would deadlock on LWLocks). The new list is then
+ * written under an exclusive lock only if the list on the page still equals
+ * the copy it was computed from; otherwise the change is recomputed. A
+ * write never goes to a free slot (whose first neighbour entry links the
+ * free list), and an upper-layer list is written only if its record still
+ * belongs to the node.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/generic_xlog.h"
+#include "storage/bufmgr.h"
+#include "utils/rel.h"
+
+#include "streamhnsw.h"
+
+/* How often a list change is recomputed when others keep changing it. */
+#define SHNSW_LIST_RETRIES 8
+
+void
+shnsw_linker_init(ShnswLinker *lk, Relation index, ShnswIndexInfo *info)
+{
+	lk->index = index;
+	lk->info = info;
+	lk->dims = info->dims;
+	lk->m = info->m;
+	lk->scratch = palloc(sizeof(float) * 3 * info->dims);
+	shnsw_page_ops_init(&lk->ops, &lk->pctx, index, info, NULL);
+}
+
+/* ---------- reading ---------- */
+
+typedef struct CopyArg
+{
+	int			dims;
+	int			m;
+	uint8	   *codes;			/* codes, dims bytes each (may be NULL) */
+	ShnswNodeCopy *node;		/* first node's header fields (may be NULL) */
+} CopyArg;
+
+static void
+copy_cb(void *arg, int i, const ShnswNodeHeader *h)
+{
+	CopyArg    *a = (CopyArg *) arg;
+
+	if (a->codes)
+		memcpy(a->codes + (Size) i * a->dims, shnsw_node_code(h, a->m), a->dims);
+	if (a->node != NULL && i == 0)
+	{
+		a->node->flags = h->flags;
+		a->node->level = h->level;
+		a->node->upper = shnsw_node_upper_loc(h);
+		a->node->count = Min(h->nneighbors, 2 * a->m);
+		memcpy(a->node->list, shnsw_node_neighbors(h), sizeof(ShnswRef) * a->node->count);
+	}
+}
+
+/* Copy the codes of refs[0..n-1] into codes (dims bytes each). */
+void
+shnsw_read_codes(ShnswLinker *lk, const ShnswRef *refs, int n, uint8 *codes)
+{
+	CopyArg		a = {lk->dims, lk->m, codes, NULL};
+
+	if (n > 0)
+		lk->ops.read_nodes(lk->ops.ctx, refs, n, copy_cb, &a);
+}
+
+/*
+ * shnsw_read_node copies node e's flags, level, code (if code is not NULL)
+ * and its neighbour list on a layer into *out. A layer above the node's
+ * level reads as an empty list. Holds no lock on return.
+ */
+void
+shnsw_read_node(ShnswLinker *lk, ShnswRef e, int layer, ShnswNodeCopy *out, uint8 *code)
+{
+	CopyArg		a = {lk->dims, lk->m, code, out};
+
+	lk->ops.read_nodes(lk->ops.ctx, &e, 1, copy_cb, &a);
+	if (layer > 0)
+		out->count = out->level >= layer && !(out->flags & SHNSW_NODE_FREE) ?
+			lk->ops.read_upper(lk->ops.ctx, out->upper, layer, out->list) : 0;
+}
+
+/* ---------- choosing ---------- */
+
+/*
+ * Sort candidates (refs, d, codes) by distance and keep those the heuristic
+ * chooses, at most max; the result overwrites the first entries of refs, d
+ * and codes (nearest first). Returns how many were kept.
+ */
+int
+shnsw_select_neighbors(ShnswLinker *lk, ShnswRef *refs, float *d, uint8 *codes, int n, int max)
+{
+	int		   *order = palloc(sizeof(int) * Max(n, 1));
+	ShnswRef   *srefs = palloc(sizeof(ShnswRef) * Max(n, 1));
+	float	   *sd = palloc(sizeof(float) * Max(n, 1));
+	uint8	   *scodes = palloc((Size) Max(n, 1) * lk->dims);
+	int		   *sel = palloc(sizeof(int) * Max(n, 1));
+	int			nsel;
+
+	for (int k = 0; k < n; k++)
+	{
+		int			j = k;
+
+		while (j > 0 && (d[order[j - 1]] > d[k] ||
+						 (d[order[j - 1]] == d[k] && refs[order[j - 1]] > refs[k])))
+		{
+			order[j] = order[j - 1];
+			j--;
+		}
+		order[j] = k;
+	}
+	for (int k = 0; k < n; k++)
+	{
+		srefs[k] = refs[order[k]];
+		sd[k] = d[order[k]];
+		memcpy(scodes + (Size) k * lk->dims, codes + (Size) order[k] * lk->dims, lk->dims);
+	}
+	nsel = shnsw_select_by_codes(sd, scodes, n, max, lk->dims, lk->info->metric,
+								 lk->info->lo, lk->info->scale, lk->scratch, sel);
+	for (int k = 0; k < nsel; k++)
+	{
+		refs[k] = srefs[sel[k]];
+		d[k] = sd[sel[k]];
+		memcpy(codes + (Size) k * lk->dims, scodes + (Size) sel[k] * lk->dims, lk->dims);
+	}
+	pfree(order);
+	pfree(srefs);
+	pfree(sd);
+	pfree(scodes);
+	pfree(sel);
+	return nsel;
+}
+
+/* SQ8 distances from the node whose code is ecode to codes[0..n-1]. */
+static void
+code_distances(ShnswLinker *lk, const uint8 *ecode, const uint8 *codes, int n, float *d)
+{
+	Sq8Query	sq;
+
+	sq.dim = lk->dims;
+	sq.qs = lk->scratch + lk->dims;
+	sq.w = lk->scratch + 2 * lk->dims;
+	sq8_decode(lk->info->lo, lk->info->scale, ecode, lk->scratch, lk->dims);
+	sq8_prepare_query(&sq, lk->info->metric, lk->scratch, lk->info->lo, lk->info->scale);
+	for (int k = 0; k < n; k++)
+		d[k] = sq8_distance(&sq, codes + (Size) k * lk->dims);
+}
+
+/*
+ * shnsw_find_neighbors searches the graph for the neighbours of a vector q
+ * (navigation form) on layers min(level, entry_level) .. 0, with width ef,
+ * and chooses them with the heuristic: nbrs[l][0 .. nnbrs[l] - 1], nearest
+ * first (palloc'd; layers not searched get 0). Deleted nodes and exclude
+ * are passed through, never chosen. Holds no lock on return.
+ */
+void
+shnsw_find_neighbors(ShnswLinker *lk, const float *q, ShnswRef entry, int entry_level,
+					 int level, int ef, ShnswRef exclude, ShnswRef **nbrs, int *nnbrs)
+{
+	int			dims = lk->dims;
+	int			m = lk->m;
+	Sq8Query	sq;
+	ShnswSearch s;
+	ShnswRef	ep;
+	uint32	   *out = palloc(sizeof(uint32) * (ef + 1));
+
+	for (int l = 0; l <= level; l++)
+		nnbrs[l] = 0;
+	sq.dim = dims;
+	sq.qs = palloc(sizeof(float) * dims);
+	sq.w = palloc(sizeof(float) * dims);
+	sq8_prepare_query(&sq, lk->info->metric, q, lk->info->lo, lk->info->scale);
+	shnsw_search_init(&s, &sq, &lk->ops, m, 0);
+	ep = shnsw_search_descend(&s, entry, entry_level, level);
+	for (int l = Min(level, entry_level); l >= 0; l--)
+	{
+		int			n,
+					nlive = 0;
+		int			max = l == 0 ? 2 * m : m;
+		ShnswRef   *refs;
+		float	   *d;
+		uint8	   *codes;
+
+		if (l > 0)
+			n = shnsw_search_upper_layer(&s, ep, l, ef, out);
+		else
+			n = shnsw_search_next(&s, ep, ef, out);
+		refs = palloc(sizeof(ShnswRef) * Max(n, 1));
+		d = palloc(sizeof(float) * Max(n, 1));
+		codes = palloc((Size) Max(n, 1) * dims);
+		/* deleted nodes are waypoints for the search, never neighbours */
+		for (int k = 0; k < n; k++)
+		{
+			const ShnswCand *c = &s.cands[out[k]];
+
+			if ((c->node_flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)) || c->ref == exclude)
+				continue;
+			refs[nlive] = c->ref;
+			d[nlive++] = c->d;
+		}
+		shnsw_read_codes(lk, refs, nlive, codes);
+		nnbrs[l] = shnsw_select_neighbors(lk, refs, d, codes, nlive, max);
+		nbrs[l] = refs;
+		pfree(d);
+		pfree(codes);
+		if (nnbrs[l] > 0)
+			ep = refs[0];
+	}
+	shnsw_search_free(&s);
+	pfree(out);
+	pfree(sq.qs);
+	pfree(sq.w);
+}
+
+/* ---------- writing ---------- */
+
+/*
+ * write_list_if replaces node e's list on a layer with list[0..cnt-1] if
+ * the list on the page still equals expect[0..nexpect-1]. Returns false if
+ * it did not (someone changed it since it was read: recompute). A free
+ * slot, or an upper record that no longer belongs to e, is left alone and
+ * counts as done. Exclusively locks one page, released on return.
+ */
+static bool
+write_list_if(ShnswLinker *lk, ShnswRef e, ShnswUpperLoc upper, int layer,
+			  const ShnswRef *expect, int nexpect, const ShnswRef *list, int cnt)
+{
+	int			slot_bits = lk->info->slot_bits;
+	BlockNumber blk = layer == 0 ? shnsw_ref_block(e, slot_bits) : upper.block;
+	Buffer		buf = ReadBuffer(lk->index, blk);
+	Page		page = BufferGetPage(buf);
+	ShnswRef   *cur;
+	uint16	   *curcnt;
+	bool		done = true;
+
+	LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+	if (layer == 0)
+	{
+		ShnswNodeHeader *h;
+
+		shnsw_check_page(lk->index, page, blk, SHNSW_PAGE_GRAPH);
+		h = shnsw_page_node(page, shnsw_ref_slot(e, slot_bits), lk->info->node_size);
+		if (h->flags & SHNSW_NODE_FREE)
+			goto out;
+		cur = shnsw_node_neighbors(h);
+		curcnt = &h->nneighbors;
+	}
+	else
+	{
+		ShnswUpperHeader *u;
+
+		shnsw_check_page(lk->index, page, blk, SHNSW_PAGE_UPPER);
+		if (upper.offset < FirstOffsetNumber || upper.offset > PageGetMaxOffsetNumber(page))
+			goto out;
+		u = (ShnswUpperHeader *) PageGetItem(page, PageGetItemId(page, upper.offset));
+		if (u->node != e || u->level < layer)
+			goto out;
+		cur = shnsw_upper_neighbors(u, layer, lk->m);
+		curcnt = &shnsw_upper_counts(u)[layer - 1];
+	}
+	if (*curcnt != nexpect || memcmp(cur, expect, sizeof(ShnswRef) * nexpect) != 0)
+		done = false;
+	else
+	{
+		GenericXLogState *state = GenericXLogStart(lk->index);
+		Page		wpage = GenericXLogRegisterBuffer(state, buf, 0);
+
+		/* the same offsets in the WAL copy of the page */
+		memcpy((char *) wpage + ((char *) cur - (char *) page), list, sizeof(ShnswRef) * cnt);
+		*(uint16 *) ((char *) wpage + ((char *) curcnt - (char *) page)) = cnt;
+		GenericXLogFinish(state);
+	}
+out:
+	UnlockReleaseBuffer(buf);
+	return done;
+}
+
+static bool
+list_has(const ShnswRef *list, int n, ShnswRef r)
+{
+	for (int k = 0; k < n; k++)
+		if (list[k] == r)
+			return true;
+	return false;
+}
+
+/*
+ * shnsw_add_backlink adds a link from e to a new node on a layer. If e's
+ * list is full, the heuristic chooses among its neighbours and the new
+ * node; with force, the new node replaces e's farthest neighbour if the
+ * heuristic would drop it (used so that a new node gets at least one
+ * incoming link). Deleted and free nodes get no new links. Returns whether
+ * e's list holds the new node afterwards.
+ */
+bool
+shnsw_add_backlink(ShnswLinker *lk, ShnswRef e, int layer, ShnswRef newref,
+				   const uint8 *newcode, bool force)
+{
+	int			max = layer == 0 ? 2 * lk->m : lk->m;
+	ShnswNodeCopy node;
+	ShnswRef	list[2 * SHNSW_MAX_M + 1];
+	float		d[2 * SHNSW_MAX_M + 1];
+	uint8	   *codes = palloc((Size) (max + 1) * lk->dims);
+	uint8	   *ecode = palloc(lk->dims);
+	bool		kept = false;
+
+	for (int attempt = 0; attempt < SHNSW_LIST_RETRIES; attempt++)
+	{
+		int			cnt;
+
+		shnsw_read_node(lk, e, layer, &node, ecode);
+		if (node.flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE))
+			break;
+		if (layer > node.level)
+			break;
+		if (list_has(node.list, node.count, newref))
+		{
+			kept = true;
+			break;
+		}
+		memcpy(list, node.list, sizeof(ShnswRef) * node.count);
+		cnt = node.count;
+		if (cnt < max)
+		{
+			list[cnt++] = newref;
+			kept = true;
+		}
+		else
+		{
+			shnsw_read_codes(lk, list, cnt, codes);
+			list[cnt] = newref;
+			memcpy(codes + (Size) cnt * lk->dims, newcode, lk->dims);
+			cnt++;
+			code_distances(lk, ecode, codes, cnt, d);
+			cnt = shnsw_select_neighbors(lk, list, d, codes, cnt, max);
+			kept = list_has(list, cnt, newref);
+			if (!kept && force)
+			{
+				/* nearest first: the last entry is the farthest */
+				list[cnt - 1] = newref;
+				kept = true;
+			}
+			if (!kept)
+				break;			/* nothing to write */
+		}
+		if (write_list_if(lk, e, node.upper, layer, node.list, node.count, list, cnt))
+			goto done;
+		kept = false;
+	}
+done:
+	pfree(codes);
+	pfree(ecode);
+	return kept;
+}
+
+/* ---------- repair (VACUUM) ---------- */
+
+/* qsort/bsearch order of node references. */
+int
+shnsw_ref_cmp(const void *a, const void *b)
+{
+	ShnswRef	x = *(const ShnswRef *) a;
+	ShnswRef	y = *(const ShnswRef *) b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Is r in the sorted set? */
+bool
+shnsw_refset_has(const ShnswRefSet *set, ShnswRef r)
+{
+	return set->n > 0 && bsearch(&r, set->refs, set->n, sizeof(ShnswRef), shnsw_ref_cmp) != NULL;
+}
+
+/*
+ * add_searched appends to cands[0..n-1] (distinct, live) the neighbours a
+ * search from the entry point finds for node e on a layer, as an insert of
+ * e would; returns the new count (at most cap).
+ */
+static int
+add_searched(ShnswLinker *lk, ShnswRef e, int layer, const uint8 *ecode,
+			 const ShnswRefSet *dead, ShnswRef *cands, int n, int cap)
+{
+	ShnswMetaSnapshot snap;
+	ShnswRef   *nbrs[SHNSW_MAX_LEVEL + 1];
+	int			nnbrs[SHNSW_MAX_LEVEL + 1];
+	float	   *q = palloc(sizeof(float) * lk->dims);
+
+	shnsw_read_meta(lk->index, &snap);
+	if (snap.entry == SHNSW_INVALID_REF || snap.entry_level < layer)
+		return n;
+	sq8_decode(lk->info->lo, lk->info->scale, ecode, q, lk->dims);
+	shnsw_find_neighbors(lk, q, snap.entry, snap.entry_level, layer,
+						 shnsw_get_ef_construction(lk->index), e, nbrs, nnbrs);
+	for (int k = 0; k < nnbrs[layer] && n < cap; k++)
+		if (!list_has(cands, n, nbrs[layer][k]) && !shnsw_refset_has(dead, nbrs[layer][k]))
+			cands[n++] = nbrs[layer][k];
+	pfree(q);
+	return n;
+}
+
+/*
+ * shnsw_repair_list rewrites node e's list on a layer if it names deleted
+ * nodes (members of dead, a sorted set): the new list is chosen by the
+ * heuristic from e's live neighbours and the live neighbours of its deleted
+ * ones (the two-hop neighbourhood through each removed node), so the
+ * paths that ran through deleted nodes keep a direct replacement. Returns
+ * true if it changed the list. Holds no lock on return.
+ */
+bool
+shnsw_repair_list(ShnswLinker *lk, ShnswRef e, int layer, const ShnswRefSet *dead)
+{
+	int			max = layer == 0 ? 2 * lk->m : lk->m;
+	int			cap = 5 * max;	/* enough for a few deleted neighbours' lists */
+	ShnswNodeCopy node;
+	ShnswNodeCopy via;
+	ShnswRef   *cands = palloc(sizeof(ShnswRef) * cap);
+	float	   *d = palloc(sizeof(float) * cap);
+	uint8	   *codes = palloc((Size) cap * lk->dims);
+	uint8	   *ecode = palloc(lk->dims);
+	bool		changed = false;
+
+	for (int attempt = 0; attempt < SHNSW_LIST_RETRIES; attempt++)
+	{
+		int			n = 0,
+					ndead = 0,
+					u = 0;
+
+		shnsw_read_node(lk, e, layer, &node, ecode);
+		if (node.flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE))
+			break;
+		for (int k = 0; k < node.count; k++)
+		{
+			if (!shnsw_refset_has(dead, node.list[k]))
+				cands[n++] = node.list[k];
+			else
+				ndead++;
+		}
+		if (ndead == 0)
+			break;
+		for (int k = 0; k < node.count; k++)
+		{
+			if (!shnsw_refset_has(dead, node.list[k]))
+				continue;
+			shnsw_read_node(lk, node.list[k], layer, &via, NULL);
+			for (int j = 0; j < via.count && n < cap; j++)
+				if (via.list[j] != e && !shnsw_refset_has(dead, via.list[j]))
+					cands[n++] = via.list[j];
+		}
+		/* distinct candidates */
+		if (n > 1)
+		{
+			qsort(cands, n, sizeof(ShnswRef), shnsw_ref_cmp);
+			for (int k = 0; k < n; k++)
+				if (u == 0 || cands[k] != cands[u - 1])
+					cands[u++] = cands[k];
+			n = u;
+		}
+		/* most of the neighbourhood is gone: search for more candidates */
+		if (n < max / 2)
+			n = add_searched(lk, e, layer, ecode, dead, cands, n, cap);
+		shnsw_read_codes(lk, cands, n, codes);
+		code_distances(lk, ecode, codes, n, d);
+		n = shnsw_select_neighbors(lk, cands, d, codes, n, max);
+		if (write_list_if(lk, e, node.upper, layer, node.list, node.count, cands, n))
+		{
+			changed = true;
+			break;
+		}
+	}
+	pfree(cands);
+	pfree(d);
+	pfree(codes);
+	pfree(ecode);
+	return changed;
+}
