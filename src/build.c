@@ -481,6 +481,7 @@ shnsw_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	float	   *lo,
 			   *scale;
 	double		reltuples;
+	uint32		nrepaired;
 	MemoryContext buildctx,
 				old;
 
@@ -565,6 +566,8 @@ shnsw_build(Relation heap, Relation index, IndexInfo *indexInfo)
 		}
 	}
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, bs.n);
+	nrepaired = shnsw_build_ensure_reachable(&g);
+	elog(DEBUG1, "streamhnsw: build added %u links to make every node reachable", nrepaired);
 
 	/* lay out and write */
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, SHNSW_PHASE_WRITE);

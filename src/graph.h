@@ -86,6 +86,21 @@ extern uint32_t shnsw_build_add_in_place(ShnswBuildGraph *g);
 /* Link node i into the graph (HNSW insertion with the neighbour heuristic). */
 extern void shnsw_build_link(ShnswBuildGraph *g, uint32_t i);
 
+/*
+ * Make every node reachable on layer 0 from the entry point; call once, after
+ * every node is linked. The neighbour heuristic can prune a node out of every
+ * list (no incoming link), or cut a group of nodes off, and no search would
+ * ever reach them. Each unreached node, in node order, gets an incoming link
+ * from its nearest reached node that can take one (its own neighbours first,
+ * else nodes a search for it finds), in a free slot or over that node's
+ * farthest neighbour that stays reachable through another link (a list
+ * gives up at most one entry while another candidate can take the link).
+ * Lists stay within 2m, upper layers are untouched, and the result is
+ * deterministic.
+ * Returns the number of links added (0 if every node was reachable).
+ */
+extern uint32_t shnsw_build_ensure_reachable(ShnswBuildGraph *g);
+
 /* Neighbour list of node i on a layer, and its length. */
 extern ShnswRef *shnsw_build_neighbors(const ShnswBuildGraph *g, uint32_t i, int layer,
 									   int *count);

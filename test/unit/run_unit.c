@@ -307,6 +307,146 @@ mem_prefetch(void *ctx, const ShnswRef *refs, int n, bool speculative)
 		prefetch_known += n;
 }
 
+/*
+ * How many nodes a breadth-first walk of layer 0 from the entry point
+ * reaches; if reached is not NULL, marks them in it (n bytes, zeroed).
+ */
+static int
+graph_reach(const ShnswBuildGraph *g, uint8_t *reached)
+{
+	uint8_t    *seen = reached ? reached : calloc(g->n, 1);
+	uint32_t   *queue = malloc(sizeof(uint32_t) * g->n);
+	int			head = 0,
+				tail = 0;
+
+	queue[tail++] = g->entry;
+	seen[g->entry] = 1;
+	while (head < tail)
+	{
+		int			cnt;
+		ShnswRef   *nb = shnsw_build_neighbors(g, queue[head++], 0, &cnt);
+
+		for (int j = 0; j < cnt; j++)
+			if (!seen[nb[j]])
+			{
+				seen[nb[j]] = 1;
+				queue[tail++] = nb[j];
+			}
+	}
+	if (!reached)
+		free(seen);
+	free(queue);
+	return tail;
+}
+
+/* Nodes other than the entry point that no layer-0 list names. */
+static int
+graph_orphans(const ShnswBuildGraph *g)
+{
+	uint32_t   *indeg = calloc(g->n, sizeof(uint32_t));
+	int			orphans = 0;
+
+	for (uint32_t i = 0; i < g->n; i++)
+	{
+		int			cnt;
+		ShnswRef   *nb = shnsw_build_neighbors(g, i, 0, &cnt);
+
+		for (int j = 0; j < cnt; j++)
+			indeg[nb[j]]++;
+	}
+	for (uint32_t i = 0; i < g->n; i++)
+		if (indeg[i] == 0 && i != g->entry)
+			orphans++;
+	free(indeg);
+	return orphans;
+}
+
+/* Whether every layer-0 list is within 2m and names distinct other nodes. */
+static bool
+graph_lists_ok(const ShnswBuildGraph *g)
+{
+	for (uint32_t i = 0; i < g->n; i++)
+	{
+		int			cnt;
+		ShnswRef   *nb = shnsw_build_neighbors(g, i, 0, &cnt);
+
+		if (cnt > 2 * g->m)
+			return false;
+		for (int j = 0; j < cnt; j++)
+		{
+			if (nb[j] >= g->n || nb[j] == i)
+				return false;
+			for (int k = 0; k < j; k++)
+				if (nb[k] == nb[j])
+					return false;
+		}
+	}
+	return true;
+}
+
+/* Lay graph g's nodes out in order (as a build does) as records holding codes. */
+static void
+mem_index_init(MemIndex *mi, ShnswBuildGraph *g, const uint32_t *order, const uint8_t *codes)
+{
+	int			n = (int) g->n,
+				m = g->m,
+				dim = g->dim;
+
+	memset(mi, 0, sizeof(*mi));
+	mi->m = m;
+	mi->dim = dim;
+	mi->node_size = shnsw_node_size(m, dim);
+	mi->per_page = 8;
+	mi->slot_bits = 3;
+	mi->g = g;
+	mi->nodes = calloc(n, mi->node_size);
+	mi->pos_of = malloc(sizeof(uint32_t) * n);
+	mi->node_at = malloc(sizeof(uint32_t) * n);
+	for (int p = 0; p < n; p++)
+	{
+		mi->pos_of[order[p]] = p;
+		mi->node_at[p] = order[p];
+	}
+	for (int p = 0; p < n; p++)
+	{
+		uint32_t	node = order[p];
+		ShnswNodeHeader *h = (ShnswNodeHeader *) (mi->nodes + mi->node_size * p);
+		int			cnt;
+		ShnswRef   *nb = shnsw_build_neighbors(g, node, 0, &cnt);
+
+		h->tid_blk_hi = (uint16_t) (node >> 16);
+		h->tid_blk_lo = (uint16_t) node;
+		h->level = g->levels[node];
+		h->upper_blk_hi = (uint16_t) (p >> 16);
+		h->upper_blk_lo = (uint16_t) p;
+		h->nneighbors = (uint16_t) cnt;
+		for (int j = 0; j < cnt; j++)
+			shnsw_node_neighbors(h)[j] = mem_ref(mi, mi->pos_of[nb[j]]);
+		memcpy(shnsw_node_code(h, m), codes + (size_t) node * dim, dim);
+	}
+}
+
+/* Page operations over a memory index (no read-ahead hints). */
+static ShnswPageOps
+mem_ops(MemIndex *mi)
+{
+	ShnswPageOps ops;
+
+	ops.ctx = mi;
+	ops.read_nodes = mem_read_nodes;
+	ops.read_upper = mem_read_upper;
+	ops.prefetch = NULL;
+	return ops;
+}
+
+static void
+mem_index_free(MemIndex *mi)
+{
+	free(mi->nodes);
+	free(mi->pos_of);
+	free(mi->node_at);
+}
+
 static void
 test_graph_search(ShnswMetric metric, int n, int dim, int m, int efc, bool use_codes)
 {
@@ -325,7 +465,9 @@ test_graph_search(ShnswMetric metric, int n, int dim, int m, int efc, bool use_c
 	ShnswPageOps ops;
 	double		hits = 0;
 	int			connected;
-	int			reachable;
+	int			reachable,
+				unreachable;
+	uint32_t	repaired;
 
 	if (metric == SHNSW_METRIC_COSINE)
 		for (int i = 0; i < n + nq; i++)
@@ -345,6 +487,9 @@ test_graph_search(ShnswMetric metric, int n, int dim, int m, int efc, bool use_c
 
 		shnsw_build_link(&g, id);
 	}
+	/* as a build does: make every node reachable, then lay the graph out */
+	unreachable = n - graph_reach(&g, NULL);
+	repaired = shnsw_build_ensure_reachable(&g);
 	shnsw_build_layout_order(&g, order);
 	{
 		uint8_t    *seen = calloc(n, 1);
@@ -359,69 +504,11 @@ test_graph_search(ShnswMetric metric, int n, int dim, int m, int efc, bool use_c
 		free(seen);
 	}
 	CHECK(connected, "layout order is a permutation");
-	{
-		/* how many nodes layer 0 reaches from the entry point */
-		uint8_t    *seen = calloc(n, 1);
-		uint32_t   *queue = malloc(sizeof(uint32_t) * n);
-		int			head = 0,
-					tail = 0;
+	reachable = graph_reach(&g, NULL);
+	CHECK(reachable == n, "after the repair layer 0 reaches %d of %d nodes", reachable, n);
 
-		queue[tail++] = g.entry;
-		seen[g.entry] = 1;
-		while (head < tail)
-		{
-			int			cnt;
-			ShnswRef   *nb = shnsw_build_neighbors(&g, queue[head++], 0, &cnt);
-
-			for (int j = 0; j < cnt; j++)
-				if (!seen[nb[j]])
-				{
-					seen[nb[j]] = 1;
-					queue[tail++] = nb[j];
-				}
-		}
-		reachable = tail;
-		free(seen);
-		free(queue);
-	}
-
-	/* lay the nodes out in layout order, as a build does */
-	memset(&mi, 0, sizeof(mi));
-	mi.m = m;
-	mi.dim = dim;
-	mi.node_size = shnsw_node_size(m, dim);
-	mi.per_page = 8;
-	mi.slot_bits = 3;
-	mi.g = &g;
-	mi.nodes = calloc(n, mi.node_size);
-	mi.pos_of = malloc(sizeof(uint32_t) * n);
-	mi.node_at = malloc(sizeof(uint32_t) * n);
-	for (int p = 0; p < n; p++)
-	{
-		mi.pos_of[order[p]] = p;
-		mi.node_at[p] = order[p];
-	}
-	for (int p = 0; p < n; p++)
-	{
-		uint32_t	node = order[p];
-		ShnswNodeHeader *h = (ShnswNodeHeader *) (mi.nodes + mi.node_size * p);
-		int			cnt;
-		ShnswRef   *nb = shnsw_build_neighbors(&g, node, 0, &cnt);
-
-		h->tid_blk_hi = (uint16_t) (node >> 16);
-		h->tid_blk_lo = (uint16_t) node;
-		h->level = g.levels[node];
-		h->upper_blk_hi = (uint16_t) (p >> 16);
-		h->upper_blk_lo = (uint16_t) p;
-		h->nneighbors = (uint16_t) cnt;
-		for (int j = 0; j < cnt; j++)
-			shnsw_node_neighbors(h)[j] = mem_ref(&mi, mi.pos_of[nb[j]]);
-		memcpy(shnsw_node_code(h, m), codes + (size_t) node * dim, dim);
-	}
-	ops.ctx = &mi;
-	ops.read_nodes = mem_read_nodes;
-	ops.read_upper = mem_read_upper;
-	ops.prefetch = NULL;
+	mem_index_init(&mi, &g, order, codes);
+	ops = mem_ops(&mi);
 
 	for (int qi = 0; qi < nq; qi++)
 	{
@@ -529,8 +616,9 @@ test_graph_search(ShnswMetric metric, int n, int dim, int m, int efc, bool use_c
 	{
 		double		rec = hits / (nq * k);
 
-		printf("  recall@10 metric=%d n=%d dim=%d m=%d codes=%d: %.3f (reachable %d)\n",
-			   metric, n, dim, m, use_codes, rec, reachable);
+		printf("  recall@10 metric=%d n=%d dim=%d m=%d codes=%d: %.3f"
+			   " (%d unreachable before the repair, %u links added)\n",
+			   metric, n, dim, m, use_codes, rec, unreachable, repaired);
 		CHECK(rec >= 0.95, "recall %.3f below 0.95", rec);
 	}
 
@@ -580,9 +668,7 @@ test_graph_search(ShnswMetric metric, int n, int dim, int m, int efc, bool use_c
 	}
 
 	shnsw_build_free(&g);
-	free(mi.nodes);
-	free(mi.pos_of);
-	free(mi.node_at);
+	mem_index_free(&mi);
 	free(order);
 	free(x);
 	free(mins);
@@ -590,6 +676,363 @@ test_graph_search(ShnswMetric metric, int n, int dim, int m, int efc, bool use_c
 	free(lo);
 	free(scale);
 	free(codes);
+}
+
+/*
+ * Build a graph on x (n x dim, seeded) and link its nodes; with repair,
+ * then make every node reachable, returning the links added in *added.
+ */
+static void
+build_graph(ShnswBuildGraph *g, ShnswMetric metric, const float *x, const uint8_t *codes,
+			int n, int dim, int m, int efc, bool use_codes, const float *lo,
+			const float *scale, bool repair, uint32_t *added)
+{
+	shnsw_build_init(g, dim, m, efc, metric, n, use_codes, lo, scale, 7, NULL);
+	for (int i = 0; i < n; i++)
+	{
+		uint32_t	id = use_codes ? shnsw_build_add_code(g, codes + (size_t) i * dim)
+			: shnsw_build_add_vector(g, x + (size_t) i * dim);
+
+		shnsw_build_link(g, id);
+	}
+	if (repair)
+		*added = shnsw_build_ensure_reachable(g);
+}
+
+/*
+ * For each node, whether an ordered search for its own vector returns it
+ * (found[i]): the first round of width ef, then continuation rounds until
+ * the node shows up or 4 * ef nodes were returned (room for exact copies).
+ * Returns how many nodes it does not return.
+ */
+static int
+self_search(ShnswBuildGraph *g, ShnswMetric metric, const float *x, const uint8_t *codes,
+			const float *lo, const float *scale, int ef, uint8_t *found)
+{
+	int			n = (int) g->n,
+				dim = g->dim;
+	uint32_t   *order = malloc(sizeof(uint32_t) * n);
+	uint32_t   *out = malloc(sizeof(uint32_t) * ef);
+	float	   *qsb = malloc(sizeof(float) * dim),
+			   *wb = malloc(sizeof(float) * dim);
+	MemIndex	mi;
+	ShnswPageOps ops;
+	int			misses = 0;
+
+	shnsw_build_layout_order(g, order);
+	mem_index_init(&mi, g, order, codes);
+	ops = mem_ops(&mi);
+	for (int i = 0; i < n; i++)
+	{
+		Sq8Query	sq = {.dim = dim,.qs = qsb,.w = wb};
+		ShnswSearch s;
+		ShnswRef	start;
+		int			total = 0,
+					got;
+
+		found[i] = 0;
+		sq8_prepare_query(&sq, metric, x + (size_t) i * dim, lo, scale);
+		shnsw_search_init(&s, &sq, &ops, g->m, 0);
+		start = shnsw_search_descend(&s, mem_ref(&mi, mi.pos_of[g->entry]), g->max_level, 0);
+		while (!found[i] && total < 4 * ef && (got = shnsw_search_next(&s, start, ef, out)) > 0)
+		{
+			for (int j = 0; j < got; j++)
+				if (s.cands[out[j]].tid_blk == (uint32_t) i)
+					found[i] = 1;
+			total += got;
+		}
+		misses += !found[i];
+		shnsw_search_free(&s);
+	}
+	mem_index_free(&mi);
+	free(order);
+	free(out);
+	free(qsb);
+	free(wb);
+	return misses;
+}
+
+/* What a reachability case expects of searches for each node's own vector. */
+typedef enum SelfSearch
+{
+	SELF_ALL,					/* every node is found */
+	SELF_REPAIRED,				/* every node that was unreachable is found
+								 * (IP: a vector is not its own nearest) */
+	SELF_FEWER					/* fewer misses than before (degenerate
+								 * graphs: m = 2, many exact copies) */
+} SelfSearch;
+
+/*
+ * shnsw_build_ensure_reachable on built graphs: before it, some nodes may be
+ * unreachable (want_unreached: the data is chosen so that some are); after
+ * it, a walk from the entry point reaches every node, every node but the
+ * entry has an incoming link, lists stay within 2m, the repair is
+ * deterministic and idempotent, and searches for the nodes' own vectors
+ * (ef 64) find them as `self` says.
+ */
+static void
+test_reachability(const char *what, ShnswMetric metric, float *x, int n, int dim, int m,
+				  int efc, bool use_codes, bool want_unreached, SelfSearch self)
+{
+	float	   *mins = malloc(sizeof(float) * dim),
+			   *maxs = malloc(sizeof(float) * dim),
+			   *lo = malloc(sizeof(float) * dim),
+			   *scale = malloc(sizeof(float) * dim);
+	uint8_t    *codes = malloc((size_t) n * dim);
+	uint8_t    *found_before = malloc(n),
+			   *found_after = malloc(n),
+			   *reached_before = calloc(n, 1);
+	ShnswBuildGraph g,
+				g2;
+	int			before,
+				orphans,
+				after,
+				misses_before,
+				misses_after,
+				repaired_missed = 0,
+				lost = 0;
+	uint32_t	added = 0,
+				added2 = 0;
+	bool		same;
+
+	if (metric == SHNSW_METRIC_COSINE)
+		for (int i = 0; i < n; i++)
+			shnsw_normalize(x + (size_t) i * dim, dim);
+	sq8_train_init(mins, maxs, dim);
+	for (int i = 0; i < n; i++)
+		sq8_train_add(mins, maxs, x + (size_t) i * dim, dim);
+	sq8_train_finish(mins, maxs, lo, scale, dim);
+	for (int i = 0; i < n; i++)
+		sq8_encode(lo, scale, x + (size_t) i * dim, codes + (size_t) i * dim, dim);
+
+	build_graph(&g, metric, x, codes, n, dim, m, efc, use_codes, lo, scale, false, NULL);
+	before = graph_reach(&g, reached_before);
+	orphans = graph_orphans(&g);
+	misses_before = self_search(&g, metric, x, codes, lo, scale, 64, found_before);
+	if (want_unreached)
+		CHECK(before < n && orphans > 0 && misses_before > 0,
+			  "%s: the data should leave nodes unreachable (reached %d of %d, %d orphans)",
+			  what, before, n, orphans);
+
+	added = shnsw_build_ensure_reachable(&g);
+	after = graph_reach(&g, NULL);
+	CHECK(after == n, "%s: reached %d of %d after the repair", what, after, n);
+	CHECK(before == n ? added == 0 : added >= 1 && added <= (uint32_t) (n - before),
+		  "%s: %u links for %d unreachable nodes", what, added, n - before);
+	CHECK(graph_orphans(&g) == 0, "%s: nodes without an incoming link remain", what);
+	CHECK(graph_lists_ok(&g), "%s: a list is over 2m or names a node twice or itself", what);
+	CHECK(shnsw_build_ensure_reachable(&g) == 0, "%s: a second repair added links", what);
+
+	/* the same build repaired again gives the same lists */
+	build_graph(&g2, metric, x, codes, n, dim, m, efc, use_codes, lo, scale, true, &added2);
+	same = added2 == added && g2.entry == g.entry;
+	for (int i = 0; same && i < n; i++)
+		same = g2.cnt0[i] == g.cnt0[i] &&
+			memcmp(g2.nbr0 + (size_t) i * 2 * m, g.nbr0 + (size_t) i * 2 * m,
+				   sizeof(ShnswRef) * g.cnt0[i]) == 0;
+	CHECK(same, "%s: the repair is not deterministic", what);
+	shnsw_build_free(&g2);
+
+	misses_after = self_search(&g, metric, x, codes, lo, scale, 64, found_after);
+	for (int i = 0; i < n; i++)
+	{
+		if (!reached_before[i] && !found_after[i])
+			repaired_missed++;
+		if (found_before[i] && !found_after[i])
+			lost++;
+	}
+	if (self == SELF_ALL)
+		CHECK(misses_after == 0, "%s: %d nodes not found by a search for their own vector",
+			  what, misses_after);
+	else if (self == SELF_REPAIRED)
+		CHECK(repaired_missed == 0, "%s: %d repaired nodes not found by a search for their"
+			  " own vector", what, repaired_missed);
+	else
+		CHECK(misses_after < misses_before, "%s: searches for own vectors miss %d nodes,"
+			  " %d before the repair", what, misses_after, misses_before);
+	printf("  reachability %s: %d of %d unreachable (%d without incoming link), %u links added;"
+		   " self-search misses %d -> %d (%d of them repaired, %d found before)\n",
+		   what, n - before, n, orphans, added, misses_before, misses_after,
+		   repaired_missed, lost);
+
+	shnsw_build_free(&g);
+	free(mins);
+	free(maxs);
+	free(lo);
+	free(scale);
+	free(codes);
+	free(found_before);
+	free(found_after);
+	free(reached_before);
+}
+
+/* n points: copies of n / copies random centres plus noise (0: exact copies). */
+static float *
+make_copies(int n, int dim, int copies, float noise)
+{
+	int			nc = (n + copies - 1) / copies;
+	float	   *centers = make_data(nc, dim, 1);
+	float	   *x = malloc(sizeof(float) * n * dim);
+
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < dim; j++)
+			x[i * dim + j] = centers[(i % nc) * dim + j] + noise * (float) nrand();
+	free(centers);
+	return x;
+}
+
+/*
+ * Hand-made graphs (m = 2, all on layer 0, entry node 9): A = nodes 0..9 at
+ * x = 0..9, each linked to the four nearest of a window of five (full
+ * lists, nearest first); nodes from 10 on sit far away at x = 100 + i - 10.
+ * A walk from 9 adopts 8, 7, 6 and 5 as 9's tree children, so 9's list is
+ * all tree links and must never lose an entry.
+ */
+static void
+reach_line_graph(ShnswBuildGraph *g, int n)
+{
+	shnsw_build_init(g, 2, 2, 16, SHNSW_METRIC_L2, n, false, NULL, NULL, 1, NULL);
+	for (int i = 0; i < n; i++)
+	{
+		float		v[2] = {i < 10 ? (float) i : 100.0f + (float) (i - 10), 0.0f};
+
+		shnsw_build_add_vector(g, v);
+		g->levels[i] = 0;
+	}
+	for (int i = 0; i < 10; i++)
+	{
+		int			lo = i < 2 ? 0 : i > 7 ? 5 : i - 2,
+					cnt;
+		ShnswRef   *nb = shnsw_build_neighbors(g, i, 0, &cnt);
+
+		cnt = 0;
+		for (int off = 1; off <= 4; off++)
+			for (int sgn = -1; sgn <= 1; sgn += 2)
+			{
+				int			j = i + sgn * off;
+
+				if (j >= lo && j <= lo + 4 && cnt < 4)
+					nb[cnt++] = (ShnswRef) j;
+			}
+		g->cnt0[i] = (uint16_t) cnt;
+	}
+	g->entry = 9;
+	g->max_level = 0;
+}
+
+/* Whether node i's layer-0 list is exactly want[0..3]. */
+static bool
+reach_list_is(const ShnswBuildGraph *g, uint32_t i, const ShnswRef *want)
+{
+	int			cnt;
+	ShnswRef   *nb = shnsw_build_neighbors(g, i, 0, &cnt);
+
+	return cnt == 4 && memcmp(nb, want, sizeof(ShnswRef) * 4) == 0;
+}
+
+static void
+test_reachability_hand_made(void)
+{
+	ShnswBuildGraph g;
+	ShnswRef   *nb;
+	int			cnt;
+	uint32_t	added;
+	const ShnswRef list9[4] = {8, 7, 6, 5};
+
+	/*
+	 * B = nodes 10..19, a ring no walk from A enters: B's own lists name
+	 * no reached node, so the repair searches; 9 cannot give up a slot, so
+	 * 8 links B's node 10 over its farthest neighbour, 5 (still linked from
+	 * 9). One link reaches all of B.
+	 */
+	{
+		const ShnswRef list8[4] = {7, 9, 6, 10};
+
+		reach_line_graph(&g, 20);
+		for (int i = 10; i < 20; i++)
+		{
+			nb = shnsw_build_neighbors(&g, i, 0, &cnt);
+			nb[0] = (ShnswRef) (i == 19 ? 10 : i + 1);
+			nb[1] = (ShnswRef) (i == 10 ? 19 : i - 1);
+			g.cnt0[i] = 2;
+		}
+		CHECK(graph_reach(&g, NULL) == 10 && graph_lists_ok(&g), "component: reached %d",
+			  graph_reach(&g, NULL));
+		added = shnsw_build_ensure_reachable(&g);
+		CHECK(added == 1, "component: %u links added, want 1", added);
+		CHECK(graph_reach(&g, NULL) == 20 && graph_lists_ok(&g), "component: reached %d of 20",
+			  graph_reach(&g, NULL));
+		CHECK(reach_list_is(&g, 9, list9), "component: the entry's tree links changed");
+		CHECK(reach_list_is(&g, 8, list8), "component: node 8 should link node 10 over 5");
+		shnsw_build_free(&g);
+	}
+
+	/*
+	 * Nodes 10 and 11 have no incoming link; their own full lists name
+	 * 9, 8, 7, 6. 9 cannot take a link and 8 gives up one entry (5) for
+	 * node 10; for node 11, 8 has given up its one, so 7 takes it, over its
+	 * farthest neighbour (5 and 9 tie; the higher number goes).
+	 */
+	{
+		const ShnswRef list8[4] = {7, 9, 6, 10},
+					list7[4] = {6, 8, 5, 11};
+
+		reach_line_graph(&g, 12);
+		for (int i = 10; i < 12; i++)
+		{
+			nb = shnsw_build_neighbors(&g, i, 0, &cnt);
+			nb[0] = 9;
+			nb[1] = 8;
+			nb[2] = 7;
+			nb[3] = 6;
+			g.cnt0[i] = 4;
+		}
+		CHECK(graph_reach(&g, NULL) == 10 && graph_orphans(&g) == 2, "orphans: reached %d",
+			  graph_reach(&g, NULL));
+		added = shnsw_build_ensure_reachable(&g);
+		CHECK(added == 2, "orphans: %u links added, want 2", added);
+		CHECK(graph_reach(&g, NULL) == 12 && graph_lists_ok(&g), "orphans: reached %d of 12",
+			  graph_reach(&g, NULL));
+		CHECK(reach_list_is(&g, 9, list9), "orphans: the entry's tree links changed");
+		CHECK(reach_list_is(&g, 8, list8), "orphans: node 8 should link node 10 over 5");
+		CHECK(reach_list_is(&g, 7, list7), "orphans: node 7 should link node 11 over 9");
+		shnsw_build_free(&g);
+	}
+}
+
+static void
+test_reachability_cases(void)
+{
+	float	   *x;
+
+	test_reachability_hand_made();
+	rng_state = 777;
+	/* the reported case: 5000 x 16 random l2 vectors, m = 8 */
+	x = make_data(5000, 16, 5000);
+	test_reachability("l2 random m=8", SHNSW_METRIC_L2, x, 5000, 16, 8, 64, false, true, SELF_ALL);
+	free(x);
+	x = make_data(3000, 8, 40);
+	test_reachability("l2 clustered m=3 codes", SHNSW_METRIC_L2, x, 3000, 8, 3, 32, true, true,
+					  SELF_ALL);
+	test_reachability("l2 clustered m=2", SHNSW_METRIC_L2, x, 3000, 8, 2, 32, false, true,
+					  SELF_FEWER);
+	free(x);
+	x = make_copies(2000, 8, 6, 0.001f);
+	test_reachability("l2 near copies m=4", SHNSW_METRIC_L2, x, 2000, 8, 4, 40, false, true,
+					  SELF_ALL);
+	free(x);
+	x = make_copies(2000, 8, 6, 0.0f);
+	test_reachability("l2 exact copies m=4", SHNSW_METRIC_L2, x, 2000, 8, 4, 40, false, true,
+					  SELF_FEWER);
+	free(x);
+	x = make_data(2000, 16, 30);
+	test_reachability("ip clustered m=16", SHNSW_METRIC_IP, x, 2000, 16, 16, 64, false, true,
+					  SELF_REPAIRED);
+	free(x);
+	x = make_data(2000, 16, 30);
+	test_reachability("cosine clustered m=4", SHNSW_METRIC_COSINE, x, 2000, 16, 4, 40, false,
+					  true, SELF_REPAIRED);
+	free(x);
 }
 
 /* Run a hit/miss pattern (string of 'h'/'m', repeated) through a controller. */
@@ -690,6 +1133,7 @@ main(void)
 	test_graph_search(SHNSW_METRIC_COSINE, 2000, 64, 16, 64, false);
 	test_graph_search(SHNSW_METRIC_IP, 2000, 16, 16, 64, false);
 	test_graph_search(SHNSW_METRIC_L2, 20000, 24, 16, 64, false);
+	test_reachability_cases();
 	printf("%d passed, %d failed\n", npassed, nfailed);
 	return nfailed == 0 ? 0 : 1;
 }
