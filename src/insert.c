@@ -484,16 +484,35 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 	}
 
 	/*
-	 * Links back from the neighbours. If the heuristic kept the new node in
-	 * none of its layer-0 neighbours' lists, no search could reach it: the
-	 * nearest neighbour that will take it links to it anyway.
+	 * Links back from the neighbours. A layer-0 node that a back-link takes
+	 * out of a full list gets a link from the new node instead (while its
+	 * list has room). If the heuristic kept the new node in none of its
+	 * layer-0 neighbours' lists, no search could reach it: the nearest
+	 * neighbour that will take it links to it anyway.
 	 */
-	for (int l = 0; l <= level; l++)
+	for (int l = 1; l <= level; l++)
 		for (int k = 0; k < nnbrs[l]; k++)
-			if (shnsw_add_backlink(&is->lk, nbrs[l][k], l, newref, code, false) && l == 0)
-				linked = true;
+			shnsw_add_backlink(&is->lk, nbrs[l][k], l, newref, code, false, NULL, NULL);
+	for (int k = 0; k < nnbrs[0]; k++)
+	{
+		ShnswRef	dropped[2 * SHNSW_MAX_M];
+		int			ndropped = 0;
+
+		if (shnsw_add_backlink(&is->lk, nbrs[0][k], 0, newref, code, false, dropped, &ndropped))
+			linked = true;
+		/* a node a back-link took out may have lost its only in-link */
+		if (ndropped > 0)
+			shnsw_adopt(&is->lk, newref, dropped, ndropped);
+	}
 	for (int k = 0; k < nnbrs[0] && !linked; k++)
-		linked = shnsw_add_backlink(&is->lk, nbrs[0][k], 0, newref, code, true);
+	{
+		ShnswRef	dropped[2 * SHNSW_MAX_M];
+		int			ndropped = 0;
+
+		linked = shnsw_add_backlink(&is->lk, nbrs[0][k], 0, newref, code, true, dropped, &ndropped);
+		if (ndropped > 0)
+			shnsw_adopt(&is->lk, newref, dropped, ndropped);
+	}
 
 	/* publish: the graph changed */
 	{

@@ -305,11 +305,13 @@ list_has(const ShnswRef *list, int n, ShnswRef r)
  * node; with force, the new node replaces e's farthest neighbour if the
  * heuristic would drop it (used so that a new node gets at least one
  * incoming link). Deleted and free nodes get no new links. Returns whether
- * e's list holds the new node afterwards.
+ * e's list holds the new node afterwards. The nodes the change took out of
+ * e's list are appended to dropped (room for 2m; *ndropped counts them),
+ * so that the caller can give them a link elsewhere.
  */
 bool
 shnsw_add_backlink(ShnswLinker *lk, ShnswRef e, int layer, ShnswRef newref,
-				   const uint8 *newcode, bool force)
+				   const uint8 *newcode, bool force, ShnswRef *dropped, int *ndropped)
 {
 	int			max = layer == 0 ? 2 * lk->m : lk->m;
 	ShnswNodeCopy node;
@@ -359,13 +361,48 @@ shnsw_add_backlink(ShnswLinker *lk, ShnswRef e, int layer, ShnswRef newref,
 				break;			/* nothing to write */
 		}
 		if (write_list_if(lk, e, node.upper, layer, node.list, node.count, list, cnt))
+		{
+			for (int k = 0; k < node.count && dropped != NULL; k++)
+				if (!list_has(list, cnt, node.list[k]))
+					dropped[(*ndropped)++] = node.list[k];
 			goto done;
+		}
 		kept = false;
 	}
 done:
 	pfree(codes);
 	pfree(ecode);
 	return kept;
+}
+
+/*
+ * shnsw_adopt appends to node e's layer-0 list those of refs[0..n-1] it
+ * does not hold yet, while it has room: an insert gives a link to the
+ * nodes its back-links took out of its neighbours' lists, which might
+ * have been their only incoming link. Never prunes anything.
+ */
+void
+shnsw_adopt(ShnswLinker *lk, ShnswRef e, const ShnswRef *refs, int n)
+{
+	ShnswNodeCopy node;
+	ShnswRef	list[2 * SHNSW_MAX_M];
+
+	for (int attempt = 0; attempt < SHNSW_LIST_RETRIES; attempt++)
+	{
+		int			cnt;
+
+		shnsw_read_node(lk, e, 0, &node, NULL);
+		if (node.flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE))
+			return;
+		memcpy(list, node.list, sizeof(ShnswRef) * node.count);
+		cnt = node.count;
+		for (int k = 0; k < n && cnt < 2 * lk->m; k++)
+			if (refs[k] != e && !list_has(list, cnt, refs[k]))
+				list[cnt++] = refs[k];
+		if (cnt == node.count ||
+			write_list_if(lk, e, node.upper, 0, node.list, node.count, list, cnt))
+			return;
+	}
 }
 
 /* ---------- repair (VACUUM) ---------- */

@@ -352,7 +352,9 @@ extern void shnsw_find_neighbors(ShnswLinker *lk, const float *q, ShnswRef entry
 								 int entry_level, int level, int ef, ShnswRef exclude,
 								 ShnswRef **nbrs, int *nnbrs);
 extern bool shnsw_add_backlink(ShnswLinker *lk, ShnswRef e, int layer, ShnswRef newref,
-							   const uint8 *newcode, bool force);
+							   const uint8 *newcode, bool force, ShnswRef *dropped,
+							   int *ndropped);
+extern void shnsw_adopt(ShnswLinker *lk, ShnswRef e, const ShnswRef *refs, int n);
 extern int	shnsw_ref_cmp(const void *a, const void *b);
 extern bool shnsw_refset_has(const ShnswRefSet *set, ShnswRef r);
 extern bool shnsw_repair_list(ShnswLinker *lk, ShnswRef e, int layer, const ShnswRefSet *dead);

@@ -24,8 +24,13 @@
  *	   page with the metapage. Inserts of level-0 nodes take slots from it,
  *	   with their exact-vector space (insert.c).
  *
- * Passes 2 to 5 run only when pass 1 found nodes that are deleted but not
- * yet free (this VACUUM's, or those of one that was interrupted).
+ * amvacuumcleanup of a VACUUM that had no dead heap tuples runs passes 1
+ * (finding nothing to mark) and 4, so that a table that only takes inserts
+ * gets its in-link check too.
+ *
+ * ambulkdelete is called only when the heap has dead tuples; all five passes
+ * run then, even if none of them are in this index, so that nodes inserted
+ * during an earlier VACUUM get their in-link check too.
  *
  * Locking: no heavyweight lock; inserts and scans go on throughout. Each
  * page is locked only while it is read or changed; when a graph page and
@@ -302,7 +307,7 @@ link_unreached(VacState *vs, ShnswLinker *lk)
 		shnsw_read_node(lk, ref, 0, &node, code);
 		for (int k = 0; k < node.count; k++)
 			if (!shnsw_refset_has(&vs->dead, node.list[k]) &&
-				shnsw_add_backlink(lk, node.list[k], 0, ref, code, true))
+				shnsw_add_backlink(lk, node.list[k], 0, ref, code, true, NULL, NULL))
 				break;
 	}
 	pfree(indeg);
@@ -352,6 +357,37 @@ free_nodes(VacState *vs, BlockNumber blk, const ShnswRef *refs, int n)
 	UnlockReleaseBuffer(buf);
 }
 
+/* Set up the state of one VACUUM pass over an index. */
+static void
+vac_init(VacState *vs, Relation index, BufferAccessStrategy bas)
+{
+	memset(vs, 0, sizeof(*vs));
+	vs->index = index;
+	vs->info = shnsw_get_index_info(index);
+	vs->bas = bas;
+	vs->best = SHNSW_INVALID_REF;
+	vs->bestlevel = -1;
+}
+
+/* Free what vac_init and the passes allocated. */
+static void
+vac_free(VacState *vs)
+{
+	if (vs->dead.refs)
+		pfree(vs->dead.refs);
+	if (vs->tofree)
+		pfree(vs->tofree);
+	if (vs->live.refs)
+		pfree(vs->live.refs);
+}
+
+/* bulkdelete callback of a VACUUM without dead heap tuples. */
+static bool
+none_dead(ItemPointer tid, void *state)
+{
+	return false;
+}
+
 IndexBulkDeleteResult *
 shnsw_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 				 IndexBulkDeleteCallback callback, void *callback_state)
@@ -362,12 +398,7 @@ shnsw_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 
 	if (stats == NULL)
 		stats = palloc0(sizeof(IndexBulkDeleteResult));
-	memset(&vs, 0, sizeof(vs));
-	vs.index = index;
-	vs.info = shnsw_get_index_info(index);
-	vs.bas = info->strategy;
-	vs.best = SHNSW_INVALID_REF;
-	vs.bestlevel = -1;
+	vac_init(&vs, index, info->strategy);
 
 	/* pass 1: mark (blocks and slots in order, so the sets come out sorted) */
 	for (BlockNumber blk = SHNSW_METAPAGE_BLKNO + 1; blk < nblocks; blk++)
@@ -379,7 +410,11 @@ shnsw_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 			mark_page(&vs, blk, buf, stats, callback, callback_state);
 	}
 
-	if (vs.ntofree > 0)
+	/*
+	 * Passes 2 to 5 run even when this VACUUM found nothing new to free:
+	 * nodes inserted while an earlier VACUUM ran were not in its in-link
+	 * count, and links written by inserts racing it can name freed slots.
+	 */
 	{
 		ShnswLinker lk;
 		char	   *copy = palloc(BLCKSZ);
@@ -416,12 +451,7 @@ shnsw_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 		}
 	}
 
-	if (vs.dead.refs)
-		pfree(vs.dead.refs);
-	if (vs.tofree)
-		pfree(vs.tofree);
-	if (vs.live.refs)
-		pfree(vs.live.refs);
+	vac_free(&vs);
 	stats->num_pages = nblocks;
 	return stats;
 }
@@ -435,15 +465,32 @@ shnsw_vacuumcleanup(IndexVacuumInfo *info, IndexBulkDeleteResult *stats)
 		return stats;
 	if (stats == NULL)
 	{
-		/* no bulkdelete pass: count live nodes from the metapage */
-		Buffer		metabuf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
-		ShnswMetaPage meta;
+		/*
+		 * No bulkdelete pass (no dead heap tuples: a VACUUM after inserts).
+		 * Links that concurrent inserts pruned can have left a node without
+		 * an incoming link; give each such node one (passes 1 and 4).
+		 */
+		VacState	vs;
+		BlockNumber nblocks = RelationGetNumberOfBlocks(index);
 
 		stats = palloc0(sizeof(IndexBulkDeleteResult));
-		LockBuffer(metabuf, BUFFER_LOCK_SHARE);
-		meta = ShnswPageGetMeta(BufferGetPage(metabuf));
-		stats->num_index_tuples = (double) (meta->node_count - meta->deleted_count);
-		UnlockReleaseBuffer(metabuf);
+		vac_init(&vs, index, info->strategy);
+		for (BlockNumber blk = SHNSW_METAPAGE_BLKNO + 1; blk < nblocks; blk++)
+		{
+			Buffer		buf;
+
+			vacuum_delay_point(false);
+			if (read_graph_page(&vs, blk, &buf))
+				mark_page(&vs, blk, buf, stats, none_dead, NULL);
+		}
+		if (vs.live.n > 0)
+		{
+			ShnswLinker lk;
+
+			shnsw_linker_init(&lk, index, vs.info);
+			link_unreached(&vs, &lk);
+		}
+		vac_free(&vs);
 	}
 	stats->num_pages = RelationGetNumberOfBlocks(index);
 	return stats;
