@@ -108,6 +108,24 @@ read_graph_page(VacState *vs, BlockNumber blk, Buffer *buf)
 }
 
 /*
+ * begin_page_and_meta starts one WAL record that changes a graph page (buf,
+ * pinned, unlocked) and the metapage: locks both exclusively, graph page
+ * first as inserts do, and returns the writable copies. The caller finishes
+ * the record and releases the locks.
+ */
+static ShnswMetaPage
+begin_page_and_meta(VacState *vs, Buffer buf, Buffer *metabuf, GenericXLogState **state,
+					Page *page)
+{
+	*metabuf = ReadBuffer(vs->index, SHNSW_METAPAGE_BLKNO);
+	LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+	LockBuffer(*metabuf, BUFFER_LOCK_EXCLUSIVE);
+	*state = GenericXLogStart(vs->index);
+	*page = GenericXLogRegisterBuffer(*state, buf, 0);
+	return ShnswPageGetMeta(GenericXLogRegisterBuffer(*state, *metabuf, 0));
+}
+
+/*
  * Pass 1 on one graph page: mark its dead nodes deleted and collect the
  * page's deleted nodes. Enters with the page share-locked and pinned;
  * releases both.
@@ -157,7 +175,7 @@ mark_page(VacState *vs, BlockNumber blk, Buffer buf, IndexBulkDeleteResult *stat
 	if (ndead > 0)
 	{
 		GenericXLogState *state;
-		Buffer		metabuf = ReadBuffer(vs->index, SHNSW_METAPAGE_BLKNO);
+		Buffer		metabuf;
 		ShnswMetaPage meta;
 
 		/*
@@ -166,11 +184,7 @@ mark_page(VacState *vs, BlockNumber blk, Buffer buf, IndexBulkDeleteResult *stat
 		 * live node's flags, and one VACUUM runs at a time, so the slots
 		 * still hold the nodes found dead above.
 		 */
-		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
-		LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
-		state = GenericXLogStart(vs->index);
-		page = GenericXLogRegisterBuffer(state, buf, 0);
-		meta = ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0));
+		meta = begin_page_and_meta(vs, buf, &metabuf, &state, &page);
 		for (int k = 0; k < ndead; k++)
 			shnsw_page_node(page, dead[k], vs->info->node_size)->flags |= SHNSW_NODE_DELETED;
 		meta->deleted_count += ndead;
@@ -322,16 +336,10 @@ static void
 free_nodes(VacState *vs, BlockNumber blk, const ShnswRef *refs, int n)
 {
 	Buffer		buf = ReadBufferExtended(vs->index, MAIN_FORKNUM, blk, RBM_NORMAL, vs->bas);
-	Buffer		metabuf = ReadBuffer(vs->index, SHNSW_METAPAGE_BLKNO);
+	Buffer		metabuf;
 	GenericXLogState *state;
 	Page		page;
-	ShnswMetaPage meta;
-
-	LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
-	LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
-	state = GenericXLogStart(vs->index);
-	page = GenericXLogRegisterBuffer(state, buf, 0);
-	meta = ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0));
+	ShnswMetaPage meta = begin_page_and_meta(vs, buf, &metabuf, &state, &page);
 	shnsw_check_page(vs->index, page, blk, SHNSW_PAGE_GRAPH);
 	for (int k = 0; k < n; k++)
 	{
