@@ -470,13 +470,16 @@ shnsw_repair_list(ShnswLinker *lk, ShnswRef e, int layer, const ShnswRefSet *dea
 	float	   *d = palloc(sizeof(float) * cap);
 	uint8	   *codes = palloc((Size) cap * lk->dims);
 	uint8	   *ecode = palloc(lk->dims);
+	ShnswRef   *pool = palloc(sizeof(ShnswRef) * cap);
+	float	   *pool_d = palloc(sizeof(float) * cap);
 	bool		changed = false;
 
 	for (int attempt = 0; attempt < SHNSW_LIST_RETRIES; attempt++)
 	{
 		int			n = 0,
 					ndead = 0,
-					u = 0;
+					u = 0,
+					npool;
 
 		shnsw_read_node(lk, e, layer, &node, ecode);
 		if (node.flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE))
@@ -513,7 +516,28 @@ shnsw_repair_list(ShnswLinker *lk, ShnswRef e, int layer, const ShnswRefSet *dea
 			n = add_searched(lk, e, layer, ecode, dead, cands, n, cap);
 		shnsw_read_codes(lk, cands, n, codes);
 		code_distances(lk, ecode, codes, n, d);
+		memcpy(pool, cands, sizeof(ShnswRef) * n);
+		memcpy(pool_d, d, sizeof(float) * n);
+		npool = n;
 		n = shnsw_select_neighbors(lk, cands, d, codes, n, max);
+
+		/*
+		 * The heuristic alone keeps far fewer than the list held (lists grow
+		 * by back-links, unpruned until full): fill up to the old length
+		 * with the nearest candidates it passed over, so the repaired graph
+		 * stays as dense as it was.
+		 */
+		while (n < Min(node.count, max))
+		{
+			int			best = -1;
+
+			for (int k = 0; k < npool; k++)
+				if (!list_has(cands, n, pool[k]) && (best < 0 || pool_d[k] < pool_d[best]))
+					best = k;
+			if (best < 0)
+				break;
+			cands[n++] = pool[best];
+		}
 		if (write_list_if(lk, e, node.upper, layer, node.list, node.count, cands, n))
 		{
 			changed = true;
@@ -524,5 +548,7 @@ shnsw_repair_list(ShnswLinker *lk, ShnswRef e, int layer, const ShnswRefSet *dea
 	pfree(d);
 	pfree(codes);
 	pfree(ecode);
+	pfree(pool);
+	pfree(pool_d);
 	return changed;
 }
