@@ -17,8 +17,9 @@
  *	   the graph stays connected around the holes.
  *	3. entry point: if the entry point is deleted, the live node of highest
  *	   level takes its place.
- *	4. reach: a live node that no list names any more (the heuristic can
- *	   leave one so) gets a link from the nearest of its neighbours.
+ *	4. reach: a walk from the entry point over the live nodes' layer-0
+ *	   lists; a node it misses (the heuristic, a repair or concurrent
+ *	   inserts can cut nodes off) gets a link from a reached node.
  *	5. free: deleted nodes go on the free list (flag FREE, level 0, no
  *	   neighbours; the list links through neighbors[0]), one WAL record per
  *	   page with the metapage. Inserts of level-0 nodes take slots from it,
@@ -265,24 +266,72 @@ move_entry_point(VacState *vs)
 	UnlockReleaseBuffer(metabuf);
 }
 
+/* Index of r in the sorted live set, or -1. */
+static int64
+live_index(const VacState *vs, ShnswRef r)
+{
+	ShnswRef   *at = vs->live.n > 0 ?
+		bsearch(&r, vs->live.refs, vs->live.n, sizeof(ShnswRef), shnsw_ref_cmp) : NULL;
+
+	return at ? at - vs->live.refs : -1;
+}
+
+/* Mark node i and everything reachable from it over adj; stack has room for n. */
+static void
+reach_from(int64 i, const int64 *start, const int32 *adj, bool *reached, int32 *stack)
+{
+	int64		top = 0;
+
+	if (reached[i])
+		return;
+	reached[i] = true;
+	stack[top++] = (int32) i;
+	while (top > 0)
+	{
+		int32		u = stack[--top];
+
+		for (int64 k = start[u]; k < start[u + 1]; k++)
+		{
+			if (!reached[adj[k]])
+			{
+				reached[adj[k]] = true;
+				stack[top++] = adj[k];
+			}
+		}
+	}
+}
+
 /*
- * Pass 4: every live node but the entry point needs an incoming layer-0
- * link, or no search reaches it. Repairs (and the heuristic at any time)
- * can leave a node without one; it gets a link from the nearest of its own
- * neighbours that takes one (forced, replacing that node's farthest
- * neighbour if its list is full). Counts in-links over all graph pages
- * first; holds no lock between pages.
+ * Pass 4: every live node must be reachable on layer 0 from the entry point,
+ * or no search finds it. The heuristic (at any insert), a repair, or links
+ * lost to concurrent inserts can cut a node, or a group of nodes that link
+ * to each other, off. This pass copies the live nodes' layer-0 lists, walks
+ * them from the entry point, and links every node the walk missed from a
+ * reached node: the nearest of its own neighbours that is reached, or else
+ * the nearest reached node a search finds (forced, replacing that node's
+ * farthest neighbour if its list is full); what it reaches through the new
+ * link counts as reached from then on. Holds no lock between pages.
  */
 static void
 link_unreached(VacState *vs, ShnswLinker *lk)
 {
-	uint8	   *indeg = palloc_extended(Max(vs->live.n, 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	int64		n = vs->live.n;
+	int			maxdeg = 2 * vs->info->m;
+	int64	   *start = palloc_extended(sizeof(int64) * (n + 1), MCXT_ALLOC_HUGE);
+	int32	   *adj = palloc_extended(sizeof(int32) * Max(n * maxdeg, 1), MCXT_ALLOC_HUGE);
+	bool	   *reached = palloc_extended(Max(n, 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	int32	   *stack = palloc_extended(sizeof(int32) * Max(n, 1), MCXT_ALLOC_HUGE);
 	BlockNumber nblocks = RelationGetNumberOfBlocks(vs->index);
 	ShnswMetaSnapshot snap;
 	uint8	   *code = palloc(vs->info->dims);
+	float	   *q = palloc(sizeof(float) * vs->info->dims);
 	ShnswNodeCopy node;
+	int64		nadj = 0,
+				next = 0,
+				entry;
 
-	for (BlockNumber blk = SHNSW_METAPAGE_BLKNO + 1; blk < nblocks; blk++)
+	/* the live nodes' layer-0 lists, as indexes into the live set */
+	for (BlockNumber blk = SHNSW_METAPAGE_BLKNO + 1; blk < nblocks && next < n; blk++)
 	{
 		Buffer		buf;
 		Page		page;
@@ -291,41 +340,84 @@ link_unreached(VacState *vs, ShnswLinker *lk)
 		if (!read_graph_page(vs, blk, &buf))
 			continue;
 		page = BufferGetPage(buf);
-		for (int s = 0; s < ShnswPageGetOpaque(page)->nslots; s++)
+		for (int s = 0; s < ShnswPageGetOpaque(page)->nslots && next < n; s++)
 		{
 			ShnswNodeHeader *h = shnsw_page_node(page, s, vs->info->node_size);
 			ShnswRef   *nb = shnsw_node_neighbors(h);
 
-			if (h->flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE))
+			/* nodes placed since pass 1 are not in the set: skip them */
+			if (vs->live.refs[next] != shnsw_make_ref(blk, s, vs->info->slot_bits))
 				continue;
-			for (int k = 0; k < Min(h->nneighbors, 2 * vs->info->m); k++)
+			start[next] = nadj;
+			if (!(h->flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)))
 			{
-				ShnswRef   *at = bsearch(&nb[k], vs->live.refs, vs->live.n, sizeof(ShnswRef),
-										 shnsw_ref_cmp);
+				for (int k = 0; k < Min(h->nneighbors, maxdeg); k++)
+				{
+					int64		j = live_index(vs, nb[k]);
 
-				if (at != NULL && indeg[at - vs->live.refs] < 255)
-					indeg[at - vs->live.refs]++;
+					if (j >= 0)
+						adj[nadj++] = (int32) j;
+				}
 			}
+			next++;
 		}
 		UnlockReleaseBuffer(buf);
 	}
+	while (next < n)
+		start[next++] = nadj;	/* not found on its page any more */
+	start[n] = nadj;
 
 	shnsw_read_meta(vs->index, &snap);
-	for (int64 i = 0; i < vs->live.n; i++)
+	entry = live_index(vs, snap.entry);
+	if (entry >= 0)
 	{
-		ShnswRef	ref = vs->live.refs[i];
+		reach_from(entry, start, adj, reached, stack);
+		for (int64 i = 0; i < n; i++)
+		{
+			bool		linked = false;
 
-		if (indeg[i] > 0 || ref == snap.entry)
-			continue;
-		vacuum_delay_point(false);
-		shnsw_read_node(lk, ref, 0, &node, code);
-		for (int k = 0; k < node.count; k++)
-			if (!shnsw_refset_has(&vs->dead, node.list[k]) &&
-				shnsw_add_backlink(lk, node.list[k], 0, ref, code, true, NULL, NULL))
-				break;
+			if (reached[i])
+				continue;
+			vacuum_delay_point(false);
+			shnsw_read_node(lk, vs->live.refs[i], 0, &node, code);
+			if (node.flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE))
+				continue;
+			for (int k = 0; k < node.count && !linked; k++)
+			{
+				int64		j = live_index(vs, node.list[k]);
+
+				if (j >= 0 && reached[j])
+					linked = shnsw_add_backlink(lk, node.list[k], 0, vs->live.refs[i], code,
+												true, NULL, NULL);
+			}
+			if (!linked)
+			{
+				ShnswRef   *nbrs[1];
+				int			nnbrs[1];
+
+				sq8_decode(vs->info->lo, vs->info->scale, code, q, vs->info->dims);
+				shnsw_find_neighbors(lk, q, snap.entry, snap.entry_level, 0,
+									 shnsw_get_ef_construction(vs->index),
+									 vs->live.refs[i], nbrs, nnbrs);
+				for (int k = 0; k < nnbrs[0] && !linked; k++)
+				{
+					int64		j = live_index(vs, nbrs[0][k]);
+
+					if (j >= 0 && reached[j])
+						linked = shnsw_add_backlink(lk, nbrs[0][k], 0, vs->live.refs[i], code,
+													true, NULL, NULL);
+				}
+			}
+			if (linked)
+				reach_from(i, start, adj, reached, stack);
+		}
 	}
-	pfree(indeg);
+	pfree(start);
+	pfree(adj);
+	pfree(reached);
+	pfree(stack);
 	pfree(code);
+	pfree(q);
 }
 
 /*
