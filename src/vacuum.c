@@ -84,7 +84,10 @@ push_ref(ShnswRef **arr, int64 *n, int64 *cap, ShnswRef r)
 	(*arr)[(*n)++] = r;
 }
 
-/* Read a graph page with the VACUUM strategy; NULL-ish (false) if not one. */
+/*
+ * Pin and share-lock block blk if it is a graph page (VACUUM's strategy);
+ * otherwise release it and return false.
+ */
 static bool
 read_graph_page(VacState *vs, BlockNumber blk, Buffer *buf)
 {
@@ -196,6 +199,24 @@ mark_page(VacState *vs, BlockNumber blk, Buffer buf, IndexBulkDeleteResult *stat
 		stats->tuples_removed += ndead;
 	}
 	ReleaseBuffer(buf);
+}
+
+/*
+ * Pass 1 over blocks 1 .. nblocks - 1, in order, so that the sets of
+ * deleted and live nodes come out sorted.
+ */
+static void
+mark_all(VacState *vs, BlockNumber nblocks, IndexBulkDeleteResult *stats,
+		 IndexBulkDeleteCallback callback, void *callback_state)
+{
+	for (BlockNumber blk = SHNSW_METAPAGE_BLKNO + 1; blk < nblocks; blk++)
+	{
+		Buffer		buf;
+
+		vacuum_delay_point(false);
+		if (read_graph_page(vs, blk, &buf))
+			mark_page(vs, blk, buf, stats, callback, callback_state);
+	}
 }
 
 /*
@@ -500,15 +521,8 @@ shnsw_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 		stats = palloc0(sizeof(IndexBulkDeleteResult));
 	vac_init(&vs, index, info->strategy);
 
-	/* pass 1: mark (blocks and slots in order, so the sets come out sorted) */
-	for (BlockNumber blk = SHNSW_METAPAGE_BLKNO + 1; blk < nblocks; blk++)
-	{
-		Buffer		buf;
-
-		vacuum_delay_point(false);
-		if (read_graph_page(&vs, blk, &buf))
-			mark_page(&vs, blk, buf, stats, callback, callback_state);
-	}
+	/* pass 1: mark */
+	mark_all(&vs, nblocks, stats, callback, callback_state);
 
 	/*
 	 * Passes 2 to 5 run even when this VACUUM found nothing new to free:
@@ -567,22 +581,14 @@ shnsw_vacuumcleanup(IndexVacuumInfo *info, IndexBulkDeleteResult *stats)
 	{
 		/*
 		 * No bulkdelete pass (no dead heap tuples: a VACUUM after inserts).
-		 * Links that concurrent inserts pruned can have left a node without
-		 * an incoming link; give each such node one (passes 1 and 4).
+		 * Links that concurrent inserts pruned can have cut nodes off; link
+		 * every node the walk from the entry point misses (passes 1 and 4).
 		 */
 		VacState	vs;
-		BlockNumber nblocks = RelationGetNumberOfBlocks(index);
 
 		stats = palloc0(sizeof(IndexBulkDeleteResult));
 		vac_init(&vs, index, info->strategy);
-		for (BlockNumber blk = SHNSW_METAPAGE_BLKNO + 1; blk < nblocks; blk++)
-		{
-			Buffer		buf;
-
-			vacuum_delay_point(false);
-			if (read_graph_page(&vs, blk, &buf))
-				mark_page(&vs, blk, buf, stats, none_dead, NULL);
-		}
+		mark_all(&vs, RelationGetNumberOfBlocks(index), stats, none_dead, NULL);
 		if (vs.live.n > 0)
 		{
 			ShnswLinker lk;

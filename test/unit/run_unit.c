@@ -447,6 +447,25 @@ mem_index_free(MemIndex *mi)
 	free(mi->node_at);
 }
 
+/*
+ * Normalize the first nnorm rows of x for cosine, train SQ8 on the first n
+ * and encode them into codes (n * dim bytes).
+ */
+static void
+prepare_data(ShnswMetric metric, float *x, int nnorm, int n, int dim, float *mins,
+			 float *maxs, float *lo, float *scale, uint8_t *codes)
+{
+	if (metric == SHNSW_METRIC_COSINE)
+		for (int i = 0; i < nnorm; i++)
+			shnsw_normalize(x + (size_t) i * dim, dim);
+	sq8_train_init(mins, maxs, dim);
+	for (int i = 0; i < n; i++)
+		sq8_train_add(mins, maxs, x + (size_t) i * dim, dim);
+	sq8_train_finish(mins, maxs, lo, scale, dim);
+	for (int i = 0; i < n; i++)
+		sq8_encode(lo, scale, x + (size_t) i * dim, codes + (size_t) i * dim, dim);
+}
+
 static void
 test_graph_search(ShnswMetric metric, int n, int dim, int m, int efc, bool use_codes)
 {
@@ -469,15 +488,7 @@ test_graph_search(ShnswMetric metric, int n, int dim, int m, int efc, bool use_c
 				unreachable;
 	uint32_t	repaired;
 
-	if (metric == SHNSW_METRIC_COSINE)
-		for (int i = 0; i < n + nq; i++)
-			shnsw_normalize(x + (size_t) i * dim, dim);
-	sq8_train_init(mins, maxs, dim);
-	for (int i = 0; i < n; i++)
-		sq8_train_add(mins, maxs, x + (size_t) i * dim, dim);
-	sq8_train_finish(mins, maxs, lo, scale, dim);
-	for (int i = 0; i < n; i++)
-		sq8_encode(lo, scale, x + (size_t) i * dim, codes + (size_t) i * dim, dim);
+	prepare_data(metric, x, n + nq, n, dim, mins, maxs, lo, scale, codes);
 
 	shnsw_build_init(&g, dim, m, efc, metric, n, use_codes, lo, scale, 42, NULL);
 	for (int i = 0; i < n; i++)
@@ -795,15 +806,7 @@ test_reachability(const char *what, ShnswMetric metric, float *x, int n, int dim
 				added2 = 0;
 	bool		same;
 
-	if (metric == SHNSW_METRIC_COSINE)
-		for (int i = 0; i < n; i++)
-			shnsw_normalize(x + (size_t) i * dim, dim);
-	sq8_train_init(mins, maxs, dim);
-	for (int i = 0; i < n; i++)
-		sq8_train_add(mins, maxs, x + (size_t) i * dim, dim);
-	sq8_train_finish(mins, maxs, lo, scale, dim);
-	for (int i = 0; i < n; i++)
-		sq8_encode(lo, scale, x + (size_t) i * dim, codes + (size_t) i * dim, dim);
+	prepare_data(metric, x, n, n, dim, mins, maxs, lo, scale, codes);
 
 	build_graph(&g, metric, x, codes, n, dim, m, efc, use_codes, lo, scale, false, NULL);
 	before = graph_reach(&g, reached_before);
