@@ -832,6 +832,7 @@ shnsw_search_init(ShnswSearch *s, const Sq8Query *q, const ShnswPageOps *ops, in
 	s->ops = ops;
 	s->m = m;
 	s->max_discovered = max_discovered;
+	s->target = SHNSW_INVALID_REF;
 	s->capcands = 256;
 	s->cands = shnsw_alloc(sizeof(ShnswCand) * s->capcands);
 	shnsw_visited_init(&s->visited, 512);
@@ -843,6 +844,13 @@ shnsw_search_init(ShnswSearch *s, const Sq8Query *q, const ShnswPageOps *ops, in
 	s->spec = shnsw_alloc(sizeof(ShnswRef) * 2 * m * SHNSW_SPECULATIVE_CANDIDATES);
 	s->ubuf = shnsw_alloc(sizeof(ShnswRef) * m);
 	s->locs = shnsw_alloc(sizeof(ShnswUpperLoc) * 2 * m);
+}
+
+void
+shnsw_search_set_target(ShnswSearch *s, ShnswRef target)
+{
+	s->target = target;
+	s->target_seen = false;
 }
 
 void
@@ -1094,6 +1102,7 @@ shnsw_search_next(ShnswSearch *s, ShnswRef start, int ef, uint32_t *out)
 		uint32_t	first;
 
 		s->started = true;
+		s->target_seen |= start == s->target;
 		shnsw_visited_add(&s->visited, start);
 		search_add_nodes(s, &start, 1, &first);
 		search_offer(s, first, ef, true);
@@ -1137,6 +1146,7 @@ shnsw_search_next(ShnswSearch *s, ShnswRef start, int ef, uint32_t *out)
 
 			if (shnsw_visited_add(&s->visited, r))
 				fresh[nf++] = r;
+			s->target_seen |= r == s->target;
 		}
 		if (s->ops->prefetch != NULL)
 		{
@@ -1148,6 +1158,8 @@ shnsw_search_next(ShnswSearch *s, ShnswRef start, int ef, uint32_t *out)
 		search_add_nodes(s, fresh, nf, idx);
 		for (int k = 0; k < nf; k++)
 			search_offer(s, idx[k], ef, true);
+		if (s->target_seen)
+			break;
 	}
 
 	n = 0;

@@ -203,6 +203,8 @@ typedef struct ShnswSearch
 	const ShnswPageOps *ops;
 	int			m;
 	uint32_t	max_discovered; /* stop after this many nodes (0: no limit) */
+	ShnswRef	target;			/* layer 0: stop once this node is seen */
+	bool		target_seen;
 
 	ShnswCand  *cands;
 	uint32_t	ncands;
@@ -231,6 +233,12 @@ typedef struct ShnswSearch
 extern void shnsw_search_init(ShnswSearch *s, const Sq8Query *q,
 							  const ShnswPageOps *ops, int m, uint32_t max_discovered);
 extern void shnsw_search_free(ShnswSearch *s);
+
+/*
+ * Make shnsw_search_next stop as soon as it reaches node target (VACUUM's
+ * "is this node found?" check needs no more); s->target_seen tells.
+ */
+extern void shnsw_search_set_target(ShnswSearch *s, ShnswRef target);
 
 /*
  * Greedy descent from the entry point through layers entry_level..1.

@@ -227,6 +227,55 @@ shnsw_find_neighbors(ShnswLinker *lk, const float *q, ShnswRef entry, int entry_
 	pfree(sq.w);
 }
 
+/*
+ * shnsw_search_finds searches for node e's own vector (its code, decoded)
+ * as a scan does: greedy through the upper layers from the entry point,
+ * then layer 0 at width ef. Returns true if the search reaches e; if not,
+ * *nearest is the nearest live node it reached (SHNSW_INVALID_REF if none),
+ * the node from which a link to e makes this search find it. Holds no lock
+ * on return.
+ */
+bool
+shnsw_search_finds(ShnswLinker *lk, ShnswRef e, const uint8 *ecode, ShnswRef entry,
+				   int entry_level, int ef, ShnswRef *nearest)
+{
+	Sq8Query	sq;
+	ShnswSearch s;
+	uint32	   *out = palloc(sizeof(uint32) * (ef + 1));
+	float	   *q = palloc(sizeof(float) * lk->dims);
+	float		best = 0;
+	bool		found = false;
+	int			n;
+
+	*nearest = SHNSW_INVALID_REF;
+	sq.dim = lk->dims;
+	sq.qs = palloc(sizeof(float) * lk->dims);
+	sq.w = palloc(sizeof(float) * lk->dims);
+	sq8_decode(lk->info->lo, lk->info->scale, ecode, q, lk->dims);
+	sq8_prepare_query(&sq, lk->info->metric, q, lk->info->lo, lk->info->scale);
+	shnsw_search_init(&s, &sq, &lk->ops, lk->m, 0);
+	shnsw_search_set_target(&s, e);
+	n = shnsw_search_next(&s, shnsw_search_descend(&s, entry, entry_level, 0), ef, out);
+	found = s.target_seen;
+	for (int k = 0; k < n && !found; k++)
+	{
+		const ShnswCand *c = &s.cands[out[k]];
+
+		if (!(c->node_flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)) &&
+			(*nearest == SHNSW_INVALID_REF || c->d < best))
+		{
+			*nearest = c->ref;
+			best = c->d;
+		}
+	}
+	shnsw_search_free(&s);
+	pfree(out);
+	pfree(q);
+	pfree(sq.qs);
+	pfree(sq.w);
+	return found;
+}
+
 /* ---------- writing ---------- */
 
 /*
@@ -472,6 +521,7 @@ shnsw_repair_list(ShnswLinker *lk, ShnswRef e, int layer, const ShnswRefSet *dea
 	uint8	   *ecode = palloc(lk->dims);
 	ShnswRef   *pool = palloc(sizeof(ShnswRef) * cap);
 	float	   *pool_d = palloc(sizeof(float) * cap);
+	bool		gone[2 * SHNSW_MAX_M];
 	bool		changed = false;
 
 	for (int attempt = 0; attempt < SHNSW_LIST_RETRIES; attempt++)
@@ -484,18 +534,33 @@ shnsw_repair_list(ShnswLinker *lk, ShnswRef e, int layer, const ShnswRefSet *dea
 		shnsw_read_node(lk, e, layer, &node, ecode);
 		if (node.flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE))
 			break;
+
+		/*
+		 * A slot that was free when VACUUM collected dead may hold a new
+		 * (level-0) node by now, as inserts reuse free slots: it is dead
+		 * only if it still says so, or, on an upper layer, if it no
+		 * longer reaches this layer. Links to it written after this read change e's
+		 * list, so the write below would fail and the loop read again.
+		 */
 		for (int k = 0; k < node.count; k++)
 		{
-			if (!shnsw_refset_has(dead, node.list[k]))
-				cands[n++] = node.list[k];
-			else
+			gone[k] = false;
+			if (shnsw_refset_has(dead, node.list[k]))
+			{
+				shnsw_read_node(lk, node.list[k], layer, &via, NULL);
+				gone[k] = (via.flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)) != 0 ||
+					via.level < layer;
+			}
+			if (gone[k])
 				ndead++;
+			else
+				cands[n++] = node.list[k];
 		}
 		if (ndead == 0)
 			break;
 		for (int k = 0; k < node.count; k++)
 		{
-			if (!shnsw_refset_has(dead, node.list[k]))
+			if (!gone[k])
 				continue;
 			shnsw_read_node(lk, node.list[k], layer, &via, NULL);
 			for (int j = 0; j < via.count && n < cap; j++)

@@ -69,7 +69,12 @@ typedef struct VacState
 	int64		caplive;
 	ShnswRef	best;			/* live node of highest level */
 	int			bestlevel;
+	int64		unreached;		/* nodes pass 4 linked to make them reachable */
+	int64		unfound;		/* ... and so that a search finds them */
 } VacState;
+
+/* Rounds of pass 4b over the nodes its own links pushed out of lists. */
+#define SHNSW_FIND_ROUNDS	3
 
 /* Append r to a growing array of references. */
 static void
@@ -430,7 +435,10 @@ link_unreached(VacState *vs, ShnswLinker *lk)
 				}
 			}
 			if (linked)
+			{
+				vs->unreached++;
 				reach_from(i, start, adj, reached, stack);
+			}
 		}
 	}
 	pfree(start);
@@ -439,6 +447,90 @@ link_unreached(VacState *vs, ShnswLinker *lk)
 	pfree(stack);
 	pfree(code);
 	pfree(q);
+}
+
+/*
+ * Check that a search finds node e and, if it does not, link e from the
+ * nearest node that search reached (forced). The nodes that the new link
+ * pushes out of that node's list are appended to *redo.
+ */
+static void
+find_or_link(VacState *vs, ShnswLinker *lk, ShnswRef e, int ef, ShnswRef **redo,
+			 int64 *nredo, int64 *capredo)
+{
+	ShnswMetaSnapshot snap;
+	ShnswNodeCopy node;
+	ShnswRef	nearest;
+	ShnswRef	dropped[2 * SHNSW_MAX_M];
+	int			ndropped = 0;
+	uint8	   *code = palloc(vs->info->dims);
+
+	shnsw_read_node(lk, e, 0, &node, code);
+	shnsw_read_meta(vs->index, &snap);
+	if (!(node.flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)) &&
+		snap.entry != SHNSW_INVALID_REF && snap.entry != e &&
+		!shnsw_search_finds(lk, e, code, snap.entry, snap.entry_level, ef, &nearest) &&
+		nearest != SHNSW_INVALID_REF)
+	{
+		vs->unfound++;
+		shnsw_add_backlink(lk, nearest, 0, e, code, true, dropped, &ndropped);
+		for (int k = 0; k < ndropped; k++)
+			push_ref(redo, nredo, capredo, dropped[k]);
+	}
+	pfree(code);
+}
+
+/*
+ * Pass 4b (after a VACUUM that removed nodes): reachable is not enough, a
+ * search follows distances. A node whose near in-links went with deleted
+ * nodes or repairs, or a small cluster whose links from the rest of the
+ * graph did, stays reachable only through distant nodes, and a search for
+ * it settles elsewhere however wide it is. This pass searches for each live
+ * node's own vector as a scan does, at width ef_construction, and links
+ * every node the search misses from the nearest node it reached: that node
+ * is among the ones the search expands, so the search now finds the node.
+ * Nodes pushed out of a list by such a link are checked again, for a few
+ * rounds. Holds no lock between pages.
+ */
+static void
+link_unfound(VacState *vs, ShnswLinker *lk)
+{
+	int			ef = shnsw_get_ef_construction(vs->index);
+	ShnswRef   *redo = NULL,
+			   *next = NULL;
+	int64		nredo = 0,
+				capredo = 0,
+				nnext = 0,
+				capnext = 0;
+
+	for (int64 i = 0; i < vs->live.n; i++)
+	{
+		vacuum_delay_point(false);
+		find_or_link(vs, lk, vs->live.refs[i], ef, &redo, &nredo, &capredo);
+	}
+	for (int round = 0; round < SHNSW_FIND_ROUNDS && nredo > 0; round++)
+	{
+		ShnswRef   *t;
+		int64		tcap;
+
+		nnext = 0;
+		for (int64 i = 0; i < nredo; i++)
+		{
+			vacuum_delay_point(false);
+			find_or_link(vs, lk, redo[i], ef, &next, &nnext, &capnext);
+		}
+		t = redo;
+		redo = next;
+		next = t;
+		nredo = nnext;
+		tcap = capredo;
+		capredo = capnext;
+		capnext = tcap;
+	}
+	if (redo)
+		pfree(redo);
+	if (next)
+		pfree(next);
 }
 
 /*
@@ -502,6 +594,17 @@ vac_free(VacState *vs)
 		pfree(vs->live.refs);
 }
 
+/* Say what pass 4 linked (VACUUM VERBOSE shows it). */
+static void
+report_links(VacState *vs, int elevel)
+{
+	if (vs->unreached > 0 || vs->unfound > 0)
+		ereport(elevel,
+				(errmsg("index \"%s\": linked %lld unreachable nodes and %lld nodes a search for their own vector missed",
+						RelationGetRelationName(vs->index),
+						(long long) vs->unreached, (long long) vs->unfound)));
+}
+
 /* bulkdelete callback of a VACUUM without dead heap tuples. */
 static bool
 none_dead(ItemPointer tid, void *state)
@@ -548,8 +651,9 @@ shnsw_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 		/* pass 3: a live entry point */
 		move_entry_point(&vs);
 
-		/* pass 4: no live node without an incoming link */
+		/* pass 4: every live node reachable, and found by a search */
 		link_unreached(&vs, &lk);
+		link_unfound(&vs, &lk);
 
 		/* pass 5: free the deleted nodes, a page at a time */
 		for (int64 i = 0; i < vs.ntofree;)
@@ -565,6 +669,7 @@ shnsw_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 		}
 	}
 
+	report_links(&vs, info->message_level);
 	vac_free(&vs);
 	stats->num_pages = nblocks;
 	return stats;
@@ -596,6 +701,7 @@ shnsw_vacuumcleanup(IndexVacuumInfo *info, IndexBulkDeleteResult *stats)
 			shnsw_linker_init(&lk, index, vs.info);
 			link_unreached(&vs, &lk);
 		}
+		report_links(&vs, info->message_level);
 		vac_free(&vs);
 	}
 	stats->num_pages = RelationGetNumberOfBlocks(index);

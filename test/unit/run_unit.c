@@ -609,6 +609,25 @@ test_graph_search(ShnswMetric metric, int n, int dim, int m, int efc, bool use_c
 			shnsw_search_free(&s2);
 		}
 
+		/* a search told to look for a node it returns stops early, having seen it */
+		if (qi == 2 && nout > 0)
+		{
+			ShnswSearch s3;
+			uint32_t	out3[64];
+			ShnswRef	want = s.cands[out[nout - 1]].ref;	/* nearest */
+
+			shnsw_search_init(&s3, &sq, &ops, m, 0);
+			shnsw_search_set_target(&s3, want);
+			CHECK(!s3.target_seen, "target seen before the search");
+			shnsw_search_next(&s3, shnsw_search_descend(&s3, mem_ref(&mi, mi.pos_of[g.entry]),
+														g.max_level, 0), ef, out3);
+			CHECK(s3.target_seen && s3.nexpanded <= s.nexpanded,
+				  "target search: seen %d, %llu expansions (full search %llu)",
+				  (int) s3.target_seen, (unsigned long long) s3.nexpanded,
+				  (unsigned long long) s.nexpanded);
+			shnsw_search_free(&s3);
+		}
+
 		/* the iterative continuation returns new nodes only */
 		if (qi == 0)
 		{
