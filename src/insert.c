@@ -7,7 +7,9 @@
  * scan (width ef_construction), chooses them with the neighbour heuristic
  * on codes, writes the node, its exact vector and its upper-layer record,
  * then adds a link back from each neighbour, re-selecting that neighbour's
- * list when it is full.
+ * list when it is full. Last, it checks that a search for the new vector,
+ * as a scan makes it, finds the node, and links it from the nearest node
+ * that search reached if not.
  *
  * A level-0 node (most of them) takes a slot from the free list that VACUUM
  * keeps, with that slot's exact-vector space; other nodes are appended.
@@ -511,6 +513,22 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 
 		linked = shnsw_add_backlink(&is->lk, nbrs[0][k], 0, newref, code, true, dropped, &ndropped);
 		if (ndropped > 0)
+			shnsw_adopt(&is->lk, newref, dropped, ndropped);
+	}
+
+	/*
+	 * A scan descends greedily where the insert searched at width
+	 * ef_construction, and concurrent inserts can prune the new node out of
+	 * lists before it is linked everywhere: in clustered data a search for
+	 * the new vector can settle elsewhere. If it does, link the node from
+	 * the nearest node that search reached (vacuum.c, pass 4b).
+	 */
+	{
+		ShnswRef	dropped[2 * SHNSW_MAX_M];
+		int			ndropped = 0;
+
+		if (shnsw_make_findable(&is->lk, newref, code, efc, dropped, &ndropped) &&
+			ndropped > 0)
 			shnsw_adopt(&is->lk, newref, dropped, ndropped);
 	}
 

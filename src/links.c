@@ -228,15 +228,15 @@ shnsw_find_neighbors(ShnswLinker *lk, const float *q, ShnswRef entry, int entry_
 }
 
 /*
- * shnsw_search_finds searches for node e's own vector (its code, decoded)
+ * search_finds searches for node e's own vector (its code, decoded)
  * as a scan does: greedy through the upper layers from the entry point,
  * then layer 0 at width ef. Returns true if the search reaches e; if not,
  * *nearest is the nearest live node it reached (SHNSW_INVALID_REF if none),
  * the node from which a link to e makes this search find it. Holds no lock
  * on return.
  */
-bool
-shnsw_search_finds(ShnswLinker *lk, ShnswRef e, const uint8 *ecode, ShnswRef entry,
+static bool
+search_finds(ShnswLinker *lk, ShnswRef e, const uint8 *ecode, ShnswRef entry,
 				   int entry_level, int ef, ShnswRef *nearest)
 {
 	Sq8Query	sq;
@@ -274,6 +274,29 @@ shnsw_search_finds(ShnswLinker *lk, ShnswRef e, const uint8 *ecode, ShnswRef ent
 	pfree(sq.qs);
 	pfree(sq.w);
 	return found;
+}
+
+/*
+ * shnsw_make_findable checks that a search for node e's own vector (code
+ * ecode) as a scan makes it, at width ef, finds e, and if it does not, links
+ * e from the nearest node that search reached (forced): that node is one
+ * the search expands, so the same search now finds e. Returns true if it
+ * added a link; the nodes the link pushed out of that node's list are
+ * appended to dropped (room for 2m; *ndropped counts them).
+ */
+bool
+shnsw_make_findable(ShnswLinker *lk, ShnswRef e, const uint8 *ecode, int ef,
+					ShnswRef *dropped, int *ndropped)
+{
+	ShnswMetaSnapshot snap;
+	ShnswRef	nearest;
+
+	shnsw_read_meta(lk->index, &snap);
+	if (snap.entry == SHNSW_INVALID_REF || snap.entry == e ||
+		search_finds(lk, e, ecode, snap.entry, snap.entry_level, ef, &nearest) ||
+		nearest == SHNSW_INVALID_REF)
+		return false;
+	return shnsw_add_backlink(lk, nearest, 0, e, ecode, true, dropped, ndropped);
 }
 
 /* ---------- writing ---------- */

@@ -76,6 +76,13 @@ typedef struct VacState
 /* Rounds of pass 4b over the nodes its own links pushed out of lists. */
 #define SHNSW_FIND_ROUNDS	3
 
+/*
+ * A VACUUM without dead rows runs pass 4b only for nodes with fewer
+ * incoming links than this (the ones concurrent inserts' pruning leaves
+ * hard to find).
+ */
+#define SHNSW_FEW_INLINKS	3
+
 /* Append r to a growing array of references. */
 static void
 push_ref(ShnswRef **arr, int64 *n, int64 *cap, ShnswRef r)
@@ -339,7 +346,7 @@ reach_from(int64 i, const int64 *start, const int32 *adj, bool *reached, int32 *
  * link counts as reached from then on. Holds no lock between pages.
  */
 static void
-link_unreached(VacState *vs, ShnswLinker *lk)
+link_unreached(VacState *vs, ShnswLinker *lk, ShnswRef **few, int64 *nfew)
 {
 	int64		n = vs->live.n;
 	int			maxdeg = 2 * vs->info->m;
@@ -392,6 +399,21 @@ link_unreached(VacState *vs, ShnswLinker *lk)
 	while (next < n)
 		start[next++] = nadj;	/* not found on its page any more */
 	start[n] = nadj;
+
+	/* the live nodes with few incoming links, for pass 4b */
+	if (few != NULL)
+	{
+		uint8	   *indeg = palloc_extended(Max(n, 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+		int64		capfew = 0;
+
+		for (int64 k = 0; k < nadj; k++)
+			if (indeg[adj[k]] < SHNSW_FEW_INLINKS)
+				indeg[adj[k]]++;
+		for (int64 i = 0; i < n; i++)
+			if (indeg[i] < SHNSW_FEW_INLINKS)
+				push_ref(few, nfew, &capfew, vs->live.refs[i]);
+		pfree(indeg);
+	}
 
 	shnsw_read_meta(vs->index, &snap);
 	entry = live_index(vs, snap.entry);
@@ -450,30 +472,23 @@ link_unreached(VacState *vs, ShnswLinker *lk)
 }
 
 /*
- * Check that a search finds node e and, if it does not, link e from the
- * nearest node that search reached (forced). The nodes that the new link
- * pushes out of that node's list are appended to *redo.
+ * Pass 4b for node e: link it if a search for it misses it; the nodes that
+ * link pushes out of a list are appended to *redo.
  */
 static void
 find_or_link(VacState *vs, ShnswLinker *lk, ShnswRef e, int ef, ShnswRef **redo,
 			 int64 *nredo, int64 *capredo)
 {
-	ShnswMetaSnapshot snap;
 	ShnswNodeCopy node;
-	ShnswRef	nearest;
 	ShnswRef	dropped[2 * SHNSW_MAX_M];
 	int			ndropped = 0;
 	uint8	   *code = palloc(vs->info->dims);
 
 	shnsw_read_node(lk, e, 0, &node, code);
-	shnsw_read_meta(vs->index, &snap);
 	if (!(node.flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)) &&
-		snap.entry != SHNSW_INVALID_REF && snap.entry != e &&
-		!shnsw_search_finds(lk, e, code, snap.entry, snap.entry_level, ef, &nearest) &&
-		nearest != SHNSW_INVALID_REF)
+		shnsw_make_findable(lk, e, code, ef, dropped, &ndropped))
 	{
 		vs->unfound++;
-		shnsw_add_backlink(lk, nearest, 0, e, code, true, dropped, &ndropped);
 		for (int k = 0; k < ndropped; k++)
 			push_ref(redo, nredo, capredo, dropped[k]);
 	}
@@ -493,7 +508,7 @@ find_or_link(VacState *vs, ShnswLinker *lk, ShnswRef e, int ef, ShnswRef **redo,
  * rounds. Holds no lock between pages.
  */
 static void
-link_unfound(VacState *vs, ShnswLinker *lk)
+link_unfound(VacState *vs, ShnswLinker *lk, const ShnswRef *refs, int64 n)
 {
 	int			ef = shnsw_get_ef_construction(vs->index);
 	ShnswRef   *redo = NULL,
@@ -503,10 +518,10 @@ link_unfound(VacState *vs, ShnswLinker *lk)
 				nnext = 0,
 				capnext = 0;
 
-	for (int64 i = 0; i < vs->live.n; i++)
+	for (int64 i = 0; i < n; i++)
 	{
 		vacuum_delay_point(false);
-		find_or_link(vs, lk, vs->live.refs[i], ef, &redo, &nredo, &capredo);
+		find_or_link(vs, lk, refs[i], ef, &redo, &nredo, &capredo);
 	}
 	for (int round = 0; round < SHNSW_FIND_ROUNDS && nredo > 0; round++)
 	{
@@ -652,8 +667,8 @@ shnsw_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 		move_entry_point(&vs);
 
 		/* pass 4: every live node reachable, and found by a search */
-		link_unreached(&vs, &lk);
-		link_unfound(&vs, &lk);
+		link_unreached(&vs, &lk, NULL, NULL);
+		link_unfound(&vs, &lk, vs.live.refs, vs.live.n);
 
 		/* pass 5: free the deleted nodes, a page at a time */
 		for (int64 i = 0; i < vs.ntofree;)
@@ -687,7 +702,9 @@ shnsw_vacuumcleanup(IndexVacuumInfo *info, IndexBulkDeleteResult *stats)
 		/*
 		 * No bulkdelete pass (no dead heap tuples: a VACUUM after inserts).
 		 * Links that concurrent inserts pruned can have cut nodes off; link
-		 * every node the walk from the entry point misses (passes 1 and 4).
+		 * every node the walk from the entry point misses, and every node
+		 * left with few incoming links that a search misses (passes 1, 4
+		 * and 4b, the last for those nodes only).
 		 */
 		VacState	vs;
 
@@ -697,9 +714,14 @@ shnsw_vacuumcleanup(IndexVacuumInfo *info, IndexBulkDeleteResult *stats)
 		if (vs.live.n > 0)
 		{
 			ShnswLinker lk;
+			ShnswRef   *few = NULL;
+			int64		nfew = 0;
 
 			shnsw_linker_init(&lk, index, vs.info);
-			link_unreached(&vs, &lk);
+			link_unreached(&vs, &lk, &few, &nfew);
+			link_unfound(&vs, &lk, few, nfew);
+			if (few)
+				pfree(few);
 		}
 		report_links(&vs, info->message_level);
 		vac_free(&vs);
