@@ -255,6 +255,33 @@ train_from_first(InsertState *is, const float *nav)
 }
 
 /*
+ * Nodes that the new node's back-links took out of lists may have lost
+ * their last near in-link: the new node links to them while its list has
+ * room (shnsw_adopt), and each one it has no room for gets the search
+ * check of shnsw_make_findable. The nodes that check's own link drops are
+ * left alone (one level, to bound the work).
+ */
+static void
+rehome(InsertState *is, ShnswRef newref, ShnswRef *dropped, int ndropped, int efc)
+{
+	int			left = shnsw_adopt(&is->lk, newref, dropped, ndropped);
+	uint8	   *code = left > 0 ? palloc(is->dims) : NULL;
+
+	for (int k = 0; k < left; k++)
+	{
+		ShnswNodeCopy node;
+		ShnswRef	again[2 * SHNSW_MAX_M];
+		int			nagain = 0;
+
+		shnsw_read_node(&is->lk, dropped[k], 0, &node, code);
+		if (!(node.flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)))
+			shnsw_make_findable(&is->lk, dropped[k], code, efc, again, &nagain);
+	}
+	if (code)
+		pfree(code);
+}
+
+/*
  * insert_node does the work of one insert, under the insert lock (either
  * mode). Returns
  * true if the index has doubled since its quantizer was trained and should
@@ -504,7 +531,7 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 			linked = true;
 		/* a node a back-link took out may have lost its only in-link */
 		if (ndropped > 0)
-			shnsw_adopt(&is->lk, newref, dropped, ndropped);
+			rehome(is, newref, dropped, ndropped, efc);
 	}
 	for (int k = 0; k < nnbrs[0] && !linked; k++)
 	{
@@ -513,7 +540,7 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 
 		linked = shnsw_add_backlink(&is->lk, nbrs[0][k], 0, newref, code, true, dropped, &ndropped);
 		if (ndropped > 0)
-			shnsw_adopt(&is->lk, newref, dropped, ndropped);
+			rehome(is, newref, dropped, ndropped, efc);
 	}
 
 	/*
@@ -529,7 +556,7 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 
 		if (shnsw_make_findable(&is->lk, newref, code, efc, dropped, &ndropped) &&
 			ndropped > 0)
-			shnsw_adopt(&is->lk, newref, dropped, ndropped);
+			rehome(is, newref, dropped, ndropped, efc);
 	}
 
 	/* publish: the graph changed */

@@ -451,30 +451,48 @@ done:
  * shnsw_adopt appends to node e's layer-0 list those of refs[0..n-1] it
  * does not hold yet, while it has room: an insert gives a link to the
  * nodes its back-links took out of its neighbours' lists, which might
- * have been their only incoming link. Never prunes anything.
+ * have been their only incoming link. Never prunes anything. Returns how
+ * many of refs it had no room for; they are moved to the front of refs.
  */
-void
-shnsw_adopt(ShnswLinker *lk, ShnswRef e, const ShnswRef *refs, int n)
+int
+shnsw_adopt(ShnswLinker *lk, ShnswRef e, ShnswRef *refs, int n)
 {
 	ShnswNodeCopy node;
 	ShnswRef	list[2 * SHNSW_MAX_M];
 
 	for (int attempt = 0; attempt < SHNSW_LIST_RETRIES; attempt++)
 	{
-		int			cnt;
+		int			cnt,
+					left = 0;
 
 		shnsw_read_node(lk, e, 0, &node, NULL);
 		if (node.flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE))
-			return;
+			return 0;
 		memcpy(list, node.list, sizeof(ShnswRef) * node.count);
 		cnt = node.count;
-		for (int k = 0; k < n && cnt < 2 * lk->m; k++)
-			if (refs[k] != e && !list_has(list, cnt, refs[k]))
+		for (int k = 0; k < n; k++)
+		{
+			if (refs[k] == e || list_has(list, cnt, refs[k]))
+				continue;
+			if (cnt < 2 * lk->m)
 				list[cnt++] = refs[k];
+			else
+				left++;
+		}
 		if (cnt == node.count ||
 			write_list_if(lk, e, node.upper, 0, node.list, node.count, list, cnt))
-			return;
+		{
+			int			k2 = 0;
+
+			/* move the ones left out to the front */
+			for (int k = 0; k < n; k++)
+				if (refs[k] != e && !list_has(list, cnt, refs[k]))
+					refs[k2++] = refs[k];
+			Assert(k2 == left);
+			return k2;
+		}
 	}
+	return 0;
 }
 
 /* ---------- repair (VACUUM) ---------- */
@@ -525,11 +543,12 @@ add_searched(ShnswLinker *lk, ShnswRef e, int layer, const uint8 *ecode,
 
 /*
  * shnsw_repair_list rewrites node e's list on a layer if it names deleted
- * nodes (members of dead, a sorted set): the new list is chosen by the
- * heuristic from e's live neighbours and the live neighbours of its deleted
- * ones (the two-hop neighbourhood through each removed node), so the
- * paths that ran through deleted nodes keep a direct replacement. Returns
- * true if it changed the list. Holds no lock on return.
+ * nodes (members of dead, a sorted set): the live neighbours stay, and the
+ * deleted ones are replaced by nodes of the two-hop neighbourhood through
+ * them (the heuristic's choice among e's live neighbours and the deleted
+ * ones' live neighbours, then the nearest), so the paths that ran through
+ * deleted nodes keep a direct replacement. Returns true if it changed the
+ * list. Holds no lock on return.
  */
 bool
 shnsw_repair_list(ShnswLinker *lk, ShnswRef e, int layer, const ShnswRefSet *dead)
@@ -545,6 +564,8 @@ shnsw_repair_list(ShnswLinker *lk, ShnswRef e, int layer, const ShnswRefSet *dea
 	ShnswRef   *pool = palloc(sizeof(ShnswRef) * cap);
 	float	   *pool_d = palloc(sizeof(float) * cap);
 	bool		gone[2 * SHNSW_MAX_M];
+	ShnswRef	out[2 * SHNSW_MAX_M];
+	int			nout;
 	bool		changed = false;
 
 	for (int attempt = 0; attempt < SHNSW_LIST_RETRIES; attempt++)
@@ -610,23 +631,33 @@ shnsw_repair_list(ShnswLinker *lk, ShnswRef e, int layer, const ShnswRefSet *dea
 		n = shnsw_select_neighbors(lk, cands, d, codes, n, max);
 
 		/*
-		 * The heuristic alone keeps far fewer than the list held (lists grow
-		 * by back-links, unpruned until full): fill up to the old length
-		 * with the nearest candidates it passed over, so the repaired graph
-		 * stays as dense as it was.
+		 * The new list keeps every live neighbour and fills the deleted
+		 * ones' places, up to the old length: first with the heuristic's
+		 * choices, nearest first, then with the nearest candidates it passed
+		 * over (lists grow by back-links, unpruned until full, so the
+		 * heuristic alone keeps far fewer; recall falls without them).
+		 * Dropping no live link means a VACUUM interrupted after this leaves
+		 * no node harder to find than before it.
 		 */
-		while (n < Min(node.count, max))
+		nout = 0;
+		for (int k = 0; k < node.count; k++)
+			if (!gone[k])
+				out[nout++] = node.list[k];
+		for (int k = 0; k < n && nout < Min(node.count, max); k++)
+			if (!list_has(out, nout, cands[k]))
+				out[nout++] = cands[k];
+		while (nout < Min(node.count, max))
 		{
 			int			best = -1;
 
 			for (int k = 0; k < npool; k++)
-				if (!list_has(cands, n, pool[k]) && (best < 0 || pool_d[k] < pool_d[best]))
+				if (!list_has(out, nout, pool[k]) && (best < 0 || pool_d[k] < pool_d[best]))
 					best = k;
 			if (best < 0)
 				break;
-			cands[n++] = pool[best];
+			out[nout++] = pool[best];
 		}
-		if (write_list_if(lk, e, node.upper, layer, node.list, node.count, cands, n))
+		if (write_list_if(lk, e, node.upper, layer, node.list, node.count, out, nout))
 		{
 			changed = true;
 			break;

@@ -356,7 +356,7 @@ extern bool shnsw_make_findable(ShnswLinker *lk, ShnswRef e, const uint8 *ecode,
 extern bool shnsw_add_backlink(ShnswLinker *lk, ShnswRef e, int layer, ShnswRef newref,
 							   const uint8 *newcode, bool force, ShnswRef *dropped,
 							   int *ndropped);
-extern void shnsw_adopt(ShnswLinker *lk, ShnswRef e, const ShnswRef *refs, int n);
+extern int	shnsw_adopt(ShnswLinker *lk, ShnswRef e, ShnswRef *refs, int n);
 extern int	shnsw_ref_cmp(const void *a, const void *b);
 extern bool shnsw_refset_has(const ShnswRefSet *set, ShnswRef r);
 extern bool shnsw_repair_list(ShnswLinker *lk, ShnswRef e, int layer, const ShnswRefSet *dead);

@@ -83,6 +83,7 @@ class Cluster:
         self.server_env = dict(env or {})
         self.listen_tcp = listen_tcp
         self._own_dir = base_dir is None
+        self.name = name
         self.dir = Path(base_dir or tempfile.mkdtemp(prefix=f"{name}-"))
         self.datadir = self.dir / "data"
         self.sockdir = self.dir / "sock"
@@ -197,6 +198,12 @@ class Cluster:
             if self.running:
                 self.stop("immediate")
         finally:
+            keep = os.environ.get("SHNSW_KEEP_LOGS")
+            if keep and os.path.exists(self.logfile):
+                # debugging aid: the server log outlives the cluster
+                os.makedirs(keep, exist_ok=True)
+                shutil.copy(self.logfile, os.path.join(
+                    keep, f"{self.name}-{os.getpid()}-{int(time.time())}.log"))
             if self._own_dir:
                 shutil.rmtree(self.dir, ignore_errors=True)
 
