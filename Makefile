@@ -34,7 +34,7 @@ OBJS = \
 
 DATA = sql/streamhnsw--$(EXTVERSION).sql
 
-REGRESS      = version vector_ops halfvec_ops nulls dml vacuum rescan options errors plans filtered edge_values amvalidate
+REGRESS      = version vector_ops halfvec_ops nulls dml vacuum rescan options errors plans filtered edge_values amvalidate duplicates
 REGRESS_OPTS = --inputdir=test/regress --outputdir=test/regress
 
 VENV        ?= .venv

@@ -275,7 +275,7 @@ rehome(InsertState *is, ShnswRef newref, ShnswRef *dropped, int ndropped, int ef
 
 		shnsw_read_node(&is->lk, dropped[k], 0, &node, code);
 		if (!(node.flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)))
-			shnsw_make_findable(&is->lk, dropped[k], code, efc, again, &nagain);
+			shnsw_make_findable(&is->lk, dropped[k], code, efc, true, again, &nagain);
 	}
 	if (code)
 		pfree(code);
@@ -554,7 +554,7 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 		ShnswRef	dropped[2 * SHNSW_MAX_M];
 		int			ndropped = 0;
 
-		if (shnsw_make_findable(&is->lk, newref, code, efc, dropped, &ndropped) &&
+		if (shnsw_make_findable(&is->lk, newref, code, efc, true, dropped, &ndropped) &&
 			ndropped > 0)
 			rehome(is, newref, dropped, ndropped, efc);
 	}

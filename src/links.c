@@ -280,12 +280,12 @@ search_finds(ShnswLinker *lk, ShnswRef e, const uint8 *ecode, ShnswRef entry,
  * shnsw_make_findable checks that a search for node e's own vector (code
  * ecode) as a scan makes it, at width ef, finds e, and if it does not, links
  * e from the nearest node that search reached (forced): that node is one
- * the search expands, so the same search now finds e. Returns true if it
- * added a link; the nodes the link pushed out of that node's list are
+ * the search expands, so the same search now finds e (see copies, below).
+ * Returns true if it added a link; the nodes the link pushed out of that node's list are
  * appended to dropped (room for 2m; *ndropped counts them).
  */
 bool
-shnsw_make_findable(ShnswLinker *lk, ShnswRef e, const uint8 *ecode, int ef,
+shnsw_make_findable(ShnswLinker *lk, ShnswRef e, const uint8 *ecode, int ef, bool copies,
 					ShnswRef *dropped, int *ndropped)
 {
 	ShnswMetaSnapshot snap;
@@ -296,6 +296,24 @@ shnsw_make_findable(ShnswLinker *lk, ShnswRef e, const uint8 *ecode, int ef,
 		search_finds(lk, e, ecode, snap.entry, snap.entry_level, ef, &nearest) ||
 		nearest == SHNSW_INVALID_REF)
 		return false;
+
+	/*
+	 * Unless copies is set, a search that reached a copy of e's vector
+	 * did its job: VACUUM linking every copy of a vector to another by
+	 * force would evict the links that lead out of the group of copies.
+	 * An insert links its one new copy (so the copies stay reachable).
+	 */
+	if (!copies)
+	{
+		uint8	   *ncode = palloc(lk->dims);
+		bool		copy;
+
+		shnsw_read_codes(lk, &nearest, 1, ncode);
+		copy = memcmp(ncode, ecode, lk->dims) == 0;
+		pfree(ncode);
+		if (copy)
+			return false;
+	}
 	return shnsw_add_backlink(lk, nearest, 0, e, ecode, true, dropped, ndropped);
 }
 

@@ -486,7 +486,7 @@ find_or_link(VacState *vs, ShnswLinker *lk, ShnswRef e, int ef, ShnswRef **redo,
 
 	shnsw_read_node(lk, e, 0, &node, code);
 	if (!(node.flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)) &&
-		shnsw_make_findable(lk, e, code, ef, dropped, &ndropped))
+		shnsw_make_findable(lk, e, code, ef, false, dropped, &ndropped))
 	{
 		vs->unfound++;
 		for (int k = 0; k < ndropped; k++)
