@@ -265,20 +265,14 @@ static void
 rehome(InsertState *is, ShnswRef newref, ShnswRef *dropped, int ndropped, int efc)
 {
 	int			left = shnsw_adopt(&is->lk, newref, dropped, ndropped);
-	uint8	   *code = left > 0 ? palloc(is->dims) : NULL;
 
 	for (int k = 0; k < left; k++)
 	{
-		ShnswNodeCopy node;
 		ShnswRef	again[2 * SHNSW_MAX_M];
 		int			nagain = 0;
 
-		shnsw_read_node(&is->lk, dropped[k], 0, &node, code);
-		if (!(node.flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)))
-			shnsw_make_findable(&is->lk, dropped[k], code, efc, true, again, &nagain);
+		shnsw_make_findable(&is->lk, dropped[k], efc, true, again, &nagain);
 	}
-	if (code)
-		pfree(code);
 }
 
 /*
@@ -554,7 +548,7 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 		ShnswRef	dropped[2 * SHNSW_MAX_M];
 		int			ndropped = 0;
 
-		if (shnsw_make_findable(&is->lk, newref, code, efc, true, dropped, &ndropped) &&
+		if (shnsw_make_findable(&is->lk, newref, efc, true, dropped, &ndropped) &&
 			ndropped > 0)
 			rehome(is, newref, dropped, ndropped, efc);
 	}

@@ -228,8 +228,8 @@ shnsw_find_neighbors(ShnswLinker *lk, const float *q, ShnswRef entry, int entry_
 }
 
 /*
- * search_finds searches for node e's own vector (its code, decoded)
- * as a scan does: greedy through the upper layers from the entry point,
+ * search_finds searches for node e's own vector (its code, decoded) as a
+ * scan does: greedy through the upper layers from the entry point,
  * then layer 0 at width ef. Returns true if the search reaches e; if not,
  * *nearest is the nearest live node it reached (SHNSW_INVALID_REF if none),
  * the node from which a link to e makes this search find it. Holds no lock
@@ -237,7 +237,7 @@ shnsw_find_neighbors(ShnswLinker *lk, const float *q, ShnswRef entry, int entry_
  */
 static bool
 search_finds(ShnswLinker *lk, ShnswRef e, const uint8 *ecode, ShnswRef entry,
-				   int entry_level, int ef, ShnswRef *nearest)
+			 int entry_level, int ef, ShnswRef *nearest)
 {
 	Sq8Query	sq;
 	ShnswSearch s;
@@ -277,25 +277,30 @@ search_finds(ShnswLinker *lk, ShnswRef e, const uint8 *ecode, ShnswRef entry,
 }
 
 /*
- * shnsw_make_findable checks that a search for node e's own vector (code
- * ecode) as a scan makes it, at width ef, finds e, and if it does not, links
- * e from the nearest node that search reached (forced): that node is one
- * the search expands, so the same search now finds e (see copies, below).
- * Returns true if it added a link; the nodes the link pushed out of that node's list are
- * appended to dropped (room for 2m; *ndropped counts them).
+ * shnsw_make_findable checks that a search for live node e's own vector, as
+ * a scan makes it at width ef, finds e; if it does not, it links e from the
+ * nearest node that search reached (forced): that node is one the search
+ * expands, so the same search now finds e (but see copies, below). Returns
+ * true if it added a link; the nodes the link pushed out of that node's
+ * list are appended to dropped (room for 2m; *ndropped counts them).
  */
 bool
-shnsw_make_findable(ShnswLinker *lk, ShnswRef e, const uint8 *ecode, int ef, bool copies,
+shnsw_make_findable(ShnswLinker *lk, ShnswRef e, int ef, bool copies,
 					ShnswRef *dropped, int *ndropped)
 {
 	ShnswMetaSnapshot snap;
+	ShnswNodeCopy node;
 	ShnswRef	nearest;
+	uint8	   *ecode = palloc(lk->dims);
+	bool		linked = false;
 
+	shnsw_read_node(lk, e, 0, &node, ecode);
 	shnsw_read_meta(lk->index, &snap);
-	if (snap.entry == SHNSW_INVALID_REF || snap.entry == e ||
+	if ((node.flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)) ||
+		snap.entry == SHNSW_INVALID_REF || snap.entry == e ||
 		search_finds(lk, e, ecode, snap.entry, snap.entry_level, ef, &nearest) ||
 		nearest == SHNSW_INVALID_REF)
-		return false;
+		goto done;
 
 	/*
 	 * Unless copies is set, a search that reached a copy of e's vector
@@ -312,9 +317,12 @@ shnsw_make_findable(ShnswLinker *lk, ShnswRef e, const uint8 *ecode, int ef, boo
 		copy = memcmp(ncode, ecode, lk->dims) == 0;
 		pfree(ncode);
 		if (copy)
-			return false;
+			goto done;
 	}
-	return shnsw_add_backlink(lk, nearest, 0, e, ecode, true, dropped, ndropped);
+	linked = shnsw_add_backlink(lk, nearest, 0, e, ecode, true, dropped, ndropped);
+done:
+	pfree(ecode);
+	return linked;
 }
 
 /* ---------- writing ---------- */
@@ -488,26 +496,17 @@ shnsw_adopt(ShnswLinker *lk, ShnswRef e, ShnswRef *refs, int n)
 			return 0;
 		memcpy(list, node.list, sizeof(ShnswRef) * node.count);
 		cnt = node.count;
-		for (int k = 0; k < n; k++)
-		{
-			if (refs[k] == e || list_has(list, cnt, refs[k]))
-				continue;
-			if (cnt < 2 * lk->m)
+		for (int k = 0; k < n && cnt < 2 * lk->m; k++)
+			if (refs[k] != e && !list_has(list, cnt, refs[k]))
 				list[cnt++] = refs[k];
-			else
-				left++;
-		}
 		if (cnt == node.count ||
 			write_list_if(lk, e, node.upper, 0, node.list, node.count, list, cnt))
 		{
-			int			k2 = 0;
-
 			/* move the ones left out to the front */
 			for (int k = 0; k < n; k++)
 				if (refs[k] != e && !list_has(list, cnt, refs[k]))
-					refs[k2++] = refs[k];
-			Assert(k2 == left);
-			return k2;
+					refs[left++] = refs[k];
+			return left;
 		}
 	}
 	return 0;
@@ -581,6 +580,7 @@ shnsw_repair_list(ShnswLinker *lk, ShnswRef e, int layer, const ShnswRefSet *dea
 	uint8	   *ecode = palloc(lk->dims);
 	ShnswRef   *pool = palloc(sizeof(ShnswRef) * cap);
 	float	   *pool_d = palloc(sizeof(float) * cap);
+	ShnswRef   *twohop = palloc(sizeof(ShnswRef) * cap);
 	bool		gone[2 * SHNSW_MAX_M];
 	ShnswRef	out[2 * SHNSW_MAX_M];
 	int			nout;
@@ -590,6 +590,7 @@ shnsw_repair_list(ShnswLinker *lk, ShnswRef e, int layer, const ShnswRefSet *dea
 	{
 		int			n = 0,
 					ndead = 0,
+					ntwohop = 0,
 					u = 0,
 					npool;
 
@@ -600,9 +601,11 @@ shnsw_repair_list(ShnswLinker *lk, ShnswRef e, int layer, const ShnswRefSet *dea
 		/*
 		 * A slot that was free when VACUUM collected dead may hold a new
 		 * (level-0) node by now, as inserts reuse free slots: it is dead
-		 * only if it still says so, or, on an upper layer, if it no
-		 * longer reaches this layer. Links to it written after this read change e's
-		 * list, so the write below would fail and the loop read again.
+		 * only if it still says so, or, on an upper layer, if it no longer
+		 * reaches this layer. Links to it written after this read change
+		 * e's list, so the write below would fail and the loop read again.
+		 * The live neighbours of the dead ones (the two-hop candidates) go
+		 * after e's own live neighbours.
 		 */
 		for (int k = 0; k < node.count; k++)
 		{
@@ -613,22 +616,20 @@ shnsw_repair_list(ShnswLinker *lk, ShnswRef e, int layer, const ShnswRefSet *dea
 				gone[k] = (via.flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)) != 0 ||
 					via.level < layer;
 			}
-			if (gone[k])
-				ndead++;
-			else
+			if (!gone[k])
+			{
 				cands[n++] = node.list[k];
+				continue;
+			}
+			ndead++;
+			for (int j = 0; j < via.count && ntwohop < cap; j++)
+				if (via.list[j] != e && !shnsw_refset_has(dead, via.list[j]))
+					twohop[ntwohop++] = via.list[j];
 		}
 		if (ndead == 0)
 			break;
-		for (int k = 0; k < node.count; k++)
-		{
-			if (!gone[k])
-				continue;
-			shnsw_read_node(lk, node.list[k], layer, &via, NULL);
-			for (int j = 0; j < via.count && n < cap; j++)
-				if (via.list[j] != e && !shnsw_refset_has(dead, via.list[j]))
-					cands[n++] = via.list[j];
-		}
+		for (int k = 0; k < ntwohop && n < cap; k++)
+			cands[n++] = twohop[k];
 		/* distinct candidates */
 		if (n > 1)
 		{
@@ -687,5 +688,6 @@ shnsw_repair_list(ShnswLinker *lk, ShnswRef e, int layer, const ShnswRefSet *dea
 	pfree(ecode);
 	pfree(pool);
 	pfree(pool_d);
+	pfree(twohop);
 	return changed;
 }

@@ -351,8 +351,8 @@ extern int	shnsw_select_neighbors(ShnswLinker *lk, ShnswRef *refs, float *d, uin
 extern void shnsw_find_neighbors(ShnswLinker *lk, const float *q, ShnswRef entry,
 								 int entry_level, int level, int ef, ShnswRef exclude,
 								 ShnswRef **nbrs, int *nnbrs);
-extern bool shnsw_make_findable(ShnswLinker *lk, ShnswRef e, const uint8 *ecode, int ef,
-								bool copies, ShnswRef *dropped, int *ndropped);
+extern bool shnsw_make_findable(ShnswLinker *lk, ShnswRef e, int ef, bool copies,
+								ShnswRef *dropped, int *ndropped);
 extern bool shnsw_add_backlink(ShnswLinker *lk, ShnswRef e, int layer, ShnswRef newref,
 							   const uint8 *newcode, bool force, ShnswRef *dropped,
 							   int *ndropped);

@@ -4,7 +4,7 @@
  *	  VACUUM: remove the nodes of dead heap tuples, repair the neighbour
  *	  lists that pointed at them, and make their space reusable.
  *
- * ambulkdelete makes five passes:
+ * ambulkdelete makes these passes:
  *
  *	1. mark: every graph page is checked against the dead heap TIDs; dead
  *	   nodes are flagged DELETED (one WAL record per page, together with the
@@ -12,26 +12,29 @@
  *	   collects the sorted set of all deleted nodes and the live node of
  *	   highest level.
  *	2. repair: every live node whose list, on any layer, names a deleted
- *	   node gets a new list, chosen by the heuristic among its live
- *	   neighbours and the live neighbours of its deleted ones (links.c), so
- *	   the graph stays connected around the holes.
+ *	   node keeps its live neighbours and gets the deleted ones replaced by
+ *	   nodes of the two-hop neighbourhood through them (links.c), so the
+ *	   graph stays connected around the holes.
  *	3. entry point: if the entry point is deleted, the live node of highest
  *	   level takes its place.
  *	4. reach: a walk from the entry point over the live nodes' layer-0
  *	   lists; a node it misses (the heuristic, a repair or concurrent
  *	   inserts can cut nodes off) gets a link from a reached node.
+ *	4b. find: a search for each live node's own vector; a node it misses
+ *	   gets a link from the nearest node that search reached.
  *	5. free: deleted nodes go on the free list (flag FREE, level 0, no
  *	   neighbours; the list links through neighbors[0]), one WAL record per
  *	   page with the metapage. Inserts of level-0 nodes take slots from it,
  *	   with their exact-vector space (insert.c).
  *
  * amvacuumcleanup of a VACUUM that had no dead heap tuples runs passes 1
- * (finding nothing to mark) and 4, so that a table that only takes inserts
- * gets its in-link check too.
+ * (finding nothing to mark), 4 and 4b, the last only for nodes with few
+ * incoming links, so that a table that only takes inserts gets its checks
+ * too.
  *
- * ambulkdelete is called only when the heap has dead tuples; all five passes
+ * ambulkdelete is called only when the heap has dead tuples; all passes
  * run then, even if none of them are in this index, so that nodes inserted
- * during an earlier VACUUM get their in-link check too.
+ * during an earlier VACUUM get their checks too.
  *
  * Locking: no heavyweight lock; inserts and scans go on throughout. Each
  * page is locked only while it is read or changed; when a graph page and
@@ -479,20 +482,15 @@ static void
 find_or_link(VacState *vs, ShnswLinker *lk, ShnswRef e, int ef, ShnswRef **redo,
 			 int64 *nredo, int64 *capredo)
 {
-	ShnswNodeCopy node;
 	ShnswRef	dropped[2 * SHNSW_MAX_M];
 	int			ndropped = 0;
-	uint8	   *code = palloc(vs->info->dims);
 
-	shnsw_read_node(lk, e, 0, &node, code);
-	if (!(node.flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)) &&
-		shnsw_make_findable(lk, e, code, ef, false, dropped, &ndropped))
+	if (shnsw_make_findable(lk, e, ef, false, dropped, &ndropped))
 	{
 		vs->unfound++;
 		for (int k = 0; k < ndropped; k++)
 			push_ref(redo, nredo, capredo, dropped[k]);
 	}
-	pfree(code);
 }
 
 /*
@@ -511,41 +509,27 @@ static void
 link_unfound(VacState *vs, ShnswLinker *lk, const ShnswRef *refs, int64 n)
 {
 	int			ef = shnsw_get_ef_construction(vs->index);
-	ShnswRef   *redo = NULL,
-			   *next = NULL;
-	int64		nredo = 0,
-				capredo = 0,
-				nnext = 0,
-				capnext = 0;
+	const ShnswRef *cur = refs;
+	ShnswRef   *redo[2] = {NULL, NULL};
+	int64		cap[2] = {0, 0};
 
-	for (int64 i = 0; i < n; i++)
+	/* the nodes given, then the ones each round pushed out of lists */
+	for (int round = 0; round <= SHNSW_FIND_ROUNDS && n > 0; round++)
 	{
-		vacuum_delay_point(false);
-		find_or_link(vs, lk, refs[i], ef, &redo, &nredo, &capredo);
-	}
-	for (int round = 0; round < SHNSW_FIND_ROUNDS && nredo > 0; round++)
-	{
-		ShnswRef   *t;
-		int64		tcap;
+		int			b = round % 2;
+		int64		nnext = 0;
 
-		nnext = 0;
-		for (int64 i = 0; i < nredo; i++)
+		for (int64 i = 0; i < n; i++)
 		{
 			vacuum_delay_point(false);
-			find_or_link(vs, lk, redo[i], ef, &next, &nnext, &capnext);
+			find_or_link(vs, lk, cur[i], ef, &redo[b], &nnext, &cap[b]);
 		}
-		t = redo;
-		redo = next;
-		next = t;
-		nredo = nnext;
-		tcap = capredo;
-		capredo = capnext;
-		capnext = tcap;
+		cur = redo[b];
+		n = nnext;
 	}
-	if (redo)
-		pfree(redo);
-	if (next)
-		pfree(next);
+	for (int b = 0; b < 2; b++)
+		if (redo[b])
+			pfree(redo[b]);
 }
 
 /*
