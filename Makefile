@@ -71,8 +71,8 @@ demo: venv
 test: venv
 	$(MAKE) DEV=1 install
 	$(MAKE) unit
-	PYTHONPATH=python $(VENV_PY) -m shnsw.regress
-	PYTHONPATH=python $(VENV_PY) -m shnsw.isolation
+	PYTHONPATH=python:test $(VENV_PY) -m harness.regress
+	PYTHONPATH=python:test $(VENV_PY) -m harness.isolation
 	PYTHONPATH=python $(VENV_PY) -m pytest -q test/python
 
 # Unit tests of the pure algorithm code: no server, plain C.

@@ -30,9 +30,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))
 
 from shnsw.cluster import Cluster  # noqa: E402
-from shnsw.durability import (OPS, CrashCycles, Model, Workload, _copy_rows,  # noqa: E402
+from harness.durability import (OPS, CrashCycles, Model, Workload, copy_rows,  # noqa: E402
                               check_index, known_bug)
 
 import numpy as np  # noqa: E402
@@ -117,7 +118,7 @@ def main(argv=None) -> int:
                              f"embedding vector({args.dim}))")
                 ids = model.alloc(min(3000, args.rows))
                 g = model.begin_insert(ids)
-                _copy_rows(conn, table, np.stack([model.vec(i) for i in ids]), ids[0])
+                copy_rows(conn, table, np.stack([model.vec(i) for i in ids]), ids[0])
                 model.end_insert(g, True)
                 conn.execute(f"CREATE INDEX {table}_idx ON {table} USING streamhnsw "
                              f"(embedding {OPS[args.metric][1]})")

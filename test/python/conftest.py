@@ -5,7 +5,10 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
+# the product package (python/) and the test harnesses (test/harness)
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "python"))
+sys.path.insert(0, str(ROOT / "test"))
 
 from shnsw.cluster import Cluster  # noqa: E402
 

@@ -2,7 +2,7 @@
 recovery, physical replication, cache generation, recall after deletes, and
 the index life cycle commands.
 
-All randomness is seeded. Invariants are those of shnsw.durability: no
+All randomness is seeded. Invariants are those of harness.durability: no
 error; streamhnsw_verify() empty; the heap holds exactly the committed rows;
 every row has an index entry (a full index scan returns it) and is found by
 an exact-match search; deleted, rolled-back and lost rows are never
@@ -16,7 +16,7 @@ settings.
 
 The randomized tests (concurrent workload, crash cycles) fail on any
 violation that is not a symptom of a known limitation, and report xfail
-when only such symptoms occurred (shnsw.durability.KNOWN_BUGS: a search
+when only such symptoms occurred (harness.durability.KNOWN_BUGS: a search
 running while other sessions insert can miss a row until the next VACUUM).
 What they check after VACUUM and after recovery is strict.
 """
@@ -31,10 +31,10 @@ import pytest
 
 from shnsw import data
 from shnsw.cluster import Cluster
-from shnsw.durability import (OPS, CrashCycles, Model, Workload, _copy_rows,
+from harness.durability import (OPS, CrashCycles, Model, Workload, copy_rows,
                               check_index, crash, exact_match_missing, index_ids,
                               known_bug)
-from shnsw.replica import Standby
+from harness.replica import Standby
 
 EF_CHECK = 1000
 
@@ -55,7 +55,7 @@ def make_table(conn, table, model, n, index=True, opclass="vector_l2_ops", unlog
     if n:
         ids = model.alloc(n)
         g = model.begin_insert(ids)
-        _copy_rows(conn, table, np.stack([model.vec(i) for i in ids]), ids[0])
+        copy_rows(conn, table, np.stack([model.vec(i) for i in ids]), ids[0])
         model.end_insert(g, True)
     if index:
         conn.execute(f"CREATE INDEX {table}_idx ON {table} USING streamhnsw (embedding {opclass})")
@@ -386,7 +386,7 @@ def test_standby_returns_what_the_primary_returns():
             for i in range(4000, 5000):
                 pc.execute("INSERT INTO rep VALUES (%s, %s)", (i, data.vector_literal(rows[i])))
             with pc.transaction():
-                _copy_rows(pc, "rep", rows[5000:6000], 5000)
+                copy_rows(pc, "rep", rows[5000:6000], 5000)
             check("inserts")
             pc.execute("DELETE FROM rep WHERE id % 3 = 1")
             pc.execute("VACUUM rep")
@@ -568,7 +568,7 @@ def test_reindex_truncate_drop_leave_working_indexes(conn):
     model.committed = type(model.committed)()
     ids = model.alloc(800)
     with conn.transaction():
-        _copy_rows(conn, "lc", np.stack([model.vec(i) for i in ids]), ids[0])
+        copy_rows(conn, "lc", np.stack([model.vec(i) for i in ids]), ids[0])
     model.committed.update(ids)
     sound()
     # CREATE INDEX CONCURRENTLY of a second index, then DROP INDEX (and CONCURRENTLY)

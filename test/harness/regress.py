@@ -1,13 +1,13 @@
 """Run the pg_regress suite (PGXS installcheck) against a throwaway cluster.
 
-Usage: python -m shnsw.regress [extra make arguments]
+Usage: PYTHONPATH=python:test python -m harness.regress [extra make arguments]
 Exit status is that of pg_regress; on failure the diffs are printed.
 """
 
 import subprocess
 import sys
 
-from .cluster import ROOT, Cluster, default_pg_config
+from shnsw.cluster import ROOT, Cluster, default_pg_config
 
 
 def main(argv: list[str]) -> int:

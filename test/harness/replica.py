@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 
-from .cluster import Cluster
+from shnsw.cluster import Cluster
 
 
 class Standby(Cluster):

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import psycopg
 
-from . import data
+from shnsw import data
 
 OPS = {"l2": ("<->", "vector_l2_ops"), "cosine": ("<=>", "vector_cosine_ops")}
 
@@ -285,10 +285,10 @@ def insert_rows(conn, table: str, model: Model, ids, style: str) -> None:
         arr = np.stack([model.vec(i) for i in ids])
         # data.load's binary COPY writes ids start_id.. ; ours are consecutive
         assert list(ids) == list(range(ids[0], ids[0] + len(ids)))
-        _copy_rows(conn, table, arr, ids[0])
+        copy_rows(conn, table, arr, ids[0])
 
 
-def _copy_rows(conn, table, arr, start):
+def copy_rows(conn, table, arr, start):
     import struct
     header = b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0)
     with conn.cursor() as cur:
@@ -647,7 +647,7 @@ class CrashCycles:
                          f"embedding vector({self.dim}))")
             ids = self.model.alloc(self.initial)
             g = self.model.begin_insert(ids)
-            _copy_rows(conn, self.table, np.stack([self.model.vec(i) for i in ids]), ids[0])
+            copy_rows(conn, self.table, np.stack([self.model.vec(i) for i in ids]), ids[0])
             self.model.end_insert(g, True)
             self._create_index(conn)
 

@@ -1,7 +1,7 @@
 """Run the isolation tests (test/isolation/specs, pg_isolation_regress)
 against a throwaway cluster.
 
-Usage: python -m shnsw.isolation [test names]    (default: every spec)
+Usage: PYTHONPATH=python:test python -m harness.isolation [test names]    (default: every spec)
 
 pg_isolation_regress ships in the PostgreSQL installation's PGXS directory
 ($(pg_config --pkglibdir)/pgxs/src/test/isolation). Results and diffs go to
@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .cluster import ROOT, Cluster, default_pg_config
+from shnsw.cluster import ROOT, Cluster, default_pg_config
 
 ISO_DIR = ROOT / "test" / "isolation"
 
