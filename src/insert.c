@@ -195,8 +195,24 @@ place_in_free_slot(InsertState *is, Buffer metabuf, const NewNode *nn)
 			memcpy(PageGetContents(GenericXLogRegisterBuffer(state, vbuf[1], 0)),
 				   (char *) nn->value + first, info->vec_size - first);
 		meta = ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0));
-		fill_node(is, shnsw_page_node(gpage, slot, info->node_size), nn,
-				  InvalidBlockNumber, InvalidOffsetNumber, vblk, voff);
+
+		/*
+		 * If a VACUUM freed this slot after our search saw its old node
+		 * alive, that node is among the neighbours found: a node never
+		 * names itself (shnsw_check_node treats that as corruption).
+		 */
+		{
+			ShnswRef	own[2 * SHNSW_MAX_M];
+			NewNode		mine = *nn;
+
+			mine.nnbrs0 = 0;
+			for (int k = 0; k < nn->nnbrs0; k++)
+				if (nn->nbrs0[k] != head)
+					own[mine.nnbrs0++] = nn->nbrs0[k];
+			mine.nbrs0 = own;
+			fill_node(is, shnsw_page_node(gpage, slot, info->node_size), &mine,
+					  InvalidBlockNumber, InvalidOffsetNumber, vblk, voff);
+		}
 		meta->free_head = next;
 		meta->free_count--;
 		meta->deleted_count--;
@@ -551,13 +567,16 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 	 */
 	for (int l = 1; l <= level; l++)
 		for (int k = 0; k < nnbrs[l]; k++)
-			shnsw_add_backlink(&is->lk, nbrs[l][k], l, newref, code, false, NULL, NULL);
+			if (nbrs[l][k] != newref)
+				shnsw_add_backlink(&is->lk, nbrs[l][k], l, newref, code, false, NULL, NULL);
 	for (int k = 0; k < nnbrs[0]; k++)
 	{
 		ShnswRef	dropped[2 * SHNSW_MAX_M];
 		int			ndropped = 0;
 
 		CHECK_FOR_INTERRUPTS();
+		if (nbrs[0][k] == newref)
+			continue;			/* the slot's old node (see place_in_free_slot) */
 		if (shnsw_add_backlink(&is->lk, nbrs[0][k], 0, newref, code, false, dropped, &ndropped))
 			linked = true;
 		/* a node a back-link took out may have lost its only in-link */
@@ -569,6 +588,8 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 		ShnswRef	dropped[2 * SHNSW_MAX_M];
 		int			ndropped = 0;
 
+		if (nbrs[0][k] == newref)
+			continue;
 		linked = shnsw_add_backlink(&is->lk, nbrs[0][k], 0, newref, code, true, dropped, &ndropped);
 		if (ndropped > 0)
 			rehome(is, newref, dropped, ndropped, efc);

@@ -420,6 +420,8 @@ shnsw_add_backlink(ShnswLinker *lk, ShnswRef e, int layer, ShnswRef newref,
 	uint8	   *ecode = palloc(lk->dims);
 	bool		kept = false;
 
+	if (e == newref)
+		goto done;				/* a node never names itself */
 	for (int attempt = 0; attempt < SHNSW_LIST_RETRIES; attempt++)
 	{
 		int			cnt;

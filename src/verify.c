@@ -29,6 +29,8 @@
  */
 #include "postgres.h"
 
+#include <math.h>
+
 #include "access/htup_details.h"
 #include "access/relation.h"
 #include "access/xlog.h"
@@ -227,6 +229,35 @@ check_vector(VerifyState *vs, Relation index, const ShnswMetaPageData *meta, Blo
 				meta->elemtype == SHNSW_ELEM_FLOAT2 ? "halfvec" : "vector");
 }
 
+/*
+ * check_quant reports the SQ8 parameters on the q-th quantizer page (lo[]
+ * then scale[], one float stream) that are not finite, or steps that are
+ * not positive: training never writes them.
+ */
+static void
+check_quant(VerifyState *vs, Relation index, const ShnswMetaPageData *meta, uint32 q)
+{
+	BlockNumber blk = meta->quant_start + q;
+	int			total = 2 * meta->dims;
+	int			per_page = SHNSW_PAGE_CAPACITY / sizeof(float);
+	int			first = (int) q * per_page;
+	int			n = Min(total - first, per_page);
+	Buffer		buf = ReadBuffer(index, blk);
+	const float *x;
+	int			bad = -1;
+
+	LockBuffer(buf, BUFFER_LOCK_SHARE);
+	x = (const float *) PageGetContents(BufferGetPage(buf));
+	for (int i = 0; i < n && bad < 0; i++)
+		if (!isfinite(x[i]) || (first + i >= meta->dims && !(x[i] > 0.0f)))
+			bad = i;
+	UnlockReleaseBuffer(buf);
+	if (bad >= 0)
+		problem(vs, "quantizer block %u has an invalid %s for dimension %d",
+				blk, first + bad < meta->dims ? "lower bound" : "step",
+				(first + bad) % meta->dims);
+}
+
 PG_FUNCTION_INFO_V1(streamhnsw_verify);
 
 /*
@@ -348,6 +379,8 @@ streamhnsw_verify(PG_FUNCTION_ARGS)
 	for (uint32 q = 0; q < meta.quant_nblocks; q++)
 		if (meta.quant_start + q >= nblocks || types[meta.quant_start + q] != SHNSW_PAGE_QUANT)
 			problem(&vs, "quantizer block %u is missing or of the wrong type", meta.quant_start + q);
+		else if (meta.quant_trained)
+			check_quant(&vs, index, &meta, q);
 	if (meta.ef_construction < SHNSW_MIN_EF_CONSTRUCTION || meta.ef_construction > SHNSW_MAX_EF_CONSTRUCTION)
 		problem(&vs, "metapage (block 0) has ef_construction %u", meta.ef_construction);
 	if (meta.entry_level < -1 || meta.entry_level > SHNSW_MAX_LEVEL)

@@ -19,7 +19,8 @@ clusters, so that the edits reach the access method.
 
 Besides the six listed corruptions, a few hundred single-byte changes at
 seeded random offsets of every page type (metapage, quantizer, graph, vector
-and upper pages) run on smaller tables; there a search only has to be sane
+and upper pages) and a file cut to half its length run on smaller tables
+(1500 rows); there a search only has to be sane
 (distinct rows, at most LIMIT of them, in order of distance): a changed code
 byte can change which rows are found without anything being detectably
 wrong.
@@ -121,6 +122,13 @@ def c6_vector_ff(buf):
     for b in blks:
         buf[b * BLCKSZ + CONTENTS:b * BLCKSZ + SPECIAL] = b"\xff" * (SPECIAL - CONTENTS)
     return blks
+
+
+def truncate_half(buf):
+    """The file cut to half its blocks (as after a lost write of its end)."""
+    keep = len(buf) // BLCKSZ // 2
+    del buf[keep * BLCKSZ:]
+    return [keep]
 
 
 LISTED = [c1_nslots, c2_vec_size, c3_vec_offset, c4_node_size, c5_insert_graph_blk,
@@ -286,6 +294,7 @@ def test_corruption_ends_in_error(corrupt_cluster):
     rng = random.Random(SEED)
     flips = [make_flip(t, rng) for t in PAGE_TYPES for _ in range(FLIPS_PER_TYPE)]
     rng.shuffle(flips)
+    flips.insert(0, truncate_half)
     listed = [(f"l{i}", 4000) for i in range(len(LISTED))]
     small = [(f"f{i}", 1500) for i in range(TABLES_PER_ROUND)]
     files, answers = setup_tables(c, listed + small)
