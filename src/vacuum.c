@@ -335,6 +335,7 @@ reach_from(int64 i, const int64 *start, const int32 *adj, bool *reached, int32 *
 	{
 		int32		u = stack[--top];
 
+		CHECK_FOR_INTERRUPTS();
 		for (int64 k = start[u]; k < start[u + 1]; k++)
 		{
 			if (!reached[adj[k]])

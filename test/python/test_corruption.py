@@ -20,7 +20,9 @@ clusters, so that the edits reach the access method.
 Besides the six listed corruptions, a few hundred single-byte changes at
 seeded random offsets of every page type (metapage, quantizer, graph, vector
 and upper pages) and a file cut to half its length run on smaller tables
-(1500 rows); there a search only has to be sane
+(1500 rows), and so do 150 more aimed at the bytes of metapage fields,
+node headers and neighbour lists, upper-layer records and stored vectors'
+headers; there a search only has to be sane
 (distinct rows, at most LIMIT of them, in order of distance): a changed code
 byte can change which rows are found without anything being detectably
 wrong.
@@ -48,6 +50,7 @@ FLIPS_PER_TYPE = 50
 TABLES_PER_ROUND = 30
 SEED = 20
 OUTCOMES: dict = {}           # (statement, "ok" / "error") -> count, printed
+ERRORS: dict = {}             # error message (numbers and names blanked) -> count
 
 QUERY = "[" + ",".join(f"{(i * 37 % 101) / 101:.3f}" for i in range(32)) + "]"
 NEW_ROW = "[" + ",".join(f"{(i * 53 % 97) / 97:.3f}" for i in range(32)) + "]"
@@ -149,6 +152,45 @@ def make_flip(ptype: int, rng: random.Random):
         return [b]
     flip.__name__ = f"flip_{PAGE_TYPES[ptype]}_{off_in_page}_{value:02x}"
     return flip
+
+
+def make_targeted(kind: str, rng: random.Random):
+    """A change of one byte where a field lives: a node header or neighbour
+    list, an upper-layer record, a metapage field, a stored vector's header."""
+    pick, pick2, byte = rng.random(), rng.random(), rng.randrange(24)
+    value = rng.randrange(1, 256)
+
+    def flip(buf):
+        graph = blocks_of(buf, 3)
+        if kind == "meta":
+            off = CONTENTS + rng_off(pick, 112)
+            b = 0
+        elif kind in ("node", "vectorhdr"):
+            b = graph[int(pick * len(graph))]
+            nslots = struct.unpack_from("<H", buf, b * BLCKSZ + SPECIAL + 2)[0]
+            rec = b * BLCKSZ + CONTENTS + int(pick2 * nslots) * NODE_SIZE
+            if kind == "node":
+                off = rec + (byte if value & 1 else 24 + rng_off(pick2, 64))
+            else:
+                vblk, voff = struct.unpack_from("<IH", buf, rec + 16)
+                b = vblk
+                off = vblk * BLCKSZ + CONTENTS + voff + byte % 8
+        else:                                   # upper record
+            upper = blocks_of(buf, 5)
+            b = upper[int(pick * len(upper))]
+            lower, upper_start = struct.unpack_from("<HH", buf, b * BLCKSZ + 12)
+            if value & 1:                       # an item pointer
+                off = b * BLCKSZ + 24 + rng_off(pick2, max(lower - 24, 1))
+            else:                               # record bytes
+                off = b * BLCKSZ + upper_start + rng_off(pick2, max(SPECIAL - upper_start, 1))
+        buf[off] ^= value
+        return [b]
+    flip.__name__ = f"targeted_{kind}_{byte}_{value:02x}"
+    return flip
+
+
+def rng_off(fraction: float, n: int) -> int:
+    return min(int(fraction * n), n - 1)
 
 
 # --- the cluster ------------------------------------------------------------
@@ -260,6 +302,9 @@ def check_round(c, cases, files, answers, strict):
                 results[label] = (rows, err)
                 OUTCOMES[(label, "error" if err is not None else "ok")] = \
                     OUTCOMES.get((label, "error" if err is not None else "ok"), 0) + 1
+                if err is not None:
+                    kind = re.sub(r'"[^"]*"|\d+', "N", str(err).splitlines()[0])
+                    ERRORS[kind] = ERRORS.get(kind, 0) + 1
                 if secs > slowest[0]:
                     slowest = (secs, f"{label} {what}")
                 if isinstance(err, psycopg.errors.QueryCanceled) or secs > STATEMENT_LIMIT:
@@ -293,6 +338,8 @@ def test_corruption_ends_in_error(corrupt_cluster):
     c = corrupt_cluster
     rng = random.Random(SEED)
     flips = [make_flip(t, rng) for t in PAGE_TYPES for _ in range(FLIPS_PER_TYPE)]
+    flips += [make_targeted(k, rng) for k, n in (("meta", 30), ("node", 60), ("upper", 30),
+                                                 ("vectorhdr", 30)) for _ in range(n)]
     rng.shuffle(flips)
     flips.insert(0, truncate_half)
     listed = [(f"l{i}", 4000) for i in range(len(LISTED))]
@@ -307,6 +354,8 @@ def test_corruption_ends_in_error(corrupt_cluster):
                            strict=False)
         failures += f
         slowest = max(slowest, s)
-    print(f"{len(LISTED)} listed corruptions and {len(flips)} byte changes; "
+    print(f"{len(LISTED)} listed corruptions and {len(flips)} other changes; "
           f"slowest statement {slowest[0]:.2f}s ({slowest[1]}); outcomes {sorted(OUTCOMES.items())}")
+    for kind, n in sorted(ERRORS.items(), key=lambda kv: -kv[1]):
+        print(f"  {n:4d}  {kind}")
     assert not failures, "\n".join(failures[:40])
