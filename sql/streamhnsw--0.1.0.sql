@@ -78,9 +78,13 @@ CREATE OPERATOR CLASS halfvec_cosine_ops
 
 -- Inspection
 
+-- The inspection functions read every page of an index (verify also locks
+-- it against writes): not for PUBLIC. GRANT EXECUTE to let a role run them;
+-- it must also own the index or be a member of pg_monitor.
 CREATE FUNCTION streamhnsw_verify(index regclass) RETURNS SETOF text
-	AS 'MODULE_PATHNAME' LANGUAGE C STRICT VOLATILE PARALLEL SAFE;
+	AS 'MODULE_PATHNAME' LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
 COMMENT ON FUNCTION streamhnsw_verify(regclass) IS 'checks the structure of a streamhnsw index; returns one row per problem found';
+REVOKE ALL ON FUNCTION streamhnsw_verify(regclass) FROM PUBLIC;
 
 CREATE FUNCTION streamhnsw_metapage(index regclass,
 	OUT version int, OUT dimensions int, OUT m int, OUT ef_construction int,
@@ -90,6 +94,7 @@ CREATE FUNCTION streamhnsw_metapage(index regclass,
 	OUT free_count bigint)
 	AS 'MODULE_PATHNAME' LANGUAGE C STRICT VOLATILE PARALLEL SAFE;
 COMMENT ON FUNCTION streamhnsw_metapage(regclass) IS 'the metapage of a streamhnsw index';
+REVOKE ALL ON FUNCTION streamhnsw_metapage(regclass) FROM PUBLIC;
 
 -- Statistics
 
@@ -105,6 +110,6 @@ CREATE FUNCTION streamhnsw_stats(
 COMMENT ON FUNCTION streamhnsw_stats() IS 'cumulative figures of all streamhnsw scans since the last reset';
 
 CREATE FUNCTION streamhnsw_stats_reset() RETURNS void
-	AS 'MODULE_PATHNAME' LANGUAGE C STRICT VOLATILE PARALLEL SAFE;
+	AS 'MODULE_PATHNAME' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION streamhnsw_stats_reset() IS 'sets the cumulative streamhnsw scan figures to zero';
 REVOKE ALL ON FUNCTION streamhnsw_stats_reset() FROM PUBLIC;

@@ -543,6 +543,8 @@ shnsw_build(Relation heap, Relation index, IndexInfo *indexInfo)
 
 		for (uint32 i = 0; i < bs.n; i++)
 		{
+			if ((i & 255) == 0)
+				CHECK_FOR_INTERRUPTS();
 			build_read_exact(&bs, i, img);
 			shnsw_vector_to_nav((struct varlena *) img, bs.elemtype, bs.metric, bs.dims, bs.navbuf);
 			sq8_encode(lo, scale, bs.navbuf, code, bs.dims);

@@ -282,6 +282,7 @@ build_search_layer(ShnswBuildGraph *g, const BuildFrom *q, const uint32_t *eps, 
 		int			cnt;
 		ShnswRef   *nb;
 
+		shnsw_check_interrupts();
 		if (W->n >= ef && c.d > shnsw_heap_top(W).d)
 			break;
 		nb = shnsw_build_neighbors(g, c.id, layer, &cnt);
@@ -448,6 +449,7 @@ build_descend(ShnswBuildGraph *g, const BuildFrom *q, uint32_t ep, int stop)
 			int			cnt;
 			ShnswRef   *nb = shnsw_build_neighbors(g, ep, l, &cnt);
 
+			shnsw_check_interrupts();
 			changed = false;
 			for (int k = 0; k < cnt; k++)
 			{
@@ -560,6 +562,7 @@ reach_walk(const ShnswBuildGraph *g, uint32_t *parent, uint32_t *queue, uint32_t
 		int			cnt;
 		ShnswRef   *nb = shnsw_build_neighbors(g, c, 0, &cnt);
 
+		shnsw_check_interrupts();
 		for (int k = 0; k < cnt; k++)
 		{
 			if (parent[nb[k]] == REACH_NONE)
@@ -713,6 +716,7 @@ reach_link_node(ShnswBuildGraph *g, const uint32_t *parent, uint8_t *replaced,
 		uint32_t	p = queue[k];
 		float		dp;
 
+		shnsw_check_interrupts();
 		if (!reach_can_attach(g, parent, p))
 			continue;
 		dp = build_dist(g, &q, p);
@@ -755,6 +759,7 @@ shnsw_build_ensure_reachable(ShnswBuildGraph *g)
 	{
 		uint32_t	p;
 
+		shnsw_check_interrupts();
 		if (parent[u] != REACH_NONE)
 			continue;
 		p = reach_link_node(g, parent, replaced, queue, tail, u);
@@ -793,6 +798,7 @@ shnsw_build_layout_order(const ShnswBuildGraph *g, uint32_t *order)
 			int			cnt;
 			ShnswRef   *nb = shnsw_build_neighbors(g, c, 0, &cnt);
 
+			shnsw_check_interrupts();
 			for (int k = 0; k < cnt; k++)
 			{
 				if (!seen[nb[k]])
@@ -941,6 +947,15 @@ shnsw_search_descend(ShnswSearch *s, ShnswRef entry, int entry_level, int stop_l
 	uint32_t   *idx = shnsw_alloc(sizeof(uint32_t) * s->m);
 
 	search_add_nodes(s, &entry, 1, &cur);
+
+	/*
+	 * Start at the entry node's own level if the caller's is higher (a
+	 * corrupt or stale entry level must not make this loop count down from
+	 * a huge number). Each hop strictly decreases the distance, so the
+	 * greedy walk of a layer cannot cycle.
+	 */
+	if (entry_level > s->cands[cur].level)
+		entry_level = s->cands[cur].level;
 	for (int l = entry_level; l > stop_layer; l--)
 	{
 		bool		changed = true;
@@ -949,6 +964,7 @@ shnsw_search_descend(ShnswSearch *s, ShnswRef entry, int entry_level, int stop_l
 		{
 			int			n;
 
+			shnsw_check_interrupts();
 			changed = false;
 			if (s->cands[cur].level < l)
 				break;			/* cannot happen in a well-formed graph */
@@ -992,6 +1008,7 @@ shnsw_search_upper_layer(ShnswSearch *s, ShnswRef entry, int layer, int ef, uint
 		int			cnt,
 					nf = 0;
 
+		shnsw_check_interrupts();
 		if (W.n >= ef && c.d > shnsw_heap_top(&W).d)
 			break;
 		if (s->cands[c.id].level < layer)
@@ -1126,6 +1143,7 @@ shnsw_search_next(ShnswSearch *s, ShnswRef start, int ef, uint32_t *out)
 		ShnswCand  *cand;
 		int			nf = 0;
 
+		shnsw_check_interrupts();
 		if (s->W.n >= ef && c.d > shnsw_heap_top(&s->W).d)
 			break;
 		shnsw_heap_pop(&s->C);

@@ -49,6 +49,7 @@ typedef struct InsertState
 	ShnswLinker lk;				/* page access and list changes */
 	int			dims;
 	int			m;
+	BlockNumber nblocks;		/* relation length last seen (bounds checks) */
 } InsertState;
 
 /*
@@ -141,10 +142,12 @@ place_in_free_slot(InsertState *is, Buffer metabuf, const NewNode *nn)
 
 		gblk = shnsw_ref_block(head, info->slot_bits);
 		slot = shnsw_ref_slot(head, info->slot_bits);
+		/* never the metapage, which we hold pinned and lock below */
+		shnsw_check_block(is->index, gblk, &is->nblocks, SHNSW_METAPAGE_BLKNO, "free list head");
 		gbuf = ReadBuffer(is->index, gblk);
 		LockBuffer(gbuf, BUFFER_LOCK_EXCLUSIVE);
 		shnsw_check_page(is->index, BufferGetPage(gbuf), gblk, SHNSW_PAGE_GRAPH);
-		if (slot >= ShnswPageGetOpaque(BufferGetPage(gbuf))->nslots)
+		if (slot >= shnsw_graph_nslots(is->index, BufferGetPage(gbuf), gblk, info->node_size))
 			ereport(ERROR,
 					(errcode(ERRCODE_INDEX_CORRUPTED),
 					 errmsg("index \"%s\" has free list entry %u beyond the slots of block %u",
@@ -156,12 +159,17 @@ place_in_free_slot(InsertState *is, Buffer metabuf, const NewNode *nn)
 			UnlockReleaseBuffer(gbuf);
 			continue;
 		}
+		shnsw_check_node(is->index, gblk, slot, h, info->m, info->slot_bits, info->vec_size,
+						 &is->nblocks);
 		vblk = h->vec_block;
 		voff = h->vec_offset;
 		next = shnsw_node_neighbors(h)[0];
 		nv = voff + info->vec_size > SHNSW_PAGE_CAPACITY ? 2 : 1;
 		for (int k = 0; k < nv; k++)
 		{
+			/* a vector "on" the graph page we hold would lock it twice */
+			if (vblk + k == gblk)
+				shnsw_corrupt(is->index, gblk, "vector block", vblk + k);
 			vbuf[k] = ReadBuffer(is->index, vblk + k);
 			LockBuffer(vbuf[k], BUFFER_LOCK_EXCLUSIVE);
 			shnsw_check_page(is->index, BufferGetPage(vbuf[k]), vblk + k, SHNSW_PAGE_VECTOR);
@@ -187,8 +195,24 @@ place_in_free_slot(InsertState *is, Buffer metabuf, const NewNode *nn)
 			memcpy(PageGetContents(GenericXLogRegisterBuffer(state, vbuf[1], 0)),
 				   (char *) nn->value + first, info->vec_size - first);
 		meta = ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0));
-		fill_node(is, shnsw_page_node(gpage, slot, info->node_size), nn,
-				  InvalidBlockNumber, InvalidOffsetNumber, vblk, voff);
+
+		/*
+		 * If a VACUUM freed this slot after our search saw its old node
+		 * alive, that node is among the neighbours found: a node never
+		 * names itself (shnsw_check_node treats that as corruption).
+		 */
+		{
+			ShnswRef	own[2 * SHNSW_MAX_M];
+			NewNode		mine = *nn;
+
+			mine.nnbrs0 = 0;
+			for (int k = 0; k < nn->nnbrs0; k++)
+				if (nn->nbrs0[k] != head)
+					own[mine.nnbrs0++] = nn->nbrs0[k];
+			mine.nbrs0 = own;
+			fill_node(is, shnsw_page_node(gpage, slot, info->node_size), &mine,
+					  InvalidBlockNumber, InvalidOffsetNumber, vblk, voff);
+		}
 		meta->free_head = next;
 		meta->free_count--;
 		meta->deleted_count--;
@@ -271,6 +295,7 @@ rehome(InsertState *is, ShnswRef newref, ShnswRef *dropped, int ndropped, int ef
 		ShnswRef	again[2 * SHNSW_MAX_M];
 		int			nagain = 0;
 
+		CHECK_FOR_INTERRUPTS();
 		shnsw_make_findable(&is->lk, dropped[k], efc, true, again, &nagain);
 	}
 }
@@ -311,6 +336,8 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 	entry_level = meta->entry_level;
 	efc = meta->ef_construction;
 	LockBuffer(metabuf, BUFFER_LOCK_UNLOCK);
+	if (efc < SHNSW_MIN_EF_CONSTRUCTION || efc > SHNSW_MAX_EF_CONSTRUCTION)
+		shnsw_corrupt(index, SHNSW_METAPAGE_BLKNO, "ef_construction", efc);
 	if (!meta->quant_trained)
 	{
 		GenericXLogState *state;
@@ -381,12 +408,30 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 		ublk = meta->insert_upper_blk;
 		LockBuffer(metabuf, BUFFER_LOCK_UNLOCK);
 
+		/*
+		 * These pages are locked together with the metapage, which we hold
+		 * pinned: each must be another page, and a page of its type (checked
+		 * as soon as it is locked), or we would wait for our own lock.
+		 */
+		if (gblk != InvalidBlockNumber)
+			shnsw_check_block(index, gblk, &is->nblocks, SHNSW_METAPAGE_BLKNO, "insert graph block");
+		if (vblk != InvalidBlockNumber)
+			shnsw_check_block(index, vblk, &is->nblocks, SHNSW_METAPAGE_BLKNO, "insert vector block");
+		if (ublk != InvalidBlockNumber)
+			shnsw_check_block(index, ublk, &is->nblocks, SHNSW_METAPAGE_BLKNO, "insert upper block");
+		if (vblk != InvalidBlockNumber && (vblk == gblk || vblk == ublk))
+			shnsw_corrupt(index, SHNSW_METAPAGE_BLKNO, "insert vector block", vblk);
+		if (ublk != InvalidBlockNumber && ublk == gblk)
+			shnsw_corrupt(index, SHNSW_METAPAGE_BLKNO, "insert upper block", ublk);
+
 		/* graph page with a free slot */
 		if (gblk != InvalidBlockNumber)
 		{
 			gbuf = ReadBuffer(index, gblk);
 			LockBuffer(gbuf, BUFFER_LOCK_EXCLUSIVE);
-			if (ShnswPageGetOpaque(BufferGetPage(gbuf))->nslots >= shnsw_nodes_per_page(info->node_size))
+			shnsw_check_page(index, BufferGetPage(gbuf), gblk, SHNSW_PAGE_GRAPH);
+			if (shnsw_graph_nslots(index, BufferGetPage(gbuf), gblk, info->node_size) >=
+				shnsw_nodes_per_page(info->node_size))
 			{
 				UnlockReleaseBuffer(gbuf);
 				gblk = InvalidBlockNumber;
@@ -401,9 +446,15 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 		/* vector page with room for a whole vector */
 		if (vblk != InvalidBlockNumber)
 		{
+			int			used;
+
 			vbuf = ReadBuffer(index, vblk);
 			LockBuffer(vbuf, BUFFER_LOCK_EXCLUSIVE);
-			if (((PageHeader) BufferGetPage(vbuf))->pd_lower - MAXALIGN(SizeOfPageHeaderData) + stride > SHNSW_PAGE_CAPACITY)
+			shnsw_check_page(index, BufferGetPage(vbuf), vblk, SHNSW_PAGE_VECTOR);
+			used = (int) ((PageHeader) BufferGetPage(vbuf))->pd_lower - (int) MAXALIGN(SizeOfPageHeaderData);
+			if (used < 0 || used > (int) SHNSW_PAGE_CAPACITY || used % 4 != 0)
+				shnsw_corrupt(index, vblk, "end of vector data", ((PageHeader) BufferGetPage(vbuf))->pd_lower);
+			if (used + stride > SHNSW_PAGE_CAPACITY)
 			{
 				UnlockReleaseBuffer(vbuf);
 				vblk = InvalidBlockNumber;
@@ -422,6 +473,7 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 			{
 				ubuf = ReadBuffer(index, ublk);
 				LockBuffer(ubuf, BUFFER_LOCK_EXCLUSIVE);
+				shnsw_check_page(index, BufferGetPage(ubuf), ublk, SHNSW_PAGE_UPPER);
 				if (PageGetFreeSpace(BufferGetPage(ubuf)) < MAXALIGN(usize))
 				{
 					UnlockReleaseBuffer(ubuf);
@@ -515,12 +567,16 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 	 */
 	for (int l = 1; l <= level; l++)
 		for (int k = 0; k < nnbrs[l]; k++)
-			shnsw_add_backlink(&is->lk, nbrs[l][k], l, newref, code, false, NULL, NULL);
+			if (nbrs[l][k] != newref)
+				shnsw_add_backlink(&is->lk, nbrs[l][k], l, newref, code, false, NULL, NULL);
 	for (int k = 0; k < nnbrs[0]; k++)
 	{
 		ShnswRef	dropped[2 * SHNSW_MAX_M];
 		int			ndropped = 0;
 
+		CHECK_FOR_INTERRUPTS();
+		if (nbrs[0][k] == newref)
+			continue;			/* the slot's old node (see place_in_free_slot) */
 		if (shnsw_add_backlink(&is->lk, nbrs[0][k], 0, newref, code, false, dropped, &ndropped))
 			linked = true;
 		/* a node a back-link took out may have lost its only in-link */
@@ -532,6 +588,8 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 		ShnswRef	dropped[2 * SHNSW_MAX_M];
 		int			ndropped = 0;
 
+		if (nbrs[0][k] == newref)
+			continue;
 		linked = shnsw_add_backlink(&is->lk, nbrs[0][k], 0, newref, code, true, dropped, &ndropped);
 		if (ndropped > 0)
 			rehome(is, newref, dropped, ndropped, efc);
@@ -591,6 +649,7 @@ shnsw_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid,
 	old = MemoryContextSwitchTo(ctx);
 
 	is.index = index;
+	is.nblocks = 0;
 	is.info = shnsw_get_index_info(index);
 	is.dims = is.info->dims;
 	is.m = is.info->m;

@@ -23,6 +23,7 @@
 #include "postgres.h"
 
 #include "access/generic_xlog.h"
+#include "miscadmin.h"
 #include "storage/bufmgr.h"
 #include "utils/rel.h"
 
@@ -352,6 +353,8 @@ write_list_if(ShnswLinker *lk, ShnswRef e, ShnswUpperLoc upper, int layer,
 		ShnswNodeHeader *h;
 
 		shnsw_check_page(lk->index, page, blk, SHNSW_PAGE_GRAPH);
+		if (shnsw_ref_slot(e, slot_bits) >= shnsw_graph_nslots(lk->index, page, blk, lk->info->node_size))
+			shnsw_corrupt(lk->index, blk, "node slot", shnsw_ref_slot(e, slot_bits));
 		h = shnsw_page_node(page, shnsw_ref_slot(e, slot_bits), lk->info->node_size);
 		if (h->flags & SHNSW_NODE_FREE)
 			goto out;
@@ -363,10 +366,8 @@ write_list_if(ShnswLinker *lk, ShnswRef e, ShnswUpperLoc upper, int layer,
 		ShnswUpperHeader *u;
 
 		shnsw_check_page(lk->index, page, blk, SHNSW_PAGE_UPPER);
-		if (upper.offset < FirstOffsetNumber || upper.offset > PageGetMaxOffsetNumber(page))
-			goto out;
-		u = (ShnswUpperHeader *) PageGetItem(page, PageGetItemId(page, upper.offset));
-		if (u->node != e || u->level < layer)
+		u = shnsw_upper_record(lk->index, page, blk, upper.offset, lk->m);
+		if (u == NULL || u->node != e || u->level < layer)
 			goto out;
 		cur = shnsw_upper_neighbors(u, layer, lk->m);
 		curcnt = &shnsw_upper_counts(u)[layer - 1];
@@ -419,6 +420,8 @@ shnsw_add_backlink(ShnswLinker *lk, ShnswRef e, int layer, ShnswRef newref,
 	uint8	   *ecode = palloc(lk->dims);
 	bool		kept = false;
 
+	if (e == newref)
+		goto done;				/* a node never names itself */
 	for (int attempt = 0; attempt < SHNSW_LIST_RETRIES; attempt++)
 	{
 		int			cnt;
@@ -594,6 +597,7 @@ shnsw_repair_list(ShnswLinker *lk, ShnswRef e, int layer, const ShnswRefSet *dea
 					u = 0,
 					npool;
 
+		CHECK_FOR_INTERRUPTS();
 		shnsw_read_node(lk, e, layer, &node, ecode);
 		if (node.flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE))
 			break;

@@ -133,6 +133,58 @@ shnsw_check_meta(Relation index, ShnswMetaPage meta)
 }
 
 /*
+ * shnsw_validate_meta raises an error unless the metapage's fixed fields
+ * agree with each other and with the relation: they size every record the
+ * other files read, so a corrupt one must stop here rather than reach a
+ * search, an insert or VACUUM. Called when the description is loaded.
+ */
+static void
+shnsw_validate_meta(Relation index, ShnswMetaPage meta)
+{
+	BlockNumber nblocks = RelationGetNumberOfBlocks(index);
+	int			maxdims = meta->elemtype == SHNSW_ELEM_FLOAT2 ? SHNSW_MAX_HALFVEC_DIM : SHNSW_MAX_VECTOR_DIM;
+	const char *field = NULL;
+	uint64		value = 0;
+
+	if (meta->elemtype != SHNSW_ELEM_FLOAT4 && meta->elemtype != SHNSW_ELEM_FLOAT2)
+		field = "element type", value = meta->elemtype;
+	else if (meta->metric < SHNSW_METRIC_L2 || meta->metric > SHNSW_METRIC_COSINE)
+		field = "metric", value = meta->metric;
+	else if (meta->quantizer != SHNSW_QUANT_SQ8)
+		field = "quantizer", value = meta->quantizer;
+	else if (meta->dims < 1 || meta->dims > maxdims)
+		field = "dimensions", value = meta->dims;
+	else if (meta->m < SHNSW_MIN_M || meta->m > SHNSW_MAX_M_OPTION)
+		field = "m", value = meta->m;
+	else if (meta->node_size != shnsw_node_size(meta->m, meta->dims) ||
+			 meta->node_size > SHNSW_PAGE_CAPACITY)
+		field = "node size", value = meta->node_size;
+	else if (meta->nodes_per_page != shnsw_nodes_per_page(meta->node_size))
+		field = "nodes per page", value = meta->nodes_per_page;
+	else if (meta->slot_bits != shnsw_slot_bits(meta->nodes_per_page))
+		field = "slot bits", value = meta->slot_bits;
+	else if (meta->vec_size != (uint32) shnsw_vec_size((ShnswElemType) meta->elemtype, meta->dims))
+		field = "vector size", value = meta->vec_size;
+	else if (meta->quant_start != SHNSW_METAPAGE_BLKNO + 1)
+		field = "first quantizer block", value = meta->quant_start;
+	else if (meta->quant_nblocks != (uint32) shnsw_quant_nblocks(meta->dims) ||
+			 (uint64) meta->quant_start + meta->quant_nblocks > nblocks)
+		field = "quantizer block count", value = meta->quant_nblocks;
+	else if (meta->ef_construction < SHNSW_MIN_EF_CONSTRUCTION ||
+			 meta->ef_construction > SHNSW_MAX_EF_CONSTRUCTION)
+		field = "ef_construction", value = meta->ef_construction;
+	else if (meta->entry_level < -1 || meta->entry_level > SHNSW_MAX_LEVEL)
+		field = "entry level", value = (uint32) meta->entry_level;
+	if (field != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INDEX_CORRUPTED),
+				 errmsg("index \"%s\" has an invalid %s in block %u: %llu",
+						RelationGetRelationName(index), field, SHNSW_METAPAGE_BLKNO,
+						(unsigned long long) value),
+				 errhint("REINDEX the index.")));
+}
+
+/*
  * lock_meta pins and share-locks the metapage and checks it; the caller
  * releases *buf.
  */
@@ -198,6 +250,7 @@ shnsw_get_index_info(Relation index)
 		info = palloc0(sizeof(ShnswIndexInfo));
 
 	meta = lock_meta(index, &buf);
+	shnsw_validate_meta(index, meta);
 	info->dims = meta->dims;
 	info->m = meta->m;
 	info->metric = (ShnswMetric) meta->metric;

@@ -11,6 +11,12 @@
  * the pages of one call are requested from the reader together before the
  * first is read: that is the known-order part of the I/O pipeline.
  *
+ * Every field of a record is checked before it is used as a count, an
+ * offset or a block number (shnsw_check_node and friends below, also used
+ * by the other files): a corrupt page ends in an ERROR that names the index,
+ * the block and the field, never in a read past a page or a lock on a page
+ * this backend already holds.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -19,6 +25,127 @@
 #include "utils/rel.h"
 
 #include "streamhnsw.h"
+
+/*
+ * shnsw_corrupt raises the error for a field read from block blk that is out
+ * of range.
+ */
+void
+shnsw_corrupt(Relation index, BlockNumber blk, const char *field, uint64 value)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INDEX_CORRUPTED),
+			 errmsg("index \"%s\" has an invalid %s in block %u: %llu",
+					RelationGetRelationName(index), field, blk, (unsigned long long) value),
+			 errhint("REINDEX the index.")));
+}
+
+/*
+ * shnsw_check_block raises an error unless blk, read from block `from` as
+ * `field`, names a page of the index other than the metapage. *nblocks is
+ * the caller's cache of the relation's length (0 if unknown), refreshed
+ * only when blk lies beyond it (an index never shrinks).
+ */
+void
+shnsw_check_block(Relation index, BlockNumber blk, BlockNumber *nblocks, BlockNumber from,
+				  const char *field)
+{
+	if (blk != SHNSW_METAPAGE_BLKNO && blk < *nblocks)
+		return;
+	if (blk != SHNSW_METAPAGE_BLKNO && blk != InvalidBlockNumber)
+	{
+		*nblocks = RelationGetNumberOfBlocks(index);
+		if (blk < *nblocks)
+			return;
+	}
+	shnsw_corrupt(index, from, field, blk);
+}
+
+/*
+ * shnsw_graph_nslots returns the slot count of graph page blk (whose type
+ * the caller has checked), after checking that the slots fit the page.
+ */
+int
+shnsw_graph_nslots(Relation index, Page page, BlockNumber blk, int node_size)
+{
+	int			n = ShnswPageGetOpaque(page)->nslots;
+
+	if (n > shnsw_nodes_per_page(node_size))
+		shnsw_corrupt(index, blk, "node slot count", n);
+	return n;
+}
+
+/*
+ * shnsw_check_node raises an error unless the node record in slot `slot` of
+ * graph block blk can be used as it stands: its level, neighbour count and
+ * vector offset within their limits, its neighbours, vector and upper
+ * record on pages of the index (not the metapage), no neighbour naming the
+ * node itself, and a live node's heap TID valid. A record that passes is
+ * safe to read and to follow; whether the pages it names are of the right
+ * type is checked when they are read.
+ */
+void
+shnsw_check_node(Relation index, BlockNumber blk, int slot, const ShnswNodeHeader *h, int m,
+				 int slot_bits, int vec_size, BlockNumber *nblocks)
+{
+	ShnswRef	self = shnsw_make_ref(blk, slot, slot_bits);
+	const ShnswRef *nb = shnsw_node_neighbors(h);
+
+	if (h->level > SHNSW_MAX_LEVEL)
+		shnsw_corrupt(index, blk, "node level", h->level);
+	if (h->nneighbors > 2 * m)
+		shnsw_corrupt(index, blk, "neighbour count", h->nneighbors);
+	if (h->vec_offset >= SHNSW_PAGE_CAPACITY || h->vec_offset % 4 != 0)
+		shnsw_corrupt(index, blk, "vector offset", h->vec_offset);
+	shnsw_check_block(index, h->vec_block, nblocks, blk, "vector block");
+	if (h->vec_offset + vec_size > (int) SHNSW_PAGE_CAPACITY)
+		shnsw_check_block(index, h->vec_block + 1, nblocks, blk, "vector block");
+	if (h->flags & SHNSW_NODE_FREE)
+	{
+		if (nb[0] != SHNSW_INVALID_REF)
+			shnsw_check_block(index, shnsw_ref_block(nb[0], slot_bits), nblocks, blk,
+							  "free list link");
+		return;
+	}
+	if (h->tid_off == InvalidOffsetNumber || h->tid_off > MaxOffsetNumber)
+		shnsw_corrupt(index, blk, "heap tuple offset", h->tid_off);
+	if (h->level > 0)
+		shnsw_check_block(index, shnsw_node_upper_loc(h).block, nblocks, blk,
+						  "upper record block");
+	for (int k = 0; k < h->nneighbors; k++)
+	{
+		if (nb[k] == self)
+			shnsw_corrupt(index, blk, "neighbour reference (the node itself)", nb[k]);
+		shnsw_check_block(index, shnsw_ref_block(nb[k], slot_bits), nblocks, blk,
+						  "neighbour reference");
+	}
+}
+
+/*
+ * shnsw_upper_record returns the upper-layer record at offset off of upper
+ * page blk (whose type the caller has checked), or NULL if there is no item
+ * there; raises an error if the item cannot hold the record it claims to be
+ * (its level's lists for m).
+ */
+ShnswUpperHeader *
+shnsw_upper_record(Relation index, Page page, BlockNumber blk, OffsetNumber off, int m)
+{
+	ItemId		iid;
+	ShnswUpperHeader *u;
+
+	if (off < FirstOffsetNumber || off > PageGetMaxOffsetNumber(page))
+		return NULL;
+	iid = PageGetItemId(page, off);
+	if (!ItemIdIsNormal(iid) || ItemIdGetLength(iid) < sizeof(ShnswUpperHeader) ||
+		ItemIdGetOffset(iid) < SizeOfPageHeaderData ||
+		ItemIdGetOffset(iid) + ItemIdGetLength(iid) > ((PageHeader) page)->pd_special)
+		shnsw_corrupt(index, blk, "upper record item", off);
+	u = (ShnswUpperHeader *) PageGetItem(page, iid);
+	if (u->level < 1 || u->level > SHNSW_MAX_LEVEL ||
+		ItemIdGetLength(iid) < shnsw_upper_size(u->level, m))
+		shnsw_corrupt(index, blk, "upper record level", u->level);
+	return u;
+}
 
 /* Pin a page: through the scan's reader when there is one. */
 static inline Buffer
@@ -73,6 +200,9 @@ shnsw_read_nodes(void *vctx, const ShnswRef *refs, int n, ShnswNodeFn fn, void *
 		for (int k = 0; k < n; k++)
 			blks[k] = shnsw_ref_block(refs[order[k]], ctx->slot_bits);
 	}
+	for (int k = 0; k < n; k++)
+		shnsw_check_block(ctx->index, shnsw_ref_block(refs[k], ctx->slot_bits), &ctx->nblocks,
+						  SHNSW_METAPAGE_BLKNO, "node reference");
 
 	while (i < n)
 	{
@@ -89,17 +219,21 @@ shnsw_read_nodes(void *vctx, const ShnswRef *refs, int n, ShnswNodeFn fn, void *
 		LockBuffer(buf, BUFFER_LOCK_SHARE);
 		page = BufferGetPage(buf);
 		shnsw_check_page(ctx->index, page, blk, SHNSW_PAGE_GRAPH);
-		nslots = ShnswPageGetOpaque(page)->nslots;
+		nslots = shnsw_graph_nslots(ctx->index, page, blk, ctx->node_size);
 		for (; i < n && shnsw_ref_block(refs[order[i]], ctx->slot_bits) == blk; i++)
 		{
 			int			slot = shnsw_ref_slot(refs[order[i]], ctx->slot_bits);
+			ShnswNodeHeader *h;
 
 			if (slot >= nslots)
 				ereport(ERROR,
 						(errcode(ERRCODE_INDEX_CORRUPTED),
 						 errmsg("index \"%s\" references unused node slot %d of block %u",
 								RelationGetRelationName(ctx->index), slot, blk)));
-			fn(arg, order[i], shnsw_page_node(page, slot, ctx->node_size));
+			h = shnsw_page_node(page, slot, ctx->node_size);
+			shnsw_check_node(ctx->index, blk, slot, h, ctx->m, ctx->slot_bits, ctx->vec_size,
+							 &ctx->nblocks);
+			fn(arg, order[i], h);
 		}
 		UnlockReleaseBuffer(buf);
 	}
@@ -114,22 +248,23 @@ static int
 shnsw_read_upper(void *vctx, ShnswUpperLoc loc, int layer, ShnswRef *out)
 {
 	ShnswPageCtx *ctx = (ShnswPageCtx *) vctx;
-	Buffer		buf = page_get(ctx->index, ctx->reader, loc.block);
+	Buffer		buf;
 	Page		page;
-	ItemId		iid;
 	ShnswUpperHeader *u;
 	int			cnt;
 
+	shnsw_check_block(ctx->index, loc.block, &ctx->nblocks, SHNSW_METAPAGE_BLKNO,
+					  "upper record block");
+	buf = page_get(ctx->index, ctx->reader, loc.block);
 	LockBuffer(buf, BUFFER_LOCK_SHARE);
 	page = BufferGetPage(buf);
 	shnsw_check_page(ctx->index, page, loc.block, SHNSW_PAGE_UPPER);
-	if (loc.offset < FirstOffsetNumber || loc.offset > PageGetMaxOffsetNumber(page))
+	u = shnsw_upper_record(ctx->index, page, loc.block, loc.offset, ctx->m);
+	if (u == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INDEX_CORRUPTED),
 				 errmsg("index \"%s\" references missing upper record (%u,%u)",
 						RelationGetRelationName(ctx->index), loc.block, loc.offset)));
-	iid = PageGetItemId(page, loc.offset);
-	u = (ShnswUpperHeader *) PageGetItem(page, iid);
 	if (layer < 1 || layer > u->level)
 		ereport(ERROR,
 				(errcode(ERRCODE_INDEX_CORRUPTED),
@@ -138,6 +273,9 @@ shnsw_read_upper(void *vctx, ShnswUpperLoc loc, int layer, ShnswRef *out)
 	cnt = Min(shnsw_upper_counts(u)[layer - 1], ctx->m);
 	memcpy(out, shnsw_upper_neighbors(u, layer, ctx->m), sizeof(ShnswRef) * cnt);
 	UnlockReleaseBuffer(buf);
+	for (int k = 0; k < cnt; k++)
+		shnsw_check_block(ctx->index, shnsw_ref_block(out[k], ctx->slot_bits), &ctx->nblocks,
+						  loc.block, "upper neighbour reference");
 	return cnt;
 }
 
@@ -152,7 +290,11 @@ shnsw_prefetch(void *vctx, const ShnswRef *refs, int n, bool speculative)
 	BlockNumber *blks = ctx_blocks(ctx, n);
 
 	for (int k = 0; k < n; k++)
+	{
 		blks[k] = shnsw_ref_block(refs[k], ctx->slot_bits);
+		shnsw_check_block(ctx->index, blks[k], &ctx->nblocks, SHNSW_METAPAGE_BLKNO,
+						  "node reference");
+	}
 	shnsw_reader_request(ctx->reader, blks, n, speculative);
 }
 
@@ -167,6 +309,8 @@ shnsw_page_ops_init(ShnswPageOps *ops, ShnswPageCtx *ctx, Relation index,
 	ctx->reader = reader;
 	ctx->blkbuf = NULL;
 	ctx->blkcap = 0;
+	ctx->vec_size = info->vec_size;
+	ctx->nblocks = 0;
 	ops->ctx = ctx;
 	ops->read_nodes = shnsw_read_nodes;
 	ops->read_upper = shnsw_read_upper;
@@ -174,21 +318,19 @@ shnsw_page_ops_init(ShnswPageOps *ops, ShnswPageCtx *ctx, Relation index,
 }
 
 /*
- * shnsw_vector_blocks lists the blocks an exact vector occupies (at most
- * two for any supported size); returns how many.
+ * shnsw_vector_blocks lists the blocks an exact vector occupies: at most
+ * two for any supported size (a vector is smaller than a page), whatever
+ * the offset (shnsw_check_node has checked it; a larger one would fail in
+ * shnsw_read_vector). Returns how many.
  */
 int
 shnsw_vector_blocks(BlockNumber blk, uint16 offset, int size, BlockNumber *out)
 {
 	int			n = 0;
-	int			end = offset + size;
 
 	out[n++] = blk;
-	while (end > (int) SHNSW_PAGE_CAPACITY)
-	{
-		out[n++] = ++blk;
-		end -= SHNSW_PAGE_CAPACITY;
-	}
+	if (offset + size > (int) SHNSW_PAGE_CAPACITY)
+		out[n++] = blk + 1;
 	return n;
 }
 
@@ -223,5 +365,20 @@ shnsw_read_vector(Relation index, ShnswReader *reader, BlockNumber blk, uint16 o
 		done += chunk;
 		offset = 0;
 		blk++;
+	}
+
+	/*
+	 * The value goes to the operator's own function: it must be a plain
+	 * varlena of this size (never compressed or external, which would be
+	 * followed) whose dimension count fits it for one of the two element
+	 * types (the caller's function then checks it against the query's).
+	 */
+	{
+		int			dim = ((const int16 *) out)[2];
+
+		if (!VARATT_IS_4B_U(out) || VARSIZE(out) != (Size) size ||
+			((const int16 *) out)[3] != 0 ||
+			(8 + 4 * dim != size && 8 + 2 * dim != size))
+			shnsw_corrupt(index, blk - 1, "stored vector header", *(const uint32 *) out);
 	}
 }

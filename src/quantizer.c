@@ -74,10 +74,15 @@ typedef struct PageVecs
 	uint16		off[SHNSW_MAX_NODES_PER_PAGE];
 } PageVecs;
 
-/* Read a graph page's vector locations; false if blk is not a graph page. */
+/*
+ * Read a graph page's vector locations (each node checked: shnsw_check_node);
+ * false if blk is not a graph page.
+ */
 static bool
-read_page_vecs(Relation index, BlockNumber blkno, int node_size, PageVecs *pv)
+read_page_vecs(Relation index, BlockNumber blkno, const ShnswIndexInfo *info, PageVecs *pv)
 {
+	int			node_size = info->node_size;
+	BlockNumber nblocks = 0;
 	Buffer		buf = ReadBuffer(index, blkno);
 	Page		page;
 	bool		graph;
@@ -95,11 +100,13 @@ read_page_vecs(Relation index, BlockNumber blkno, int node_size, PageVecs *pv)
 	pv->n = 0;
 	if (graph)
 	{
-		pv->n = ShnswPageGetOpaque(page)->nslots;
+		pv->n = shnsw_graph_nslots(index, page, blkno, node_size);
 		for (int s = 0; s < pv->n; s++)
 		{
 			ShnswNodeHeader *h = shnsw_page_node(page, s, node_size);
 
+			shnsw_check_node(index, blkno, s, h, info->m, info->slot_bits, info->vec_size,
+							 &nblocks);
 			pv->blk[s] = h->vec_block;
 			pv->off[s] = h->vec_offset;
 		}
@@ -132,7 +139,7 @@ shnsw_retrain(Relation index)
 	sq8_train_init(mins, maxs, dims);
 	for (BlockNumber blk = SHNSW_METAPAGE_BLKNO + 1; blk < nblocks; blk++)
 	{
-		if (!read_page_vecs(index, blk, info->node_size, &pv))
+		if (!read_page_vecs(index, blk, info, &pv))
 			continue;
 		for (int s = 0; s < pv.n; s++)
 		{
@@ -154,7 +161,7 @@ shnsw_retrain(Relation index)
 		Page		page;
 		int			n;
 
-		if (!read_page_vecs(index, blk, info->node_size, &pv) || pv.n == 0)
+		if (!read_page_vecs(index, blk, info, &pv) || pv.n == 0)
 			continue;
 		for (int s = 0; s < pv.n; s++)
 		{

@@ -34,6 +34,7 @@
 #include "utils/float.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
 
 #include "streamhnsw.h"
 
@@ -148,6 +149,16 @@ void
 shnsw_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys, int norderbys)
 {
 	ShnswScanOpaque so = (ShnswScanOpaque) scan->opaque;
+
+	/*
+	 * A TID taken from a node that VACUUM then frees is dead to every MVCC
+	 * snapshot, so the heap rejects it even if its slot was reused (src/README,
+	 * the vacuum/scan interlock). Other snapshots could see the wrong row.
+	 */
+	if (scan->xs_snapshot != NULL && !IsMVCCSnapshot(scan->xs_snapshot))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("streamhnsw index scans need an MVCC snapshot")));
 
 	if (keys && scan->numberOfKeys > 0)
 		memmove(scan->keyData, keys, scan->numberOfKeys * sizeof(ScanKeyData));
@@ -442,19 +453,22 @@ scan_null_query_fill(IndexScanDesc scan)
 		if (opaque != NULL && opaque->page_type == SHNSW_PAGE_GRAPH)
 		{
 			int			node_size = so->info->node_size;
+			int			nslots = shnsw_graph_nslots(index, page, so->seq_blk, node_size);
 
-			if (so->rescap < opaque->nslots)
+			if (so->rescap < nslots)
 			{
 				so->rescap = SHNSW_MAX_NODES_PER_PAGE;
 				so->results = so->results ? repalloc(so->results, sizeof(ShnswResult) * so->rescap)
 					: palloc(sizeof(ShnswResult) * so->rescap);
 			}
-			for (int s = 0; s < opaque->nslots; s++)
+			for (int s = 0; s < nslots; s++)
 			{
 				ShnswNodeHeader *h = shnsw_page_node(page, s, node_size);
 
 				if (h->flags & SHNSW_NODE_DELETED)
 					continue;
+				if (h->tid_off == InvalidOffsetNumber || h->tid_off > MaxOffsetNumber)
+					shnsw_corrupt(index, so->seq_blk, "heap tuple offset", h->tid_off);
 				ItemPointerSet(&so->results[so->nresults].tid,
 							   shnsw_node_tid_block(h), h->tid_off);
 				so->results[so->nresults].distance = 0;

@@ -13,6 +13,7 @@
 
 #include "catalog/pg_type.h"
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
@@ -59,6 +60,13 @@ void
 shnsw_free(void *ptr)
 {
 	pfree(ptr);
+}
+
+/* port.h: long loops of the pure code can be cancelled. */
+void
+shnsw_check_interrupts(void)
+{
+	CHECK_FOR_INTERRUPTS();
 }
 
 /*

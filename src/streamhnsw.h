@@ -305,6 +305,8 @@ typedef struct ShnswPageCtx
 	ShnswReader *reader;		/* NULL: plain synchronous reads (writes) */
 	BlockNumber *blkbuf;		/* scratch for block lists */
 	int			blkcap;
+	int			vec_size;
+	BlockNumber nblocks;		/* relation length last seen (only grows) */
 } ShnswPageCtx;
 
 extern void shnsw_page_ops_init(ShnswPageOps *ops, ShnswPageCtx *ctx, Relation index,
@@ -312,6 +314,17 @@ extern void shnsw_page_ops_init(ShnswPageOps *ops, ShnswPageCtx *ctx, Relation i
 extern void shnsw_read_vector(Relation index, ShnswReader *reader, BlockNumber blk,
 							  uint16 offset, int size, char *out);
 extern int	shnsw_vector_blocks(BlockNumber blk, uint16 offset, int size, BlockNumber *out);
+
+/* bounds checks of what is read from disk (pageaccess.c; src/README, Corruption) */
+pg_noreturn extern void shnsw_corrupt(Relation index, BlockNumber blk, const char *field,
+									  uint64 value);
+extern void shnsw_check_block(Relation index, BlockNumber blk, BlockNumber *nblocks,
+							  BlockNumber from, const char *field);
+extern int	shnsw_graph_nslots(Relation index, Page page, BlockNumber blk, int node_size);
+extern void shnsw_check_node(Relation index, BlockNumber blk, int slot, const ShnswNodeHeader *h,
+							 int m, int slot_bits, int vec_size, BlockNumber *nblocks);
+extern ShnswUpperHeader *shnsw_upper_record(Relation index, Page page, BlockNumber blk,
+											OffsetNumber off, int m);
 
 /* ---------- links.c: neighbour lists on disk (insert, vacuum) ---------- */
 typedef struct ShnswLinker

@@ -74,6 +74,7 @@ typedef struct VacState
 	int			bestlevel;
 	int64		unreached;		/* nodes pass 4 linked to make them reachable */
 	int64		unfound;		/* ... and so that a search finds them */
+	BlockNumber nblocks;		/* relation length last seen (bounds checks) */
 } VacState;
 
 /* Rounds of pass 4b over the nodes its own links pushed out of lists. */
@@ -101,7 +102,8 @@ push_ref(ShnswRef **arr, int64 *n, int64 *cap, ShnswRef r)
 
 /*
  * Pin and share-lock block blk if it is a graph page (VACUUM's strategy);
- * otherwise release it and return false.
+ * otherwise release it and return false. A graph page's slot count is
+ * checked to fit the page, so callers can loop to it.
  */
 static bool
 read_graph_page(VacState *vs, BlockNumber blk, Buffer *buf)
@@ -123,6 +125,7 @@ read_graph_page(VacState *vs, BlockNumber blk, Buffer *buf)
 		UnlockReleaseBuffer(*buf);
 		return false;
 	}
+	(void) shnsw_graph_nslots(vs->index, page, blk, vs->info->node_size);
 	return true;
 }
 
@@ -164,6 +167,8 @@ mark_page(VacState *vs, BlockNumber blk, Buffer buf, IndexBulkDeleteResult *stat
 		ShnswRef	ref = shnsw_make_ref(blk, s, vs->info->slot_bits);
 		ItemPointerData tid;
 
+		shnsw_check_node(vs->index, blk, s, h, vs->info->m, vs->info->slot_bits,
+						 vs->info->vec_size, &vs->nblocks);
 		if (h->flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE))
 		{
 			push_ref(&vs->dead.refs, &vs->dead.n, &vs->capdead, ref);
@@ -254,6 +259,10 @@ repair_page(VacState *vs, ShnswLinker *lk, BlockNumber blk, Buffer buf, char *co
 		ShnswRef	ref = shnsw_make_ref(blk, s, vs->info->slot_bits);
 		ShnswRef   *nb = shnsw_node_neighbors(h);
 
+		/* each repair can search: let a cancel in between them */
+		vacuum_delay_point(false);
+		shnsw_check_node(vs->index, blk, s, h, vs->info->m, vs->info->slot_bits,
+						 vs->info->vec_size, &vs->nblocks);
 		if (h->flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE))
 			continue;
 		for (int k = 0; k < Min(h->nneighbors, 2 * vs->info->m); k++)
@@ -326,6 +335,7 @@ reach_from(int64 i, const int64 *start, const int32 *adj, bool *reached, int32 *
 	{
 		int32		u = stack[--top];
 
+		CHECK_FOR_INTERRUPTS();
 		for (int64 k = start[u]; k < start[u + 1]; k++)
 		{
 			if (!reached[adj[k]])

@@ -7,33 +7,92 @@
  * Verification reads every page once under a share lock (one at a time)
  * and reports each problem it finds as a row of text; no rows means the
  * structure is sound. It checks page magic and types, the metapage's fixed
- * fields, that every neighbour reference names a used node slot, that every
- * node's exact vector and upper record exist and agree with it, that the
+ * fields and the blocks it names, that every neighbour reference names a
+ * used node slot, that every node's exact vector (its header: the index's
+ * dimensions and type) and upper record exist and agree with it, that the
  * entry point is a node of the recorded level, that the node counts match,
- * and that the free list links every free node exactly once.
+ * and that the free list links every free node exactly once. Every field is
+ * checked before it is used to find another, so a corrupt index gives rows,
+ * not a crash.
+ *
+ * Locking: verify holds a ShareLock on the index for the whole check, as
+ * amcheck's parent check does: it waits for transactions that have inserted
+ * into the index (or are vacuuming it) to end, and blocks new inserts and
+ * VACUUM until it is done (scans go on), so the counts it compares are the
+ * counts of the pages it read. On a standby (which allows no such lock) it
+ * takes AccessShareLock. streamhnsw_metapage takes AccessShareLock.
+ * Both are revoked from PUBLIC and, when granted, still require the caller
+ * to own the index or be a member of pg_monitor; the relation's kind and
+ * access method are checked before any lock is taken on it.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include <math.h>
+
 #include "access/htup_details.h"
 #include "access/relation.h"
+#include "access/xlog.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_am.h"
 #include "commands/defrem.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
 #include "utils/builtins.h"
+#include "utils/acl.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
 #include "utils/tuplestore.h"
 
 #include "streamhnsw.h"
 
-/* Open an index with AccessShareLock, insisting that it is ours. */
-static Relation
-open_streamhnsw_index(Oid relid)
+/*
+ * check_before_open raises an error unless relid is a streamhnsw index the
+ * current user may inspect (its owner, a member of pg_monitor or a
+ * superuser), reading only the catalog: no lock is taken on a relation that
+ * is not one.
+ */
+static void
+check_before_open(Oid relid)
 {
-	Relation	index = relation_open(relid, AccessShareLock);
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Form_pg_class cls;
+	bool		ours;
+
+	if (!HeapTupleIsValid(tup))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	cls = (Form_pg_class) GETSTRUCT(tup);
+	ours = (cls->relkind == RELKIND_INDEX || cls->relkind == RELKIND_PARTITIONED_INDEX) &&
+		cls->relam == get_index_am_oid("streamhnsw", false);
+	if (!ours)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not a streamhnsw index", NameStr(cls->relname))));
+	if (!object_ownercheck(RelationRelationId, relid, GetUserId()) &&
+		!has_privs_of_role(GetUserId(), ROLE_PG_MONITOR))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for index %s", NameStr(cls->relname)),
+				 errdetail("Only the owner of the index, members of pg_monitor and superusers may inspect it.")));
+	ReleaseSysCache(tup);
+}
+
+/*
+ * Open an index with lockmode, insisting that it is ours and that the user
+ * may inspect it (checked before the lock is taken, and again after).
+ */
+static Relation
+open_streamhnsw_index(Oid relid, LOCKMODE lockmode)
+{
+	Relation	index;
+
+	check_before_open(relid);
+	index = relation_open(relid, lockmode);
 
 	if (index->rd_rel->relkind == RELKIND_PARTITIONED_INDEX &&
 		index->rd_rel->relam == get_index_am_oid("streamhnsw", false))
@@ -100,6 +159,105 @@ ref_ok(ShnswRef ref, int slot_bits, BlockNumber nblocks, const uint8 *types, con
 		shnsw_ref_slot(ref, slot_bits) < nslots[blk];
 }
 
+/*
+ * Whether the item at off of an upper page is a record its own level's
+ * lists fit in (offset checked by the caller).
+ */
+static bool
+upper_item_ok(Page page, OffsetNumber off, int m)
+{
+	ItemId		iid = PageGetItemId(page, off);
+	ShnswUpperHeader *u;
+
+	if (!ItemIdIsNormal(iid) || ItemIdGetLength(iid) < sizeof(ShnswUpperHeader) ||
+		ItemIdGetOffset(iid) < SizeOfPageHeaderData ||
+		ItemIdGetOffset(iid) + ItemIdGetLength(iid) > ((PageHeader) page)->pd_special)
+		return false;
+	u = (ShnswUpperHeader *) PageGetItem(page, iid);
+	return u->level >= 1 && u->level <= SHNSW_MAX_LEVEL &&
+		ItemIdGetLength(iid) >= shnsw_upper_size(u->level, m);
+}
+
+/*
+ * check_vector reports a problem unless the exact vector of node (blk,
+ * slot) at (vblk, voff), on vector pages, lies within their data and has a
+ * header of the index's dimensions and element type (a plain varlena of
+ * vec_size bytes). The vector is read one page at a time, under a share
+ * lock held only while copying.
+ */
+static void
+check_vector(VerifyState *vs, Relation index, const ShnswMetaPageData *meta, BlockNumber blk,
+			 int slot, BlockNumber vblk, uint16 voff)
+{
+	char		hdr[8];
+	int			need = meta->vec_size;
+	int			done = 0;
+	uint32		varsize;
+	int16		dim,
+				unused;
+
+	for (BlockNumber b = vblk; done < need; b++)
+	{
+		Buffer		buf = ReadBuffer(index, b);
+		Page		page;
+		int			have,
+					chunk = Min(need - done, (int) SHNSW_PAGE_CAPACITY - voff);
+
+		LockBuffer(buf, BUFFER_LOCK_SHARE);
+		page = BufferGetPage(buf);
+		have = (int) ((PageHeader) page)->pd_lower - (int) MAXALIGN(SizeOfPageHeaderData);
+		if (voff + chunk > have)
+		{
+			UnlockReleaseBuffer(buf);
+			problem(vs, "node (%u,%d) has its vector at offset %u of block %u, beyond its data (%d bytes)",
+					blk, slot, voff, b, have);
+			return;
+		}
+		/* the header's bytes that are on this page */
+		for (int i = done; i < 8 && i < done + chunk; i++)
+			hdr[i] = PageGetContents(page)[voff + i - done];
+		UnlockReleaseBuffer(buf);
+		done += chunk;
+		voff = 0;
+	}
+	memcpy(&varsize, hdr, 4);
+	memcpy(&dim, hdr + 4, 2);
+	memcpy(&unused, hdr + 6, 2);
+	if (!VARATT_IS_4B_U(hdr) || VARSIZE(hdr) != (Size) meta->vec_size || dim != meta->dims || unused != 0)
+		problem(vs, "node (%u,%d) has a vector at block %u whose header (%08x, %d dimensions) does not match the index's %u-dimensional %s",
+				blk, slot, vblk, varsize, dim, meta->dims,
+				meta->elemtype == SHNSW_ELEM_FLOAT2 ? "halfvec" : "vector");
+}
+
+/*
+ * check_quant reports the SQ8 parameters on the q-th quantizer page (lo[]
+ * then scale[], one float stream) that are not finite, or steps that are
+ * not positive: training never writes them.
+ */
+static void
+check_quant(VerifyState *vs, Relation index, const ShnswMetaPageData *meta, uint32 q)
+{
+	BlockNumber blk = meta->quant_start + q;
+	int			total = 2 * meta->dims;
+	int			per_page = SHNSW_PAGE_CAPACITY / sizeof(float);
+	int			first = (int) q * per_page;
+	int			n = Min(total - first, per_page);
+	Buffer		buf = ReadBuffer(index, blk);
+	const float *x;
+	int			bad = -1;
+
+	LockBuffer(buf, BUFFER_LOCK_SHARE);
+	x = (const float *) PageGetContents(BufferGetPage(buf));
+	for (int i = 0; i < n && bad < 0; i++)
+		if (!isfinite(x[i]) || (first + i >= meta->dims && !(x[i] > 0.0f)))
+			bad = i;
+	UnlockReleaseBuffer(buf);
+	if (bad >= 0)
+		problem(vs, "quantizer block %u has an invalid %s for dimension %d",
+				blk, first + bad < meta->dims ? "lower bound" : "step",
+				(first + bad) % meta->dims);
+}
+
 PG_FUNCTION_INFO_V1(streamhnsw_verify);
 
 /*
@@ -123,18 +281,22 @@ streamhnsw_verify(PG_FUNCTION_ARGS)
 	ShnswRef   *free_next = NULL;	/* ... the next slot each links to */
 	int			expect_node_size,
 				expect_per_page;
+	uint64		free_cap;
+	LOCKMODE	lockmode;
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	vs.ts = rsinfo->setResult;
 	vs.desc = rsinfo->setDesc;
 	vs.nproblems = 0;
 
-	index = open_streamhnsw_index(relid);
+	/* a standby allows no lock above RowExclusiveLock, nor takes inserts */
+	lockmode = RecoveryInProgress() ? AccessShareLock : ShareLock;
+	index = open_streamhnsw_index(relid, lockmode);
 	nblocks = RelationGetNumberOfBlocks(index);
 	if (nblocks == 0)
 	{
 		problem(&vs, "index has no metapage");
-		relation_close(index, AccessShareLock);
+		relation_close(index, lockmode);
 		return (Datum) 0;
 	}
 
@@ -175,42 +337,99 @@ streamhnsw_verify(PG_FUNCTION_ARGS)
 	}
 	if (types[0] != SHNSW_PAGE_META)
 	{
-		relation_close(index, AccessShareLock);
+		relation_close(index, lockmode);
 		return (Datum) 0;
 	}
 	if (meta.magic != SHNSW_MAGIC || meta.version != SHNSW_FORMAT_VERSION)
 	{
 		problem(&vs, "metapage has magic %08x version %u", meta.magic, meta.version);
-		relation_close(index, AccessShareLock);
+		relation_close(index, lockmode);
 		return (Datum) 0;
 	}
+	/*
+	 * The fixed fields size every record: if they are wrong, the other
+	 * pages cannot be read, so the check stops after saying so.
+	 */
+	if (meta.m < SHNSW_MIN_M || meta.m > SHNSW_MAX_M_OPTION)
+		problem(&vs, "metapage (block 0) has m = %u", meta.m);
+	if ((meta.elemtype != SHNSW_ELEM_FLOAT4 && meta.elemtype != SHNSW_ELEM_FLOAT2) ||
+		meta.dims < 1 ||
+		meta.dims > (meta.elemtype == SHNSW_ELEM_FLOAT2 ? SHNSW_MAX_HALFVEC_DIM : SHNSW_MAX_VECTOR_DIM))
+		problem(&vs, "metapage (block 0) has element type %u with %u dimensions",
+				meta.elemtype, meta.dims);
+	if (meta.metric < SHNSW_METRIC_L2 || meta.metric > SHNSW_METRIC_COSINE)
+		problem(&vs, "metapage (block 0) has metric %u", meta.metric);
 	expect_node_size = (int) shnsw_node_size(meta.m, meta.dims);
 	expect_per_page = shnsw_nodes_per_page(expect_node_size);
-	if (meta.node_size != expect_node_size || meta.nodes_per_page != expect_per_page ||
+	if (meta.node_size != expect_node_size || expect_node_size > (int) SHNSW_PAGE_CAPACITY ||
+		meta.nodes_per_page != expect_per_page ||
 		meta.slot_bits != shnsw_slot_bits(expect_per_page) ||
 		meta.vec_size != (uint32) shnsw_vec_size((ShnswElemType) meta.elemtype, meta.dims))
-		problem(&vs, "metapage sizes are inconsistent: node_size %u, nodes_per_page %u, slot_bits %u, vec_size %u",
+		problem(&vs, "metapage (block 0) sizes are inconsistent: node_size %u, nodes_per_page %u, slot_bits %u, vec_size %u",
 				meta.node_size, meta.nodes_per_page, meta.slot_bits, meta.vec_size);
-	if (meta.m < SHNSW_MIN_M || meta.m > SHNSW_MAX_M_OPTION)
-		problem(&vs, "metapage has m = %u", meta.m);
+	if (meta.quant_start != SHNSW_METAPAGE_BLKNO + 1 ||
+		meta.quant_nblocks != (uint32) shnsw_quant_nblocks(meta.dims))
+		problem(&vs, "metapage (block 0) places the quantizer at block %u, %u blocks",
+				meta.quant_start, meta.quant_nblocks);
+	if (vs.nproblems > 0)
+	{
+		relation_close(index, lockmode);
+		return (Datum) 0;
+	}
 	for (uint32 q = 0; q < meta.quant_nblocks; q++)
 		if (meta.quant_start + q >= nblocks || types[meta.quant_start + q] != SHNSW_PAGE_QUANT)
 			problem(&vs, "quantizer block %u is missing or of the wrong type", meta.quant_start + q);
+		else if (meta.quant_trained)
+			check_quant(&vs, index, &meta, q);
+	if (meta.ef_construction < SHNSW_MIN_EF_CONSTRUCTION || meta.ef_construction > SHNSW_MAX_EF_CONSTRUCTION)
+		problem(&vs, "metapage (block 0) has ef_construction %u", meta.ef_construction);
+	if (meta.entry_level < -1 || meta.entry_level > SHNSW_MAX_LEVEL)
+		problem(&vs, "metapage (block 0) has entry level %d", meta.entry_level);
+	{
+		static const char *const names[] = {"graph", "vector", "upper"};
+		BlockNumber blks[] = {meta.insert_graph_blk, meta.insert_vec_blk, meta.insert_upper_blk};
+		uint8		want[] = {SHNSW_PAGE_GRAPH, SHNSW_PAGE_VECTOR, SHNSW_PAGE_UPPER};
+
+		for (int k = 0; k < 3; k++)
+			if (blks[k] != InvalidBlockNumber &&
+				(blks[k] >= nblocks || types[blks[k]] != want[k]))
+				problem(&vs, "metapage (block 0) names block %u for new %s records, not a %s page",
+						blks[k], names[k], names[k]);
+	}
+	if (meta.free_head != SHNSW_INVALID_REF &&
+		(shnsw_ref_block(meta.free_head, meta.slot_bits) >= nblocks ||
+		 types[shnsw_ref_block(meta.free_head, meta.slot_bits)] != SHNSW_PAGE_GRAPH))
+		problem(&vs, "metapage (block 0) free list head %u is not on a graph page", meta.free_head);
+
+	/* slot counts beyond the page: the slots that fit are checked */
+	for (BlockNumber blk = 0; blk < nblocks; blk++)
+	{
+		if (types[blk] == SHNSW_PAGE_GRAPH && nslots[blk] > meta.nodes_per_page)
+		{
+			problem(&vs, "block %u has %u node slots, more than %u", blk, nslots[blk], meta.nodes_per_page);
+			nslots[blk] = meta.nodes_per_page;
+		}
+	}
+
+	/* no more free nodes than slots, whatever the metapage counts */
+	free_cap = Min(meta.node_count, (uint64) nblocks * meta.nodes_per_page);
 
 	/* pass 2: nodes */
 	for (BlockNumber blk = 0; blk < nblocks; blk++)
 	{
 		Buffer		buf;
 		Page		page;
+		int			nvec = 0;
+		int			vec_slot[SHNSW_MAX_NODES_PER_PAGE];
+		BlockNumber vec_blk[SHNSW_MAX_NODES_PER_PAGE];
+		uint16		vec_off[SHNSW_MAX_NODES_PER_PAGE];
 
 		if (types[blk] != SHNSW_PAGE_GRAPH)
 			continue;
 		buf = ReadBuffer(index, blk);
 		LockBuffer(buf, BUFFER_LOCK_SHARE);
 		page = BufferGetPage(buf);
-		if (nslots[blk] > meta.nodes_per_page)
-			problem(&vs, "block %u has %u node slots, more than %u", blk, nslots[blk], meta.nodes_per_page);
-		for (int s = 0; s < Min(nslots[blk], meta.nodes_per_page); s++)
+		for (int s = 0; s < nslots[blk]; s++)
 		{
 			ShnswNodeHeader *h = shnsw_page_node(page, s, meta.node_size);
 			ShnswRef	self = shnsw_make_ref(blk, s, meta.slot_bits);
@@ -226,12 +445,12 @@ streamhnsw_verify(PG_FUNCTION_ARGS)
 				if (!(h->flags & SHNSW_NODE_DELETED) || h->level != 0 || h->nneighbors != 0)
 					problem(&vs, "free node (%u,%d) has flags %u, level %u, %u neighbours",
 							blk, s, h->flags, h->level, h->nneighbors);
-				if (nfree < meta.node_count)
+				if (nfree < free_cap)
 				{
 					if (free_refs == NULL)
 					{
-						free_refs = palloc_extended(sizeof(ShnswRef) * meta.node_count, MCXT_ALLOC_HUGE);
-						free_next = palloc_extended(sizeof(ShnswRef) * meta.node_count, MCXT_ALLOC_HUGE);
+						free_refs = palloc_extended(sizeof(ShnswRef) * free_cap, MCXT_ALLOC_HUGE);
+						free_next = palloc_extended(sizeof(ShnswRef) * free_cap, MCXT_ALLOC_HUGE);
 					}
 					free_refs[nfree] = self;
 					free_next[nfree] = nb[0];
@@ -249,6 +468,9 @@ streamhnsw_verify(PG_FUNCTION_ARGS)
 				else if (nb[k] == self)
 					problem(&vs, "node (%u,%d) is its own neighbour", blk, s);
 			}
+			if (!(h->flags & SHNSW_NODE_FREE) &&
+				(h->tid_off == InvalidOffsetNumber || h->tid_off > MaxOffsetNumber))
+				problem(&vs, "node (%u,%d) has heap tuple offset %u", blk, s, h->tid_off);
 			/* exact vector: on vector pages, possibly continuing on the next */
 			for (BlockNumber vb = h->vec_block; vend > 0; vb++)
 			{
@@ -258,10 +480,19 @@ streamhnsw_verify(PG_FUNCTION_ARGS)
 					break;
 				}
 				if (vend <= SHNSW_PAGE_CAPACITY)
+				{
+					/* its header is checked once the page is released */
+					if (h->vec_offset < SHNSW_PAGE_CAPACITY && h->vec_offset % 4 == 0)
+					{
+						vec_slot[nvec] = s;
+						vec_blk[nvec] = h->vec_block;
+						vec_off[nvec++] = h->vec_offset;
+					}
 					break;
+				}
 				vend -= SHNSW_PAGE_CAPACITY;
 			}
-			if (h->vec_offset >= SHNSW_PAGE_CAPACITY)
+			if (h->vec_offset >= SHNSW_PAGE_CAPACITY || h->vec_offset % 4 != 0)
 				problem(&vs, "node (%u,%d) has vector offset %u", blk, s, h->vec_offset);
 			/* upper record */
 			if (h->level > 0 && !(h->flags & SHNSW_NODE_FREE))
@@ -277,6 +508,9 @@ streamhnsw_verify(PG_FUNCTION_ARGS)
 					upage = BufferGetPage(ubuf);
 					if (uloc.offset < FirstOffsetNumber || uloc.offset > PageGetMaxOffsetNumber(upage))
 						problem(&vs, "node (%u,%d) references missing upper record (%u,%u)",
+								blk, s, uloc.block, uloc.offset);
+					else if (!upper_item_ok(upage, uloc.offset, meta.m))
+						problem(&vs, "node (%u,%d) references upper record (%u,%u), whose item cannot hold it",
 								blk, s, uloc.block, uloc.offset);
 					else
 					{
@@ -304,6 +538,8 @@ streamhnsw_verify(PG_FUNCTION_ARGS)
 			}
 		}
 		UnlockReleaseBuffer(buf);
+		for (int k = 0; k < nvec; k++)
+			check_vector(&vs, index, &meta, blk, vec_slot[k], vec_blk[k], vec_off[k]);
 		CHECK_FOR_INTERRUPTS();
 	}
 
@@ -344,7 +580,7 @@ streamhnsw_verify(PG_FUNCTION_ARGS)
 	/* the free list links every free node once (free_refs is sorted) */
 	{
 		uint64		walked = 0;
-		uint64		have = Min(nfree, meta.node_count);
+		uint64		have = Min(nfree, free_cap);
 
 		for (ShnswRef r = meta.free_head; r != SHNSW_INVALID_REF; walked++)
 		{
@@ -367,7 +603,7 @@ streamhnsw_verify(PG_FUNCTION_ARGS)
 			problem(&vs, "free list links %llu of %llu free nodes",
 					(unsigned long long) walked, (unsigned long long) have);
 	}
-	relation_close(index, AccessShareLock);
+	relation_close(index, lockmode);
 	return (Datum) 0;
 }
 
@@ -380,7 +616,7 @@ Datum
 streamhnsw_metapage(PG_FUNCTION_ARGS)
 {
 	Oid			relid = PG_GETARG_OID(0);
-	Relation	index = open_streamhnsw_index(relid);
+	Relation	index = open_streamhnsw_index(relid, AccessShareLock);
 	TupleDesc	desc;
 	Buffer		buf;
 	ShnswMetaPageData meta;

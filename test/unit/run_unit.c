@@ -55,6 +55,15 @@ shnsw_free(void *ptr)
 	free(ptr);
 }
 
+/* port.h: the server checks for a cancel here; the tests count the calls. */
+static long ninterrupt_checks;
+
+void
+shnsw_check_interrupts(void)
+{
+	ninterrupt_checks++;
+}
+
 static int	npassed,
 			nfailed;
 
@@ -1142,6 +1151,111 @@ test_lookahead(void)
 		  "bucket boundaries");
 }
 
+/*
+ * Loops that depend on the data call the host's interrupt hook, and a
+ * corrupt graph (every list naming one node, a cycle, an entry level far
+ * above the entry node's) makes the disk search end, not spin.
+ */
+static void
+test_search_bounds(void)
+{
+	int			n = 400,
+				dim = 8,
+				m = 4;
+	float	   *x = make_data(n + 1, dim, 5);
+	float	   *mins = malloc(sizeof(float) * dim),
+			   *maxs = malloc(sizeof(float) * dim),
+			   *lo = malloc(sizeof(float) * dim),
+			   *scale = malloc(sizeof(float) * dim);
+	uint8_t    *codes = malloc((size_t) n * dim);
+	uint32_t   *order = malloc(sizeof(uint32_t) * n);
+	ShnswBuildGraph g;
+	MemIndex	mi;
+	ShnswPageOps ops;
+	float		qsb[64],
+				wb[64];
+	Sq8Query	sq = {.dim = dim,.qs = qsb,.w = wb};
+	ShnswSearch s;
+	uint32_t	out[64];
+	int			nout,
+				total;
+	long		before;
+
+	prepare_data(SHNSW_METRIC_L2, x, n + 1, n, dim, mins, maxs, lo, scale, codes);
+	shnsw_build_init(&g, dim, m, 16, SHNSW_METRIC_L2, n, false, lo, scale, 7, NULL);
+	before = ninterrupt_checks;
+	for (int i = 0; i < n; i++)
+		shnsw_build_link(&g, shnsw_build_add_vector(&g, x + (size_t) i * dim));
+	CHECK(ninterrupt_checks - before >= n - 1, "build checks for interrupts (%ld calls for %d nodes)",
+		  ninterrupt_checks - before, n);
+	before = ninterrupt_checks;
+	shnsw_build_ensure_reachable(&g);
+	CHECK(ninterrupt_checks - before >= n, "reachability pass checks for interrupts");
+	shnsw_build_layout_order(&g, order);
+	mem_index_init(&mi, &g, order, codes);
+	ops = mem_ops(&mi);
+	sq8_prepare_query(&sq, SHNSW_METRIC_L2, x + (size_t) n * dim, lo, scale);
+
+	/* a sound graph: one check per expansion at least */
+	before = ninterrupt_checks;
+	shnsw_search_init(&s, &sq, &ops, m, 0);
+	nout = shnsw_search_next(&s, shnsw_search_descend(&s, mem_ref(&mi, 0), g.max_level, 0), 20, out);
+	CHECK(nout == 20 && ninterrupt_checks - before >= (long) s.nexpanded,
+		  "search checks for interrupts (%ld calls, %llu expansions)",
+		  ninterrupt_checks - before, (unsigned long long) s.nexpanded);
+	shnsw_search_free(&s);
+
+	/* an entry level far above the entry node's own: no count-down from it */
+	before = ninterrupt_checks;
+	shnsw_search_init(&s, &sq, &ops, m, 0);
+	shnsw_search_descend(&s, mem_ref(&mi, 0), 1 << 30, 0);
+	CHECK(ninterrupt_checks - before < 10000, "descent from a corrupt entry level is bounded (%ld steps)",
+		  ninterrupt_checks - before);
+	shnsw_search_free(&s);
+
+	/* every layer-0 list names node 1 (and node 1 names itself) */
+	for (int p = 0; p < n; p++)
+	{
+		ShnswNodeHeader *h = (ShnswNodeHeader *) (mi.nodes + mi.node_size * p);
+
+		h->level = 0;
+		for (int j = 0; j < h->nneighbors; j++)
+			shnsw_node_neighbors(h)[j] = mem_ref(&mi, 1);
+	}
+	shnsw_search_init(&s, &sq, &ops, m, 0);
+	total = 0;
+	while ((nout = shnsw_search_next(&s, mem_ref(&mi, 0), 10, out)) > 0 && total < 10 * n)
+		total += nout;
+	CHECK(total <= 2 && s.exhausted, "search over lists that all name one node ends (%d rows)", total);
+	shnsw_search_free(&s);
+
+	/* a cycle: node p links only to p + 1, the last back to the first */
+	for (int p = 0; p < n; p++)
+	{
+		ShnswNodeHeader *h = (ShnswNodeHeader *) (mi.nodes + mi.node_size * p);
+
+		h->nneighbors = 1;
+		shnsw_node_neighbors(h)[0] = mem_ref(&mi, (p + 1) % n);
+	}
+	shnsw_search_init(&s, &sq, &ops, m, 0);
+	total = 0;
+	while ((nout = shnsw_search_next(&s, mem_ref(&mi, 0), 10, out)) > 0 && total < 10 * n)
+		total += nout;
+	CHECK(total == n && s.exhausted, "search around a cycle visits each node once (%d rows of %d)",
+		  total, n);
+	shnsw_search_free(&s);
+
+	mem_index_free(&mi);
+	shnsw_build_free(&g);
+	free(x);
+	free(mins);
+	free(maxs);
+	free(lo);
+	free(scale);
+	free(codes);
+	free(order);
+}
+
 int
 main(void)
 {
@@ -1156,6 +1270,7 @@ main(void)
 	test_graph_search(SHNSW_METRIC_IP, 2000, 16, 16, 64, false);
 	test_graph_search(SHNSW_METRIC_L2, 20000, 24, 16, 64, false);
 	test_reachability_cases();
+	test_search_bounds();
 	printf("%d passed, %d failed\n", npassed, nfailed);
 	return nfailed == 0 ? 0 : 1;
 }
