@@ -45,7 +45,7 @@
 typedef struct InsertState
 {
 	Relation	index;
-	ShnswIndexInfo *info;
+	ShnswIndexInfo *info;		/* our own copy (shnsw_get_index_info) */
 	ShnswLinker lk;				/* page access and list changes */
 	int			dims;
 	int			m;
@@ -585,6 +585,7 @@ shnsw_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid,
 
 	if (isnull[0])
 		return false;
+	shnsw_debug_discard(index);
 
 	ctx = AllocSetContextCreate(CurrentMemoryContext, "streamhnsw insert",
 								ALLOCSET_DEFAULT_SIZES);
@@ -612,8 +613,10 @@ shnsw_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid,
 			ShnswMetaSnapshot snap;
 
 			LockPage(index, SHNSW_METAPAGE_BLKNO, mode);
+			shnsw_debug_discard(index);
 			/* the quantizer may have been trained or retrained since we looked */
 			shnsw_read_meta(index, &snap);
+			pfree(is.info);
 			is.info = shnsw_get_index_info(index);
 			if (mode == ExclusiveLock ||
 				(is.info->quant_trained && snap.entry != SHNSW_INVALID_REF))

@@ -52,7 +52,7 @@ typedef struct ShnswScanOpaqueData
 	bool		done;
 	bool		null_query;
 
-	ShnswIndexInfo *info;
+	ShnswIndexInfo *info;		/* our own copy (shnsw_get_index_info) */
 	FmgrInfo   *distproc;
 	Oid			collation;
 	Datum		query;			/* detoasted copy in ctx */
@@ -214,7 +214,7 @@ scan_setup(IndexScanDesc scan)
 	ShnswScanOpaque so = (ShnswScanOpaque) scan->opaque;
 	Relation	index = scan->indexRelation;
 	ShnswMetaSnapshot snap;
-	ShnswIndexInfo *info;
+	ShnswIndexInfo *info;		/* our own copy (shnsw_get_index_info) */
 	struct varlena *q;
 	float	   *nav;
 	int			dims;
@@ -477,6 +477,7 @@ shnsw_gettuple(IndexScanDesc scan, ScanDirection dir)
 
 	if (!ScanDirectionIsForward(dir))
 		elog(ERROR, "streamhnsw does not support backward scans");
+	shnsw_debug_discard(scan->indexRelation);
 
 	if (so->first)
 	{

@@ -68,6 +68,7 @@ extern int	shnsw_rerank_source;
 extern int	shnsw_io_mode;
 extern int	shnsw_max_read_ahead;
 extern int	shnsw_lookahead_window;
+extern bool shnsw_debug_discard_caches;
 
 /* streamhnsw.io_mode */
 #define SHNSW_IO_SYNC			0	/* one synchronous read at a time */
@@ -172,6 +173,13 @@ typedef ShnswMetaPageData *ShnswMetaPage;
 
 /* ---------- per-backend description of an index (rd_amcache) ---------- */
 
+/*
+ * The description of an index: its fixed sizes and its SQ8 parameters, in
+ * one chunk (lo and scale point into quant[] of the same chunk).
+ * rd_amcache keeps one, never written in place; shnsw_get_index_info hands
+ * out copies that the caller owns, so a scan, an insert or a VACUUM never
+ * holds a pointer into rd_amcache, which relcache invalidation frees.
+ */
 typedef struct ShnswIndexInfo
 {
 	int			dims;
@@ -186,6 +194,7 @@ typedef struct ShnswIndexInfo
 	uint32		quant_version;
 	float	   *lo;				/* SQ8 lower bounds, dims floats */
 	float	   *scale;			/* SQ8 steps, dims floats */
+	float		quant[FLEXIBLE_ARRAY_MEMBER];	/* lo[dims] then scale[dims] */
 } ShnswIndexInfo;
 
 /* A snapshot of the metapage's changing fields. */
@@ -228,6 +237,8 @@ extern bool shnsw_vector_to_nav(const struct varlena *v, ShnswElemType elemtype,
 
 /* ---------- meta.c: metapage and per-backend index description ---------- */
 extern ShnswIndexInfo *shnsw_get_index_info(Relation index);
+extern void shnsw_forget_index_info(Relation index);
+extern void shnsw_debug_discard(Relation index);
 extern void shnsw_read_meta(Relation index, ShnswMetaSnapshot *snap);
 extern void shnsw_init_page(Page page, uint16 page_type);
 extern void shnsw_check_page(Relation index, Page page, BlockNumber blkno, uint16 page_type);
@@ -286,6 +297,7 @@ typedef struct ShnswReader
 	int			nslots;
 	int			ios_in_flight;
 	int			spec_pins;
+	bool		in_batch;		/* inside pgaio_enter_batchmode(): no waits */
 	ShnswLookahead la;
 	ShnswScanStats *stats;
 } ShnswReader;

@@ -61,7 +61,7 @@
 typedef struct VacState
 {
 	Relation	index;
-	ShnswIndexInfo *info;
+	ShnswIndexInfo *info;		/* our own copy (shnsw_get_index_info) */
 	BufferAccessStrategy bas;
 	ShnswRefSet dead;			/* every deleted node, free or not (sorted) */
 	int64		capdead;
@@ -97,6 +97,17 @@ push_ref(ShnswRef **arr, int64 *n, int64 *cap, ShnswRef r)
 			: palloc_extended(sizeof(ShnswRef) * *cap, MCXT_ALLOC_HUGE);
 	}
 	(*arr)[(*n)++] = r;
+}
+
+/*
+ * vacuum_delay_point, which is also where the tests' discard mode
+ * (streamhnsw.debug_discard_caches) drops the cached index description.
+ */
+static inline void
+vac_delay(VacState *vs)
+{
+	vacuum_delay_point(false);
+	shnsw_debug_discard(vs->index);
 }
 
 /*
@@ -228,7 +239,7 @@ mark_all(VacState *vs, BlockNumber nblocks, IndexBulkDeleteResult *stats,
 	{
 		Buffer		buf;
 
-		vacuum_delay_point(false);
+		vac_delay(vs);
 		if (read_graph_page(vs, blk, &buf))
 			mark_page(vs, blk, buf, stats, callback, callback_state);
 	}
@@ -372,7 +383,7 @@ link_unreached(VacState *vs, ShnswLinker *lk, ShnswRef **few, int64 *nfew)
 		Buffer		buf;
 		Page		page;
 
-		vacuum_delay_point(false);
+		vac_delay(vs);
 		if (!read_graph_page(vs, blk, &buf))
 			continue;
 		page = BufferGetPage(buf);
@@ -429,7 +440,7 @@ link_unreached(VacState *vs, ShnswLinker *lk, ShnswRef **few, int64 *nfew)
 
 			if (reached[i])
 				continue;
-			vacuum_delay_point(false);
+			vac_delay(vs);
 			shnsw_read_node(lk, vs->live.refs[i], 0, &node, code);
 			if (node.flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE))
 				continue;
@@ -521,7 +532,7 @@ link_unfound(VacState *vs, ShnswLinker *lk, const ShnswRef *refs, int64 n)
 
 		for (int64 i = 0; i < n; i++)
 		{
-			vacuum_delay_point(false);
+			vac_delay(vs);
 			find_or_link(vs, lk, cur[i], ef, &redo[b], &nnext, &cap[b]);
 		}
 		cur = redo[b];
@@ -641,7 +652,7 @@ shnsw_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 		{
 			Buffer		buf;
 
-			vacuum_delay_point(false);
+			vac_delay(&vs);
 			if (read_graph_page(&vs, blk, &buf))
 				repair_page(&vs, &lk, blk, buf, copy);
 		}
@@ -662,7 +673,7 @@ shnsw_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 
 			while (j < vs.ntofree && shnsw_ref_block(vs.tofree[j], vs.info->slot_bits) == blk)
 				j++;
-			vacuum_delay_point(false);
+			vac_delay(&vs);
 			free_nodes(&vs, blk, vs.tofree + i, (int) (j - i));
 			i = j;
 		}
