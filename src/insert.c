@@ -52,13 +52,15 @@ typedef struct InsertState
 } InsertState;
 
 /*
- * Extend the index by one page, returned pinned and exclusively locked.
- * Refuses blocks that node references could not name.
+ * Extend the index by one page, returned pinned and unlocked (all zeros:
+ * no other backend uses it until the metapage names it, and readers skip
+ * new pages). Refuses blocks that node references could not name. Called
+ * with no buffer lock held.
  */
 static Buffer
 new_page(InsertState *is)
 {
-	Buffer		buf = ExtendBufferedRel(BMR_REL(is->index), MAIN_FORKNUM, NULL, EB_LOCK_FIRST);
+	Buffer		buf = ExtendBufferedRel(BMR_REL(is->index), MAIN_FORKNUM, NULL, 0);
 
 	if ((uint64) BufferGetBlockNumber(buf) >= ((uint64) 1 << (32 - is->info->slot_bits)))
 		ereport(ERROR,
@@ -66,6 +68,17 @@ new_page(InsertState *is)
 				 errmsg("streamhnsw index \"%s\" is too large for its node references",
 						RelationGetRelationName(is->index))));
 	return buf;
+}
+
+/*
+ * Pin block blk, or a new page if blk is InvalidBlockNumber (*isnew says
+ * which); takes no lock, so any read or extension happens with none held.
+ */
+static Buffer
+pin_or_extend(InsertState *is, BlockNumber blk, bool *isnew)
+{
+	*isnew = blk == InvalidBlockNumber;
+	return *isnew ? new_page(is) : ReadBuffer(is->index, blk);
 }
 
 /* What a new node record holds, whichever slot it goes to. */
@@ -109,7 +122,9 @@ fill_node(InsertState *is, ShnswNodeHeader *h, const NewNode *nn, BlockNumber ub
  *
  * Locks, in the insert order: the slot's graph page, its vector page(s),
  * the metapage, all exclusively, for the one WAL record that writes the
- * node and vector and pops the free list. metabuf is pinned by the caller.
+ * node and vector and pops the free list. The vector pages are read (pinned)
+ * before any of them is locked, with no lock held. metabuf is pinned by the
+ * caller.
  */
 static ShnswRef
 place_in_free_slot(InsertState *is, Buffer metabuf, const NewNode *nn)
@@ -142,7 +157,7 @@ place_in_free_slot(InsertState *is, Buffer metabuf, const NewNode *nn)
 		gblk = shnsw_ref_block(head, info->slot_bits);
 		slot = shnsw_ref_slot(head, info->slot_bits);
 		gbuf = ReadBuffer(is->index, gblk);
-		LockBuffer(gbuf, BUFFER_LOCK_EXCLUSIVE);
+		LockBuffer(gbuf, BUFFER_LOCK_SHARE);
 		shnsw_check_page(is->index, BufferGetPage(gbuf), gblk, SHNSW_PAGE_GRAPH);
 		if (slot >= ShnswPageGetOpaque(BufferGetPage(gbuf))->nslots)
 			ereport(ERROR,
@@ -158,11 +173,24 @@ place_in_free_slot(InsertState *is, Buffer metabuf, const NewNode *nn)
 		}
 		vblk = h->vec_block;
 		voff = h->vec_offset;
-		next = shnsw_node_neighbors(h)[0];
+		LockBuffer(gbuf, BUFFER_LOCK_UNLOCK);
 		nv = voff + info->vec_size > SHNSW_PAGE_CAPACITY ? 2 : 1;
 		for (int k = 0; k < nv; k++)
-		{
 			vbuf[k] = ReadBuffer(is->index, vblk + k);
+
+		/* now lock, in order, and check that the slot is still ours to take */
+		LockBuffer(gbuf, BUFFER_LOCK_EXCLUSIVE);
+		h = shnsw_page_node(BufferGetPage(gbuf), slot, info->node_size);
+		if (!(h->flags & SHNSW_NODE_FREE) || h->vec_block != vblk || h->vec_offset != voff)
+		{
+			for (int k = 0; k < nv; k++)
+				ReleaseBuffer(vbuf[k]);
+			UnlockReleaseBuffer(gbuf);
+			continue;
+		}
+		next = shnsw_node_neighbors(h)[0];
+		for (int k = 0; k < nv; k++)
+		{
 			LockBuffer(vbuf[k], BUFFER_LOCK_EXCLUSIVE);
 			shnsw_check_page(is->index, BufferGetPage(vbuf[k]), vblk + k, SHNSW_PAGE_VECTOR);
 		}
@@ -302,42 +330,44 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 	bool		retrain;
 	bool		linked = false;
 	NewNode		nn;
+	bool		trained;
+	uint64		rng;
 
-	/* read what we need from the metapage; train the quantizer if needed */
+	/*
+	 * Read what we need from the metapage; train the quantizer if needed.
+	 * The metapage is pinned only while it is read or written, never through
+	 * the searches.
+	 */
 	metabuf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
 	LockBuffer(metabuf, BUFFER_LOCK_SHARE);
 	meta = ShnswPageGetMeta(BufferGetPage(metabuf));
 	entry = meta->entry;
 	entry_level = meta->entry_level;
 	efc = meta->ef_construction;
-	LockBuffer(metabuf, BUFFER_LOCK_UNLOCK);
-	if (!meta->quant_trained)
+	trained = meta->quant_trained;
+	rng = meta->rng_state ^ (uint64) heap_tid->ip_posid * 0x9E3779B97F4A7C15ULL ^
+		((uint64) ItemPointerGetBlockNumberNoCheck(heap_tid) << 20);
+	UnlockReleaseBuffer(metabuf);
+	if (!trained)
 	{
 		GenericXLogState *state;
 
 		train_from_first(is, nav);
+		metabuf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
 		LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
 		state = GenericXLogStart(index);
 		meta = ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0));
 		meta->quant_trained = true;
 		meta->quant_rows = 1;
 		GenericXLogFinish(state);
-		LockBuffer(metabuf, BUFFER_LOCK_UNLOCK);
+		UnlockReleaseBuffer(metabuf);
 		info->quant_trained = true;
 	}
 	sq8_encode(info->lo, info->scale, nav, code, dims);
 
 	/* find neighbours */
 	MemSet(nnbrs, 0, sizeof(nnbrs));
-	{
-		uint64		rng;
-
-		LockBuffer(metabuf, BUFFER_LOCK_SHARE);
-		rng = ShnswPageGetMeta(BufferGetPage(metabuf))->rng_state ^ (uint64) heap_tid->ip_posid * 0x9E3779B97F4A7C15ULL ^
-			((uint64) ItemPointerGetBlockNumberNoCheck(heap_tid) << 20);
-		LockBuffer(metabuf, BUFFER_LOCK_UNLOCK);
-		level = shnsw_random_level(&rng, 1.0 / log((double) Max(m, 2)), SHNSW_MAX_LEVEL);
-	}
+	level = shnsw_random_level(&rng, 1.0 / log((double) Max(m, 2)), SHNSW_MAX_LEVEL);
 	if (entry != SHNSW_INVALID_REF)
 		shnsw_find_neighbors(&is->lk, nav, entry, entry_level, level, efc,
 							 SHNSW_INVALID_REF, nbrs, nnbrs);
@@ -353,6 +383,7 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 	nn.nnbrs0 = nnbrs[0];
 	nn.code = code;
 	nn.value = value;
+	metabuf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
 	newref = level == 0 ? place_in_free_slot(is, metabuf, &nn) : SHNSW_INVALID_REF;
 	if (newref == SHNSW_INVALID_REF)
 	{
@@ -381,60 +412,54 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 		ublk = meta->insert_upper_blk;
 		LockBuffer(metabuf, BUFFER_LOCK_UNLOCK);
 
-		/* graph page with a free slot */
-		if (gblk != InvalidBlockNumber)
+		/*
+		 * A graph page with a free slot, a vector page with room for a whole
+		 * vector and an upper page with room for the record. They are pinned
+		 * first (read, or extended) with no lock held, then locked in the
+		 * insert order; a page found full is let go, with the locks taken so
+		 * far, and replaced by a new page (which has room: this ends).
+		 */
+		gbuf = pin_or_extend(is, gblk, &gnew);
+		vbuf = pin_or_extend(is, vblk, &vnew);
+		if (level > 0)
+			ubuf = pin_or_extend(is, ublk, &unew);
+		for (;;)
 		{
-			gbuf = ReadBuffer(index, gblk);
 			LockBuffer(gbuf, BUFFER_LOCK_EXCLUSIVE);
-			if (ShnswPageGetOpaque(BufferGetPage(gbuf))->nslots >= shnsw_nodes_per_page(info->node_size))
+			if (!gnew &&
+				ShnswPageGetOpaque(BufferGetPage(gbuf))->nslots >= shnsw_nodes_per_page(info->node_size))
 			{
 				UnlockReleaseBuffer(gbuf);
-				gblk = InvalidBlockNumber;
+				gbuf = pin_or_extend(is, InvalidBlockNumber, &gnew);
+				continue;
 			}
-		}
-		if (gblk == InvalidBlockNumber)
-		{
-			gbuf = new_page(is);
-			gblk = BufferGetBlockNumber(gbuf);
-			gnew = true;
-		}
-		/* vector page with room for a whole vector */
-		if (vblk != InvalidBlockNumber)
-		{
-			vbuf = ReadBuffer(index, vblk);
 			LockBuffer(vbuf, BUFFER_LOCK_EXCLUSIVE);
-			if (((PageHeader) BufferGetPage(vbuf))->pd_lower - MAXALIGN(SizeOfPageHeaderData) + stride > SHNSW_PAGE_CAPACITY)
+			if (!vnew &&
+				((PageHeader) BufferGetPage(vbuf))->pd_lower - MAXALIGN(SizeOfPageHeaderData) + stride > SHNSW_PAGE_CAPACITY)
 			{
 				UnlockReleaseBuffer(vbuf);
-				vblk = InvalidBlockNumber;
+				LockBuffer(gbuf, BUFFER_LOCK_UNLOCK);
+				vbuf = pin_or_extend(is, InvalidBlockNumber, &vnew);
+				continue;
 			}
-		}
-		if (vblk == InvalidBlockNumber)
-		{
-			vbuf = new_page(is);
-			vblk = BufferGetBlockNumber(vbuf);
-			vnew = true;
-		}
-		/* upper page with room for the record */
-		if (level > 0)
-		{
-			if (ublk != InvalidBlockNumber)
+			if (level > 0)
 			{
-				ubuf = ReadBuffer(index, ublk);
 				LockBuffer(ubuf, BUFFER_LOCK_EXCLUSIVE);
-				if (PageGetFreeSpace(BufferGetPage(ubuf)) < MAXALIGN(usize))
+				if (!unew && PageGetFreeSpace(BufferGetPage(ubuf)) < MAXALIGN(usize))
 				{
 					UnlockReleaseBuffer(ubuf);
-					ublk = InvalidBlockNumber;
+					LockBuffer(vbuf, BUFFER_LOCK_UNLOCK);
+					LockBuffer(gbuf, BUFFER_LOCK_UNLOCK);
+					ubuf = pin_or_extend(is, InvalidBlockNumber, &unew);
+					continue;
 				}
 			}
-			if (ublk == InvalidBlockNumber)
-			{
-				ubuf = new_page(is);
-				ublk = BufferGetBlockNumber(ubuf);
-				unew = true;
-			}
+			break;
 		}
+		gblk = BufferGetBlockNumber(gbuf);
+		vblk = BufferGetBlockNumber(vbuf);
+		if (level > 0)
+			ublk = BufferGetBlockNumber(ubuf);
 
 		LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
 		state = GenericXLogStart(index);
@@ -505,6 +530,7 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 		if (level > 0)
 			UnlockReleaseBuffer(ubuf);
 	}
+	ReleaseBuffer(metabuf);
 
 	/*
 	 * Links back from the neighbours. A layer-0 node that a back-link takes
@@ -557,6 +583,7 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 	{
 		GenericXLogState *state;
 
+		metabuf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
 		LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
 		state = GenericXLogStart(index);
 		meta = ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0));

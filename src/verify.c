@@ -123,6 +123,7 @@ streamhnsw_verify(PG_FUNCTION_ARGS)
 	ShnswRef   *free_next = NULL;	/* ... the next slot each links to */
 	int			expect_node_size,
 				expect_per_page;
+	char	   *copy;
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	vs.ts = rsinfo->setResult;
@@ -197,7 +198,11 @@ streamhnsw_verify(PG_FUNCTION_ARGS)
 		if (meta.quant_start + q >= nblocks || types[meta.quant_start + q] != SHNSW_PAGE_QUANT)
 			problem(&vs, "quantizer block %u is missing or of the wrong type", meta.quant_start + q);
 
-	/* pass 2: nodes */
+	/*
+	 * pass 2: nodes, from a copy of each graph page, so that no lock is held
+	 * while the upper pages its nodes name are read
+	 */
+	copy = palloc(BLCKSZ);
 	for (BlockNumber blk = 0; blk < nblocks; blk++)
 	{
 		Buffer		buf;
@@ -207,7 +212,9 @@ streamhnsw_verify(PG_FUNCTION_ARGS)
 			continue;
 		buf = ReadBuffer(index, blk);
 		LockBuffer(buf, BUFFER_LOCK_SHARE);
-		page = BufferGetPage(buf);
+		memcpy(copy, BufferGetPage(buf), BLCKSZ);
+		UnlockReleaseBuffer(buf);
+		page = (Page) copy;
 		if (nslots[blk] > meta.nodes_per_page)
 			problem(&vs, "block %u has %u node slots, more than %u", blk, nslots[blk], meta.nodes_per_page);
 		for (int s = 0; s < Min(nslots[blk], meta.nodes_per_page); s++)
@@ -303,9 +310,9 @@ streamhnsw_verify(PG_FUNCTION_ARGS)
 				}
 			}
 		}
-		UnlockReleaseBuffer(buf);
 		CHECK_FOR_INTERRUPTS();
 	}
+	pfree(copy);
 
 	/* entry point and counts */
 	if (meta.entry == SHNSW_INVALID_REF)
