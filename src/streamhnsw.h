@@ -69,6 +69,7 @@ extern int	shnsw_io_mode;
 extern int	shnsw_max_read_ahead;
 extern int	shnsw_lookahead_window;
 extern bool shnsw_debug_discard_caches;
+extern bool shnsw_debug_list_conflicts;
 
 /* streamhnsw.io_mode */
 #define SHNSW_IO_SYNC			0	/* one synchronous read at a time */
@@ -140,7 +141,7 @@ typedef struct ShnswMetaPageData
 	uint8		quantizer;		/* SHNSW_QUANT_* */
 	uint8		quant_trained;	/* false until the first vector arrives */
 	uint8		slot_bits;
-	uint8		reserved1;
+	uint8		flags;			/* SHNSW_META_* */
 	uint16		nodes_per_page;
 	uint16		node_size;
 	uint32		vec_size;		/* bytes of one exact vector (varlena image) */
@@ -168,6 +169,13 @@ typedef struct ShnswMetaPageData
 #define SHNSW_RETRAIN_MAX_ROWS	100000
 
 typedef ShnswMetaPageData *ShnswMetaPage;
+
+/*
+ * flags: a neighbour-list change ran out of retries (others kept changing
+ * the list) and left a link unwritten; the next VACUUM searches for every
+ * node (pass 4b over all of them) and clears the flag.
+ */
+#define SHNSW_META_RECHECK		0x01
 
 #define ShnswPageGetMeta(page) ((ShnswMetaPage) PageGetContents(page))
 
@@ -335,6 +343,7 @@ typedef struct ShnswLinker
 	int			dims;
 	int			m;
 	float	   *scratch;		/* 3 * dims floats */
+	int64		given_up;		/* list changes that ran out of retries */
 } ShnswLinker;
 
 /* What shnsw_read_node copies out of a node record. */
@@ -372,6 +381,7 @@ extern int	shnsw_adopt(ShnswLinker *lk, ShnswRef e, ShnswRef *refs, int n);
 extern int	shnsw_ref_cmp(const void *a, const void *b);
 extern bool shnsw_refset_has(const ShnswRefSet *set, ShnswRef r);
 extern bool shnsw_repair_list(ShnswLinker *lk, ShnswRef e, int layer, const ShnswRefSet *dead);
+extern bool shnsw_take_recheck(Relation index);
 
 /* ---------- stats.c: EXPLAIN lines and cumulative statistics ---------- */
 extern void shnsw_stats_init(void);

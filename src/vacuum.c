@@ -30,7 +30,8 @@
  * amvacuumcleanup of a VACUUM that had no dead heap tuples runs passes 1
  * (finding nothing to mark), 4 and 4b, the last only for nodes with few
  * incoming links, so that a table that only takes inserts gets its checks
- * too.
+ * too; for every node if a list change ran out of retries since the last
+ * VACUUM (the metapage's SHNSW_META_RECHECK, links.c).
  *
  * ambulkdelete is called only when the heap has dead tuples; all passes
  * run then, even if none of them are in this index, so that nodes inserted
@@ -74,6 +75,7 @@ typedef struct VacState
 	int			bestlevel;
 	int64		unreached;		/* nodes pass 4 linked to make them reachable */
 	int64		unfound;		/* ... and so that a search finds them */
+	int64		given_up;		/* list changes that ran out of retries */
 } VacState;
 
 /* Rounds of pass 4b over the nodes its own links pushed out of lists. */
@@ -608,6 +610,10 @@ vac_free(VacState *vs)
 static void
 report_links(VacState *vs, int elevel)
 {
+	if (vs->given_up > 0)
+		ereport(elevel,
+				(errmsg("index \"%s\": %lld neighbour-list changes ran out of retries; the next VACUUM searches for every node",
+						RelationGetRelationName(vs->index), (long long) vs->given_up)));
 	if (vs->unreached > 0 || vs->unfound > 0)
 		ereport(elevel,
 				(errmsg("index \"%s\": linked %lld unreachable nodes and %lld nodes a search for their own vector missed",
@@ -633,6 +639,8 @@ shnsw_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 	if (stats == NULL)
 		stats = palloc0(sizeof(IndexBulkDeleteResult));
 	vac_init(&vs, index, info->strategy);
+	/* every pass runs for every node: what a given-up change left is done */
+	(void) shnsw_take_recheck(index);
 
 	/* pass 1: mark */
 	mark_all(&vs, nblocks, stats, callback, callback_state);
@@ -664,6 +672,7 @@ shnsw_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 		/* pass 4: every live node reachable, and found by a search */
 		link_unreached(&vs, &lk, NULL, NULL);
 		link_unfound(&vs, &lk, vs.live.refs, vs.live.n);
+		vs.given_up = lk.given_up;
 
 		/* pass 5: free the deleted nodes, a page at a time */
 		for (int64 i = 0; i < vs.ntofree;)
@@ -702,9 +711,15 @@ shnsw_vacuumcleanup(IndexVacuumInfo *info, IndexBulkDeleteResult *stats)
 		 * and 4b, the last for those nodes only).
 		 */
 		VacState	vs;
+		bool		recheck;
 
 		stats = palloc0(sizeof(IndexBulkDeleteResult));
 		vac_init(&vs, index, info->strategy);
+		recheck = shnsw_take_recheck(index);
+		if (recheck)
+			ereport(info->message_level,
+					(errmsg("index \"%s\": neighbour-list changes ran out of retries since the last VACUUM: searching for every node",
+							RelationGetRelationName(index))));
 		mark_all(&vs, RelationGetNumberOfBlocks(index), stats, none_dead, NULL);
 		if (vs.live.n > 0)
 		{
@@ -713,10 +728,14 @@ shnsw_vacuumcleanup(IndexVacuumInfo *info, IndexBulkDeleteResult *stats)
 			int64		nfew = 0;
 
 			shnsw_linker_init(&lk, index, vs.info);
-			link_unreached(&vs, &lk, &few, &nfew);
-			link_unfound(&vs, &lk, few, nfew);
+			link_unreached(&vs, &lk, recheck ? NULL : &few, &nfew);
+			if (recheck)
+				link_unfound(&vs, &lk, vs.live.refs, vs.live.n);
+			else
+				link_unfound(&vs, &lk, few, nfew);
 			if (few)
 				pfree(few);
+			vs.given_up = lk.given_up;
 		}
 		report_links(&vs, info->message_level);
 		vac_free(&vs);

@@ -212,3 +212,49 @@ def test_many_copies_of_one_vector_survive_vacuum(conn, path):
     conn.execute("VACUUM dups")
     assert found() >= before
     conn.execute("DROP TABLE dups")
+
+
+def test_list_changes_that_run_out_of_retries_are_finished_by_vacuum(conn):
+    """A neighbour-list change that keeps finding its list changed gives up
+    after a few retries; it must say so on the metapage, so that the next
+    VACUUM searches for every node and links the ones a search misses
+    (streamhnsw.debug_list_conflicts makes every list change lose its race)."""
+    rows, _ = data.clustered(600, 16, seed=29, n_queries=1)
+    conn.execute("DROP TABLE IF EXISTS r_giveup")
+    build(conn, "r_giveup", rows[:400], "vector_l2_ops")
+    notices = []
+    conn.add_notice_handler(lambda d: notices.append(d.message_primary))
+    conn.execute("SET client_min_messages = debug2")    # VACUUM's index message level
+    conn.execute("VACUUM r_giveup")
+    assert not any("ran out of retries" in n for n in notices), notices
+
+    conn.execute("SET streamhnsw.debug_list_conflicts = on")
+    data.load(conn, "r_giveup", rows[400:], start_id=400, create=False)
+    conn.execute("RESET streamhnsw.debug_list_conflicts")
+
+    def missed():
+        """New rows that a search for their own vector does not return first."""
+        out = []
+        with conn.transaction():
+            conn.execute("SET LOCAL enable_seqscan = off")
+            for i in range(400, 600):
+                lit = data.vector_literal(rows[i])
+                top = conn.execute("SELECT id FROM r_giveup ORDER BY embedding <-> %s::vector "
+                                   "LIMIT 1", (lit,)).fetchone()
+                if top is None or top[0] != i:
+                    out.append(i)
+        return out
+    # no back-link was written: the new rows cannot be reached
+    assert len(missed()) > 150
+
+    notices.clear()
+    conn.execute("VACUUM r_giveup")
+    assert any("ran out of retries since the last VACUUM" in n for n in notices), notices
+    assert missed() == []
+    assert conn.execute("SELECT count(*) FROM streamhnsw_verify('r_giveup_idx')").fetchone()[0] == 0
+    # the flag was cleared: the next VACUUM has nothing to finish
+    notices.clear()
+    conn.execute("VACUUM r_giveup")
+    assert not any("ran out of retries" in n for n in notices), notices
+    conn.execute("RESET client_min_messages")
+    conn.execute("DROP TABLE r_giveup")
