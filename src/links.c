@@ -607,13 +607,19 @@ add_searched(ShnswLinker *lk, ShnswRef e, int layer, const uint8 *ecode,
 
 	shnsw_read_meta(lk->index, &snap);
 	if (snap.entry == SHNSW_INVALID_REF || snap.entry_level < layer)
+	{
+		pfree(q);
 		return n;
+	}
 	sq8_decode(lk->info->lo, lk->info->scale, ecode, q, lk->dims);
 	shnsw_find_neighbors(lk, q, snap.entry, snap.entry_level, layer,
 						 shnsw_get_ef_construction(lk->index), e, nbrs, nnbrs);
 	for (int k = 0; k < nnbrs[layer] && n < cap; k++)
 		if (!list_has(cands, n, nbrs[layer][k]) && !shnsw_refset_has(dead, nbrs[layer][k]))
 			cands[n++] = nbrs[layer][k];
+	/* shnsw_find_neighbors allocated a list per layer it searched */
+	for (int l = 0; l <= Min(layer, snap.entry_level); l++)
+		pfree(nbrs[l]);
 	pfree(q);
 	return n;
 }

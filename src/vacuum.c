@@ -53,6 +53,7 @@
 #include "access/generic_xlog.h"
 #include "commands/vacuum.h"
 #include "miscadmin.h"
+#include "postmaster/autovacuum.h"
 #include "storage/bufmgr.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -76,6 +77,7 @@ typedef struct VacState
 	int64		unreached;		/* nodes pass 4 linked to make them reachable */
 	int64		unfound;		/* ... and so that a search finds them */
 	int64		given_up;		/* list changes that ran out of retries */
+	MemoryContext tmpcxt;		/* one page's or one node's work; reset after it */
 } VacState;
 
 /* Rounds of pass 4b over the nodes its own links pushed out of lists. */
@@ -351,23 +353,81 @@ reach_from(int64 i, const int64 *start, const int32 *adj, bool *reached, int32 *
 }
 
 /*
+ * walk_lists marks node i and every live node reachable from it, reading
+ * each node's layer-0 list from its page (the walk of a graph whose lists
+ * do not fit in maintenance_work_mem); stack has room for n.
+ */
+static void
+walk_lists(VacState *vs, ShnswLinker *lk, int64 i, bool *reached, int32 *stack)
+{
+	ShnswNodeCopy node;
+	int64		top = 0,
+				steps = 0;
+
+	if (reached[i])
+		return;
+	reached[i] = true;
+	stack[top++] = (int32) i;
+	while (top > 0)
+	{
+		int32		u = stack[--top];
+
+		if (++steps % 1024 == 0)
+			vacuum_delay_point(false);
+		shnsw_read_node(lk, vs->live.refs[u], 0, &node, NULL);
+		if (node.flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE))
+			continue;
+		for (int k = 0; k < node.count; k++)
+		{
+			int64		j = live_index(vs, node.list[k]);
+
+			if (j >= 0 && !reached[j])
+			{
+				reached[j] = true;
+				stack[top++] = (int32) j;
+			}
+		}
+	}
+}
+
+/* The memory VACUUM may use: autovacuum_work_mem in autovacuum, as the heap's. */
+static Size
+vac_mem_limit(void)
+{
+	int			kb = AmAutoVacuumWorkerProcess() && autovacuum_work_mem != -1 ?
+		autovacuum_work_mem : maintenance_work_mem;
+
+	return (Size) kb * 1024;
+}
+
+/*
  * Pass 4: every live node must be reachable on layer 0 from the entry point,
  * or no search finds it. The heuristic (at any insert), a repair, or links
  * lost to concurrent inserts can cut a node, or a group of nodes that link
- * to each other, off. This pass copies the live nodes' layer-0 lists, walks
- * them from the entry point, and links every node the walk missed from a
- * reached node: the nearest of its own neighbours that is reached, or else
- * the nearest reached node a search finds (forced, replacing that node's
- * farthest neighbour if its list is full); what it reaches through the new
- * link counts as reached from then on. Holds no lock between pages.
+ * to each other, off. This pass walks the live nodes' layer-0 lists from the
+ * entry point, and links every node the walk missed from a reached node:
+ * the nearest of its own neighbours that is reached, or else the nearest
+ * reached node a search finds (forced, replacing that node's farthest
+ * neighbour if its list is full); what it reaches through the new link
+ * counts as reached from then on. Holds no lock between pages.
+ *
+ * Memory: the walk needs 5 bytes per live node (reached flags and a stack).
+ * It copies the lists first (4 bytes per link, up to 2m per node) when that
+ * fits in maintenance_work_mem with VACUUM's node sets; otherwise it reads
+ * each node's list from its page as it walks (one buffer access per node).
  */
 static void
 link_unreached(VacState *vs, ShnswLinker *lk, ShnswRef **few, int64 *nfew)
 {
 	int64		n = vs->live.n;
 	int			maxdeg = 2 * vs->info->m;
-	int64	   *start = palloc_extended(sizeof(int64) * (n + 1), MCXT_ALLOC_HUGE);
-	int32	   *adj = palloc_extended(sizeof(int32) * Max(n * maxdeg, 1), MCXT_ALLOC_HUGE);
+	Size		sets = sizeof(ShnswRef) * (Size) (vs->capdead + vs->captofree + vs->caplive);
+	Size		walk = (Size) Max(n, 1) * (1 + sizeof(int32)) + (few != NULL ? (Size) Max(n, 1) : 0);
+	Size		lists = sizeof(int64) * (Size) (n + 1) + sizeof(int32) * (Size) Max(n * maxdeg, 1);
+	bool		copy_lists = sets + walk + lists <= vac_mem_limit();
+	int64	   *start = NULL;
+	int32	   *adj = NULL;
+	uint8	   *indeg = NULL;
 	bool	   *reached = palloc_extended(Max(n, 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 	int32	   *stack = palloc_extended(sizeof(int32) * Max(n, 1), MCXT_ALLOC_HUGE);
 	BlockNumber nblocks = RelationGetNumberOfBlocks(vs->index);
@@ -379,8 +439,24 @@ link_unreached(VacState *vs, ShnswLinker *lk, ShnswRef **few, int64 *nfew)
 				next = 0,
 				entry;
 
-	/* the live nodes' layer-0 lists, as indexes into the live set */
-	for (BlockNumber blk = SHNSW_METAPAGE_BLKNO + 1; blk < nblocks && next < n; blk++)
+	if (copy_lists)
+	{
+		start = palloc_extended(sizeof(int64) * (n + 1), MCXT_ALLOC_HUGE);
+		adj = palloc_extended(sizeof(int32) * Max(n * maxdeg, 1), MCXT_ALLOC_HUGE);
+	}
+	else
+		ereport(DEBUG2,
+				(errmsg("index \"%s\": pass 4 reads neighbour lists from pages (copying them would take %zu kB)",
+						RelationGetRelationName(vs->index), lists / 1024)));
+	if (few != NULL)
+		indeg = palloc_extended(Max(n, 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+
+	/*
+	 * the live nodes' layer-0 lists, as indexes into the live set (when they
+	 * are copied), and their incoming links (for pass 4b)
+	 */
+	for (BlockNumber blk = SHNSW_METAPAGE_BLKNO + 1;
+		 (copy_lists || indeg != NULL) && blk < nblocks && next < n; blk++)
 	{
 		Buffer		buf;
 		Page		page;
@@ -397,34 +473,38 @@ link_unreached(VacState *vs, ShnswLinker *lk, ShnswRef **few, int64 *nfew)
 			/* nodes placed since pass 1 are not in the set: skip them */
 			if (vs->live.refs[next] != shnsw_make_ref(blk, s, vs->info->slot_bits))
 				continue;
-			start[next] = nadj;
+			if (start != NULL)
+				start[next] = nadj;
 			if (!(h->flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)))
 			{
 				for (int k = 0; k < Min(h->nneighbors, maxdeg); k++)
 				{
 					int64		j = live_index(vs, nb[k]);
 
-					if (j >= 0)
+					if (j < 0)
+						continue;
+					if (adj != NULL)
 						adj[nadj++] = (int32) j;
+					if (indeg != NULL && indeg[j] < SHNSW_FEW_INLINKS)
+						indeg[j]++;
 				}
 			}
 			next++;
 		}
 		UnlockReleaseBuffer(buf);
 	}
-	while (next < n)
-		start[next++] = nadj;	/* not found on its page any more */
-	start[n] = nadj;
+	if (start != NULL)
+	{
+		while (next < n)
+			start[next++] = nadj;	/* not found on its page any more */
+		start[n] = nadj;
+	}
 
 	/* the live nodes with few incoming links, for pass 4b */
 	if (few != NULL)
 	{
-		uint8	   *indeg = palloc_extended(Max(n, 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 		int64		capfew = 0;
 
-		for (int64 k = 0; k < nadj; k++)
-			if (indeg[adj[k]] < SHNSW_FEW_INLINKS)
-				indeg[adj[k]]++;
 		for (int64 i = 0; i < n; i++)
 			if (indeg[i] < SHNSW_FEW_INLINKS)
 				push_ref(few, nfew, &capfew, vs->live.refs[i]);
@@ -435,7 +515,12 @@ link_unreached(VacState *vs, ShnswLinker *lk, ShnswRef **few, int64 *nfew)
 	entry = live_index(vs, snap.entry);
 	if (entry >= 0)
 	{
-		reach_from(entry, start, adj, reached, stack);
+		MemoryContext old = MemoryContextSwitchTo(vs->tmpcxt);
+
+		if (copy_lists)
+			reach_from(entry, start, adj, reached, stack);
+		else
+			walk_lists(vs, lk, entry, reached, stack);
 		for (int64 i = 0; i < n; i++)
 		{
 			bool		linked = false;
@@ -443,6 +528,7 @@ link_unreached(VacState *vs, ShnswLinker *lk, ShnswRef **few, int64 *nfew)
 			if (reached[i])
 				continue;
 			vac_delay(vs);
+			MemoryContextReset(vs->tmpcxt);
 			shnsw_read_node(lk, vs->live.refs[i], 0, &node, code);
 			if (node.flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE))
 				continue;
@@ -475,12 +561,20 @@ link_unreached(VacState *vs, ShnswLinker *lk, ShnswRef **few, int64 *nfew)
 			if (linked)
 			{
 				vs->unreached++;
-				reach_from(i, start, adj, reached, stack);
+				if (copy_lists)
+					reach_from(i, start, adj, reached, stack);
+				else
+					walk_lists(vs, lk, i, reached, stack);
 			}
 		}
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(vs->tmpcxt);
 	}
-	pfree(start);
-	pfree(adj);
+	if (start != NULL)
+	{
+		pfree(start);
+		pfree(adj);
+	}
 	pfree(reached);
 	pfree(stack);
 	pfree(code);
@@ -497,8 +591,12 @@ find_or_link(VacState *vs, ShnswLinker *lk, ShnswRef e, int ef, ShnswRef **redo,
 {
 	ShnswRef	dropped[2 * SHNSW_MAX_M];
 	int			ndropped = 0;
+	MemoryContext old = MemoryContextSwitchTo(vs->tmpcxt);
+	bool		linked = shnsw_make_findable(lk, e, ef, false, dropped, &ndropped);
 
-	if (shnsw_make_findable(lk, e, ef, false, dropped, &ndropped))
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(vs->tmpcxt);
+	if (linked)
 	{
 		vs->unfound++;
 		for (int k = 0; k < ndropped; k++)
@@ -592,6 +690,8 @@ vac_init(VacState *vs, Relation index, BufferAccessStrategy bas)
 	vs->bas = bas;
 	vs->best = SHNSW_INVALID_REF;
 	vs->bestlevel = -1;
+	vs->tmpcxt = AllocSetContextCreate(CurrentMemoryContext, "streamhnsw vacuum page",
+									   ALLOCSET_DEFAULT_SIZES);
 }
 
 /* Free what vac_init and the passes allocated. */
@@ -604,6 +704,7 @@ vac_free(VacState *vs)
 		pfree(vs->tofree);
 	if (vs->live.refs)
 		pfree(vs->live.refs);
+	MemoryContextDelete(vs->tmpcxt);
 }
 
 /* Say what pass 4 linked (VACUUM VERBOSE shows it). */
@@ -662,7 +763,13 @@ shnsw_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 
 			vac_delay(&vs);
 			if (read_graph_page(&vs, blk, &buf))
+			{
+				MemoryContext old = MemoryContextSwitchTo(vs.tmpcxt);
+
 				repair_page(&vs, &lk, blk, buf, copy);
+				MemoryContextSwitchTo(old);
+				MemoryContextReset(vs.tmpcxt);
+			}
 		}
 		pfree(copy);
 
