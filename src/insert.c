@@ -20,7 +20,9 @@
  * quantizer take it in ExclusiveLock mode. Scans and VACUUM never take it.
  * Buffer locks: a new node is written under exclusive locks on its graph
  * page, vector page(s), upper page and then the metapage, always in that
- * order, for one WAL record; every other change locks one page at a time,
+ * order, for one WAL record; those pages are pinned (read, or extended)
+ * before the first is locked, so no lock is held across a read or an
+ * extension. Every other change locks one page at a time,
  * and neighbour lists change by compare-and-write (links.c). A scan waits
  * at most for one page modification. The node is written before any
  * neighbour links to it; each back-link is a record of its own. A crash in

@@ -337,7 +337,7 @@ extern int	shnsw_vector_blocks(BlockNumber blk, uint16 offset, int size, BlockNu
 typedef struct ShnswLinker
 {
 	Relation	index;
-	ShnswIndexInfo *info;
+	ShnswIndexInfo *info;		/* the owner's copy (insert, VACUUM) */
 	ShnswPageCtx pctx;
 	ShnswPageOps ops;
 	int			dims;

@@ -37,6 +37,10 @@
  * run then, even if none of them are in this index, so that nodes inserted
  * during an earlier VACUUM get their checks too.
  *
+ * Memory: the node sets (4 bytes per node); pass 4 copies the layer-0
+ * lists only if they fit in maintenance_work_mem, else walks them on the
+ * pages; the work of each page or node runs in tmpcxt, reset after it.
+ *
  * Locking: no heavyweight lock; inserts and scans go on throughout. Each
  * page is locked only while it is read or changed; when a graph page and
  * the metapage change together, the graph page is locked first, as inserts
@@ -353,40 +357,80 @@ reach_from(int64 i, const int64 *start, const int32 *adj, bool *reached, int32 *
 }
 
 /*
+ * Entries of walk_lists' stack: a bound, so its memory does not grow with
+ * the graph (small in assertion builds, so that tests overflow it).
+ */
+#ifdef USE_ASSERT_CHECKING
+#define SHNSW_WALK_STACK	64
+#else
+#define SHNSW_WALK_STACK	65536
+#endif
+
+/*
  * walk_lists marks node i and every live node reachable from it, reading
- * each node's layer-0 list from its page (the walk of a graph whose lists
- * do not fit in maintenance_work_mem); stack has room for n.
+ * each node's layer-0 list from its page: the walk of a graph whose lists
+ * do not fit in maintenance_work_mem. Its stack holds SHNSW_WALK_STACK
+ * entries; reached nodes it had no room for are found again by sweeps over
+ * the nodes reached but not expanded, until there are none.
  */
 static void
-walk_lists(VacState *vs, ShnswLinker *lk, int64 i, bool *reached, int32 *stack)
+walk_lists(VacState *vs, ShnswLinker *lk, int64 i, bool *reached, bool *expanded,
+		   int32 *stack)
 {
 	ShnswNodeCopy node;
 	int64		top = 0,
-				steps = 0;
+				steps = 0,
+				cursor = 0;
+	bool		overflow = false;
 
 	if (reached[i])
 		return;
 	reached[i] = true;
 	stack[top++] = (int32) i;
-	while (top > 0)
+	for (;;)
 	{
-		int32		u = stack[--top];
-
-		if (++steps % 1024 == 0)
-			vacuum_delay_point(false);
-		shnsw_read_node(lk, vs->live.refs[u], 0, &node, NULL);
-		if (node.flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE))
-			continue;
-		for (int k = 0; k < node.count; k++)
+		while (top > 0)
 		{
-			int64		j = live_index(vs, node.list[k]);
+			int32		u = stack[--top];
 
-			if (j >= 0 && !reached[j])
+			if (expanded[u])
+				continue;
+			expanded[u] = true;
+			if (++steps % 1024 == 0)
+				vacuum_delay_point(false);
+			shnsw_read_node(lk, vs->live.refs[u], 0, &node, NULL);
+			if (node.flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE))
+				continue;
+			for (int k = 0; k < node.count; k++)
 			{
+				int64		j = live_index(vs, node.list[k]);
+
+				if (j < 0 || reached[j])
+					continue;
 				reached[j] = true;
-				stack[top++] = (int32) j;
+				if (top < SHNSW_WALK_STACK)
+					stack[top++] = (int32) j;
+				else
+					overflow = true;
 			}
 		}
+		if (!overflow)
+			break;
+
+		/*
+		 * the nodes reached that found no room on the stack: a sweep that
+		 * resumes where the last one stopped, until the stack is full or it
+		 * has gone round once
+		 */
+		overflow = false;
+		for (int64 scanned = 0; scanned < vs->live.n && top < SHNSW_WALK_STACK; scanned++)
+		{
+			if (reached[cursor] && !expanded[cursor])
+				stack[top++] = (int32) cursor;
+			cursor = (cursor + 1) % vs->live.n;
+		}
+		if (top == SHNSW_WALK_STACK)
+			overflow = true;	/* there may be more */
 	}
 }
 
@@ -411,10 +455,11 @@ vac_mem_limit(void)
  * neighbour if its list is full); what it reaches through the new link
  * counts as reached from then on. Holds no lock between pages.
  *
- * Memory: the walk needs 5 bytes per live node (reached flags and a stack).
- * It copies the lists first (4 bytes per link, up to 2m per node) when that
- * fits in maintenance_work_mem with VACUUM's node sets; otherwise it reads
- * each node's list from its page as it walks (one buffer access per node).
+ * Memory: it copies the lists first (8 bytes per node and 4 per link, up
+ * to 2m per node, and 5 bytes per node for the walk) when that fits in
+ * maintenance_work_mem with VACUUM's node sets; otherwise it reads each
+ * node's list from its page as it walks (one buffer access per node, 2
+ * bytes per node and a stack of fixed size).
  */
 static void
 link_unreached(VacState *vs, ShnswLinker *lk, ShnswRef **few, int64 *nfew)
@@ -429,7 +474,8 @@ link_unreached(VacState *vs, ShnswLinker *lk, ShnswRef **few, int64 *nfew)
 	int32	   *adj = NULL;
 	uint8	   *indeg = NULL;
 	bool	   *reached = palloc_extended(Max(n, 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
-	int32	   *stack = palloc_extended(sizeof(int32) * Max(n, 1), MCXT_ALLOC_HUGE);
+	bool	   *expanded = NULL;
+	int32	   *stack;
 	BlockNumber nblocks = RelationGetNumberOfBlocks(vs->index);
 	ShnswMetaSnapshot snap;
 	uint8	   *code = palloc(vs->info->dims);
@@ -443,8 +489,14 @@ link_unreached(VacState *vs, ShnswLinker *lk, ShnswRef **few, int64 *nfew)
 	{
 		start = palloc_extended(sizeof(int64) * (n + 1), MCXT_ALLOC_HUGE);
 		adj = palloc_extended(sizeof(int32) * Max(n * maxdeg, 1), MCXT_ALLOC_HUGE);
+		stack = palloc_extended(sizeof(int32) * Max(n, 1), MCXT_ALLOC_HUGE);
 	}
 	else
+	{
+		expanded = palloc_extended(Max(n, 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+		stack = palloc(sizeof(int32) * Min(Max(n, 1), SHNSW_WALK_STACK));
+	}
+	if (!copy_lists)
 		ereport(DEBUG2,
 				(errmsg("index \"%s\": pass 4 reads neighbour lists from pages (copying them would take %zu kB)",
 						RelationGetRelationName(vs->index), lists / 1024)));
@@ -520,7 +572,7 @@ link_unreached(VacState *vs, ShnswLinker *lk, ShnswRef **few, int64 *nfew)
 		if (copy_lists)
 			reach_from(entry, start, adj, reached, stack);
 		else
-			walk_lists(vs, lk, entry, reached, stack);
+			walk_lists(vs, lk, entry, reached, expanded, stack);
 		for (int64 i = 0; i < n; i++)
 		{
 			bool		linked = false;
@@ -564,7 +616,7 @@ link_unreached(VacState *vs, ShnswLinker *lk, ShnswRef **few, int64 *nfew)
 				if (copy_lists)
 					reach_from(i, start, adj, reached, stack);
 				else
-					walk_lists(vs, lk, i, reached, stack);
+					walk_lists(vs, lk, i, reached, expanded, stack);
 			}
 		}
 		MemoryContextSwitchTo(old);
@@ -576,6 +628,8 @@ link_unreached(VacState *vs, ShnswLinker *lk, ShnswRef **few, int64 *nfew)
 		pfree(adj);
 	}
 	pfree(reached);
+	if (expanded != NULL)
+		pfree(expanded);
 	pfree(stack);
 	pfree(code);
 	pfree(q);
