@@ -267,3 +267,28 @@ def test_list_changes_that_run_out_of_retries_are_finished_by_vacuum(conn, mem):
     assert not any("ran out of retries" in n for n in notices), notices
     conn.execute("RESET client_min_messages")
     conn.execute("DROP TABLE r_giveup")
+
+
+def test_cached_description_is_one_chunk_that_invalidation_frees(conn):
+    """The index's description is cached in rd_amcache as one chunk, which a
+    relcache invalidation frees whole: the index's relcache memory does not
+    grow however often it is invalidated (the SQ8 arrays used to be separate
+    chunks that leaked 2 x 4 x dims bytes at each invalidation), and scans,
+    which keep a copy of their own, return the same rows throughout."""
+    rows, queries = data.clustered(500, 768, seed=31, n_queries=3)
+    conn.execute("DROP TABLE IF EXISTS r_cache")
+    build(conn, "r_cache", rows, "vector_l2_ops")
+    conn.execute("SET enable_seqscan = off")
+    expect, _ = search(conn, "r_cache", "<->", queries)
+
+    def index_memory():
+        return conn.execute("SELECT sum(total_bytes) FROM pg_backend_memory_contexts "
+                            "WHERE ident = 'r_cache_idx'").fetchone()[0]
+    conn.execute("SET streamhnsw.debug_discard_caches = on")
+    search(conn, "r_cache", "<->", list(queries) * 20)
+    before = index_memory()
+    got, _ = search(conn, "r_cache", "<->", list(queries) * 100)
+    assert index_memory() == before       # 300 invalidations later
+    assert got[:3] == expect and all(g == expect[k % 3] for k, g in enumerate(got))
+    conn.execute("RESET streamhnsw.debug_discard_caches")
+    conn.execute("DROP TABLE r_cache")
