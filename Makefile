@@ -52,7 +52,7 @@ PG_CPPFLAGS += -I$(srcdir)/src
 # The first target is the default one; PGXS adds its prerequisites to it.
 all:
 
-.PHONY: all venv demo test unit regress pytest check-pg-config FORCE
+.PHONY: all venv demo test unit regress pytest regress-discard-caches check-pg-config FORCE
 
 # --- the project's Python environment -------------------------------------
 $(VENV)/.stamp: requirements.txt
@@ -75,6 +75,12 @@ test: venv
 	PYTHONPATH=python:test $(VENV_PY) -m harness.isolation
 	PYTHONPATH=python $(VENV_PY) -m pytest -q test/python
 
+# The pg_regress suite with cached index descriptions discarded at every
+# access-method call (and debug_discard_caches = 1 if the server allows it).
+regress-discard-caches: venv
+	$(MAKE) DEV=1 install
+	PYTHONPATH=python:test $(VENV_PY) -m harness.regress --discard-caches
+
 # Unit tests of the pure algorithm code: no server, plain C.
 UNIT_SRCS = test/unit/run_unit.c src/kernels.c src/graph.c src/lookahead.c
 unit:
@@ -85,7 +91,7 @@ unit:
 PG_VERSION_STR := $(shell $(PG_CONFIG) --version 2>/dev/null)
 PG_MAJOR       := $(shell echo '$(PG_VERSION_STR)' | sed -n 's/^PostgreSQL \([0-9][0-9]*\).*/\1/p')
 
-ifneq ($(filter-out venv demo test unit bench bench-lib clean-venv,$(or $(MAKECMDGOALS),all)),)
+ifneq ($(filter-out venv demo test unit regress-discard-caches bench bench-lib clean-venv,$(or $(MAKECMDGOALS),all)),)
 ifeq ($(PG_VERSION_STR),)
 $(error pg_config not found or not runnable at '$(PG_CONFIG)'. Run 'make venv' to create the project environment with PostgreSQL 18, or pass PG_CONFIG=/path/to/a/PostgreSQL-18/bin/pg_config)
 endif

@@ -29,6 +29,8 @@ int			shnsw_rerank_source = SHNSW_RERANK_INDEX;
 int			shnsw_io_mode = SHNSW_IO_STREAM;
 int			shnsw_max_read_ahead = SHNSW_DEFAULT_MAX_READ_AHEAD;
 int			shnsw_lookahead_window = SHNSW_DEFAULT_LOOKAHEAD_WINDOW;
+bool		shnsw_debug_discard_caches = false;
+bool		shnsw_debug_list_conflicts = false;
 
 static const struct config_enum_entry io_mode_options[] = {
 	{"sync", SHNSW_IO_SYNC, false},
@@ -93,6 +95,16 @@ shnsw_init_options(void)
 							 "index reads the copies stored in the index; heap reads the table's rows (plain-column indexes only).",
 							 &shnsw_rerank_source, SHNSW_RERANK_INDEX, rerank_source_options,
 							 PGC_USERSET, GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
+	DefineCustomBoolVariable("streamhnsw.debug_discard_caches",
+							 "Discards the index's cached description at every access-method call (developer setting, for tests).",
+							 "Wipes and frees rd_amcache through a relcache invalidation, as debug_discard_caches does in servers built with assertions.",
+							 &shnsw_debug_discard_caches, false,
+							 PGC_SUSET, GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
+	DefineCustomBoolVariable("streamhnsw.debug_list_conflicts",
+							 "Makes every neighbour-list change find its list changed, until it runs out of retries (developer setting, for tests).",
+							 NULL,
+							 &shnsw_debug_list_conflicts, false,
+							 PGC_SUSET, GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("streamhnsw");
 }
 

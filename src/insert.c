@@ -20,7 +20,9 @@
  * quantizer take it in ExclusiveLock mode. Scans and VACUUM never take it.
  * Buffer locks: a new node is written under exclusive locks on its graph
  * page, vector page(s), upper page and then the metapage, always in that
- * order, for one WAL record; every other change locks one page at a time,
+ * order, for one WAL record; those pages are pinned (read, or extended)
+ * before the first is locked, so no lock is held across a read or an
+ * extension. Every other change locks one page at a time,
  * and neighbour lists change by compare-and-write (links.c). A scan waits
  * at most for one page modification. The node is written before any
  * neighbour links to it; each back-link is a record of its own. A crash in
@@ -45,7 +47,7 @@
 typedef struct InsertState
 {
 	Relation	index;
-	ShnswIndexInfo *info;
+	ShnswIndexInfo *info;		/* our own copy (shnsw_get_index_info) */
 	ShnswLinker lk;				/* page access and list changes */
 	int			dims;
 	int			m;
@@ -53,13 +55,15 @@ typedef struct InsertState
 } InsertState;
 
 /*
- * Extend the index by one page, returned pinned and exclusively locked.
- * Refuses blocks that node references could not name.
+ * Extend the index by one page, returned pinned and unlocked (all zeros:
+ * no other backend uses it until the metapage names it, and readers skip
+ * new pages). Refuses blocks that node references could not name. Called
+ * with no buffer lock held.
  */
 static Buffer
 new_page(InsertState *is)
 {
-	Buffer		buf = ExtendBufferedRel(BMR_REL(is->index), MAIN_FORKNUM, NULL, EB_LOCK_FIRST);
+	Buffer		buf = ExtendBufferedRel(BMR_REL(is->index), MAIN_FORKNUM, NULL, 0);
 
 	if ((uint64) BufferGetBlockNumber(buf) >= ((uint64) 1 << (32 - is->info->slot_bits)))
 		ereport(ERROR,
@@ -67,6 +71,17 @@ new_page(InsertState *is)
 				 errmsg("streamhnsw index \"%s\" is too large for its node references",
 						RelationGetRelationName(is->index))));
 	return buf;
+}
+
+/*
+ * Pin block blk, or a new page if blk is InvalidBlockNumber (*isnew says
+ * which); takes no lock, so any read or extension happens with none held.
+ */
+static Buffer
+pin_or_extend(InsertState *is, BlockNumber blk, bool *isnew)
+{
+	*isnew = blk == InvalidBlockNumber;
+	return *isnew ? new_page(is) : ReadBuffer(is->index, blk);
 }
 
 /* What a new node record holds, whichever slot it goes to. */
@@ -110,7 +125,9 @@ fill_node(InsertState *is, ShnswNodeHeader *h, const NewNode *nn, BlockNumber ub
  *
  * Locks, in the insert order: the slot's graph page, its vector page(s),
  * the metapage, all exclusively, for the one WAL record that writes the
- * node and vector and pops the free list. metabuf is pinned by the caller.
+ * node and vector and pops the free list. The vector pages are read (pinned)
+ * before any of them is locked, with no lock held. metabuf is pinned by the
+ * caller.
  */
 static ShnswRef
 place_in_free_slot(InsertState *is, Buffer metabuf, const NewNode *nn)
@@ -145,7 +162,7 @@ place_in_free_slot(InsertState *is, Buffer metabuf, const NewNode *nn)
 		/* never the metapage, which we hold pinned and lock below */
 		shnsw_check_block(is->index, gblk, &is->nblocks, SHNSW_METAPAGE_BLKNO, "free list head");
 		gbuf = ReadBuffer(is->index, gblk);
-		LockBuffer(gbuf, BUFFER_LOCK_EXCLUSIVE);
+		LockBuffer(gbuf, BUFFER_LOCK_SHARE);
 		shnsw_check_page(is->index, BufferGetPage(gbuf), gblk, SHNSW_PAGE_GRAPH);
 		if (slot >= shnsw_graph_nslots(is->index, BufferGetPage(gbuf), gblk, info->node_size))
 			ereport(ERROR,
@@ -163,14 +180,29 @@ place_in_free_slot(InsertState *is, Buffer metabuf, const NewNode *nn)
 						 &is->nblocks);
 		vblk = h->vec_block;
 		voff = h->vec_offset;
-		next = shnsw_node_neighbors(h)[0];
+		LockBuffer(gbuf, BUFFER_LOCK_UNLOCK);
 		nv = voff + info->vec_size > SHNSW_PAGE_CAPACITY ? 2 : 1;
 		for (int k = 0; k < nv; k++)
 		{
-			/* a vector "on" the graph page we hold would lock it twice */
+			/* a vector "on" the graph page would be locked twice below */
 			if (vblk + k == gblk)
 				shnsw_corrupt(is->index, gblk, "vector block", vblk + k);
 			vbuf[k] = ReadBuffer(is->index, vblk + k);
+		}
+
+		/* now lock, in order, and check that the slot is still ours to take */
+		LockBuffer(gbuf, BUFFER_LOCK_EXCLUSIVE);
+		h = shnsw_page_node(BufferGetPage(gbuf), slot, info->node_size);
+		if (!(h->flags & SHNSW_NODE_FREE) || h->vec_block != vblk || h->vec_offset != voff)
+		{
+			for (int k = 0; k < nv; k++)
+				ReleaseBuffer(vbuf[k]);
+			UnlockReleaseBuffer(gbuf);
+			continue;
+		}
+		next = shnsw_node_neighbors(h)[0];
+		for (int k = 0; k < nv; k++)
+		{
 			LockBuffer(vbuf[k], BUFFER_LOCK_EXCLUSIVE);
 			shnsw_check_page(is->index, BufferGetPage(vbuf[k]), vblk + k, SHNSW_PAGE_VECTOR);
 		}
@@ -327,44 +359,46 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 	bool		retrain;
 	bool		linked = false;
 	NewNode		nn;
+	bool		trained;
+	uint64		rng;
 
-	/* read what we need from the metapage; train the quantizer if needed */
+	/*
+	 * Read what we need from the metapage; train the quantizer if needed.
+	 * The metapage is pinned only while it is read or written, never through
+	 * the searches.
+	 */
 	metabuf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
 	LockBuffer(metabuf, BUFFER_LOCK_SHARE);
 	meta = ShnswPageGetMeta(BufferGetPage(metabuf));
 	entry = meta->entry;
 	entry_level = meta->entry_level;
 	efc = meta->ef_construction;
-	LockBuffer(metabuf, BUFFER_LOCK_UNLOCK);
+	trained = meta->quant_trained;
+	rng = meta->rng_state ^ (uint64) heap_tid->ip_posid * 0x9E3779B97F4A7C15ULL ^
+		((uint64) ItemPointerGetBlockNumberNoCheck(heap_tid) << 20);
+	UnlockReleaseBuffer(metabuf);
 	if (efc < SHNSW_MIN_EF_CONSTRUCTION || efc > SHNSW_MAX_EF_CONSTRUCTION)
 		shnsw_corrupt(index, SHNSW_METAPAGE_BLKNO, "ef_construction", efc);
-	if (!meta->quant_trained)
+	if (!trained)
 	{
 		GenericXLogState *state;
 
 		train_from_first(is, nav);
+		metabuf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
 		LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
 		state = GenericXLogStart(index);
 		meta = ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0));
 		meta->quant_trained = true;
 		meta->quant_rows = 1;
 		GenericXLogFinish(state);
-		LockBuffer(metabuf, BUFFER_LOCK_UNLOCK);
+		UnlockReleaseBuffer(metabuf);
 		info->quant_trained = true;
 	}
 	sq8_encode(info->lo, info->scale, nav, code, dims);
 
 	/* find neighbours */
 	MemSet(nnbrs, 0, sizeof(nnbrs));
-	{
-		uint64		rng;
-
-		LockBuffer(metabuf, BUFFER_LOCK_SHARE);
-		rng = ShnswPageGetMeta(BufferGetPage(metabuf))->rng_state ^ (uint64) heap_tid->ip_posid * 0x9E3779B97F4A7C15ULL ^
-			((uint64) ItemPointerGetBlockNumberNoCheck(heap_tid) << 20);
-		LockBuffer(metabuf, BUFFER_LOCK_UNLOCK);
-		level = shnsw_random_level(&rng, 1.0 / log((double) Max(m, 2)), SHNSW_MAX_LEVEL);
-	}
+	level = shnsw_random_level(&rng, 1.0 / log((double) Max(m, 2)), SHNSW_MAX_LEVEL);
 	if (entry != SHNSW_INVALID_REF)
 		shnsw_find_neighbors(&is->lk, nav, entry, entry_level, level, efc,
 							 SHNSW_INVALID_REF, nbrs, nnbrs);
@@ -380,6 +414,7 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 	nn.nnbrs0 = nnbrs[0];
 	nn.code = code;
 	nn.value = value;
+	metabuf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
 	newref = level == 0 ? place_in_free_slot(is, metabuf, &nn) : SHNSW_INVALID_REF;
 	if (newref == SHNSW_INVALID_REF)
 	{
@@ -409,8 +444,8 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 		LockBuffer(metabuf, BUFFER_LOCK_UNLOCK);
 
 		/*
-		 * These pages are locked together with the metapage, which we hold
-		 * pinned: each must be another page, and a page of its type (checked
+		 * These pages are locked together with the metapage (which we keep
+		 * pinned): each must be another page, and a page of its type (checked
 		 * as soon as it is locked), or we would wait for our own lock.
 		 */
 		if (gblk != InvalidBlockNumber)
@@ -424,69 +459,75 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 		if (ublk != InvalidBlockNumber && ublk == gblk)
 			shnsw_corrupt(index, SHNSW_METAPAGE_BLKNO, "insert upper block", ublk);
 
-		/* graph page with a free slot */
-		if (gblk != InvalidBlockNumber)
-		{
-			gbuf = ReadBuffer(index, gblk);
-			LockBuffer(gbuf, BUFFER_LOCK_EXCLUSIVE);
-			shnsw_check_page(index, BufferGetPage(gbuf), gblk, SHNSW_PAGE_GRAPH);
-			if (shnsw_graph_nslots(index, BufferGetPage(gbuf), gblk, info->node_size) >=
-				shnsw_nodes_per_page(info->node_size))
-			{
-				UnlockReleaseBuffer(gbuf);
-				gblk = InvalidBlockNumber;
-			}
-		}
-		if (gblk == InvalidBlockNumber)
-		{
-			gbuf = new_page(is);
-			gblk = BufferGetBlockNumber(gbuf);
-			gnew = true;
-		}
-		/* vector page with room for a whole vector */
-		if (vblk != InvalidBlockNumber)
-		{
-			int			used;
-
-			vbuf = ReadBuffer(index, vblk);
-			LockBuffer(vbuf, BUFFER_LOCK_EXCLUSIVE);
-			shnsw_check_page(index, BufferGetPage(vbuf), vblk, SHNSW_PAGE_VECTOR);
-			used = (int) ((PageHeader) BufferGetPage(vbuf))->pd_lower - (int) MAXALIGN(SizeOfPageHeaderData);
-			if (used < 0 || used > (int) SHNSW_PAGE_CAPACITY || used % 4 != 0)
-				shnsw_corrupt(index, vblk, "end of vector data", ((PageHeader) BufferGetPage(vbuf))->pd_lower);
-			if (used + stride > SHNSW_PAGE_CAPACITY)
-			{
-				UnlockReleaseBuffer(vbuf);
-				vblk = InvalidBlockNumber;
-			}
-		}
-		if (vblk == InvalidBlockNumber)
-		{
-			vbuf = new_page(is);
-			vblk = BufferGetBlockNumber(vbuf);
-			vnew = true;
-		}
-		/* upper page with room for the record */
+		/*
+		 * A graph page with a free slot, a vector page with room for a whole
+		 * vector and an upper page with room for the record. They are pinned
+		 * first (read, or extended) with no lock held, then locked in the
+		 * insert order; a page found full is let go, with the locks taken so
+		 * far, and replaced by a new page (which has room: this ends).
+		 */
+		gbuf = pin_or_extend(is, gblk, &gnew);
+		vbuf = pin_or_extend(is, vblk, &vnew);
 		if (level > 0)
+			ubuf = pin_or_extend(is, ublk, &unew);
+		for (;;)
 		{
-			if (ublk != InvalidBlockNumber)
+			LockBuffer(gbuf, BUFFER_LOCK_EXCLUSIVE);
+			if (!gnew)
 			{
-				ubuf = ReadBuffer(index, ublk);
-				LockBuffer(ubuf, BUFFER_LOCK_EXCLUSIVE);
-				shnsw_check_page(index, BufferGetPage(ubuf), ublk, SHNSW_PAGE_UPPER);
-				if (PageGetFreeSpace(BufferGetPage(ubuf)) < MAXALIGN(usize))
+				BlockNumber blk = BufferGetBlockNumber(gbuf);
+
+				shnsw_check_page(index, BufferGetPage(gbuf), blk, SHNSW_PAGE_GRAPH);
+				if (shnsw_graph_nslots(index, BufferGetPage(gbuf), blk, info->node_size) >=
+					shnsw_nodes_per_page(info->node_size))
 				{
-					UnlockReleaseBuffer(ubuf);
-					ublk = InvalidBlockNumber;
+					UnlockReleaseBuffer(gbuf);
+					gbuf = pin_or_extend(is, InvalidBlockNumber, &gnew);
+					continue;
 				}
 			}
-			if (ublk == InvalidBlockNumber)
+			LockBuffer(vbuf, BUFFER_LOCK_EXCLUSIVE);
+			if (!vnew)
 			{
-				ubuf = new_page(is);
-				ublk = BufferGetBlockNumber(ubuf);
-				unew = true;
+				BlockNumber blk = BufferGetBlockNumber(vbuf);
+				Page		vp = BufferGetPage(vbuf);
+				int			used;
+
+				shnsw_check_page(index, vp, blk, SHNSW_PAGE_VECTOR);
+				used = (int) ((PageHeader) vp)->pd_lower - (int) MAXALIGN(SizeOfPageHeaderData);
+				if (used < 0 || used > (int) SHNSW_PAGE_CAPACITY || used % 4 != 0)
+					shnsw_corrupt(index, blk, "end of vector data", ((PageHeader) vp)->pd_lower);
+				if (used + stride > SHNSW_PAGE_CAPACITY)
+				{
+					UnlockReleaseBuffer(vbuf);
+					LockBuffer(gbuf, BUFFER_LOCK_UNLOCK);
+					vbuf = pin_or_extend(is, InvalidBlockNumber, &vnew);
+					continue;
+				}
 			}
+			if (level > 0)
+			{
+				LockBuffer(ubuf, BUFFER_LOCK_EXCLUSIVE);
+				if (!unew)
+				{
+					shnsw_check_page(index, BufferGetPage(ubuf), BufferGetBlockNumber(ubuf),
+									 SHNSW_PAGE_UPPER);
+					if (PageGetFreeSpace(BufferGetPage(ubuf)) < MAXALIGN(usize))
+					{
+						UnlockReleaseBuffer(ubuf);
+						LockBuffer(vbuf, BUFFER_LOCK_UNLOCK);
+						LockBuffer(gbuf, BUFFER_LOCK_UNLOCK);
+						ubuf = pin_or_extend(is, InvalidBlockNumber, &unew);
+						continue;
+					}
+				}
+			}
+			break;
 		}
+		gblk = BufferGetBlockNumber(gbuf);
+		vblk = BufferGetBlockNumber(vbuf);
+		if (level > 0)
+			ublk = BufferGetBlockNumber(ubuf);
 
 		LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
 		state = GenericXLogStart(index);
@@ -557,6 +598,7 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 		if (level > 0)
 			UnlockReleaseBuffer(ubuf);
 	}
+	ReleaseBuffer(metabuf);
 
 	/*
 	 * Links back from the neighbours. A layer-0 node that a back-link takes
@@ -615,6 +657,7 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 	{
 		GenericXLogState *state;
 
+		metabuf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
 		LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
 		state = GenericXLogStart(index);
 		meta = ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0));
@@ -643,6 +686,7 @@ shnsw_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid,
 
 	if (isnull[0])
 		return false;
+	shnsw_debug_discard(index);
 
 	ctx = AllocSetContextCreate(CurrentMemoryContext, "streamhnsw insert",
 								ALLOCSET_DEFAULT_SIZES);
@@ -671,8 +715,10 @@ shnsw_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid,
 			ShnswMetaSnapshot snap;
 
 			LockPage(index, SHNSW_METAPAGE_BLKNO, mode);
+			shnsw_debug_discard(index);
 			/* the quantizer may have been trained or retrained since we looked */
 			shnsw_read_meta(index, &snap);
+			pfree(is.info);
 			is.info = shnsw_get_index_info(index);
 			if (mode == ExclusiveLock ||
 				(is.info->quant_trained && snap.entry != SHNSW_INVALID_REF))

@@ -18,6 +18,11 @@
  * free list), and an upper-layer list is written only if its record still
  * belongs to the node.
  *
+ * A change recomputed SHNSW_LIST_RETRIES times without getting written
+ * gives up, but never silently: it flags the metapage (SHNSW_META_RECHECK),
+ * and the next VACUUM searches for every node and links those a search
+ * misses (vacuum.c, pass 4b), which is what the lost link was for.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -40,7 +45,54 @@ shnsw_linker_init(ShnswLinker *lk, Relation index, ShnswIndexInfo *info)
 	lk->dims = info->dims;
 	lk->m = info->m;
 	lk->scratch = palloc(sizeof(float) * 3 * info->dims);
+	lk->given_up = 0;
 	shnsw_page_ops_init(&lk->ops, &lk->pctx, index, info, NULL);
+}
+
+/*
+ * gave_up records that a list change ran out of retries: it sets
+ * SHNSW_META_RECHECK on the metapage (if not set yet), so that the next
+ * VACUUM finishes what the change was for. Locks only the metapage.
+ */
+static void
+gave_up(ShnswLinker *lk)
+{
+	Buffer		buf = ReadBuffer(lk->index, SHNSW_METAPAGE_BLKNO);
+
+	lk->given_up++;
+	LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+	if (!(ShnswPageGetMeta(BufferGetPage(buf))->flags & SHNSW_META_RECHECK))
+	{
+		GenericXLogState *state = GenericXLogStart(lk->index);
+
+		ShnswPageGetMeta(GenericXLogRegisterBuffer(state, buf, 0))->flags |= SHNSW_META_RECHECK;
+		GenericXLogFinish(state);
+	}
+	UnlockReleaseBuffer(buf);
+}
+
+/*
+ * shnsw_take_recheck clears SHNSW_META_RECHECK and returns whether it was
+ * set (VACUUM, before its passes: changes that give up after this set it
+ * again). Locks only the metapage.
+ */
+bool
+shnsw_take_recheck(Relation index)
+{
+	Buffer		buf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
+	bool		set;
+
+	LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+	set = (ShnswPageGetMeta(BufferGetPage(buf))->flags & SHNSW_META_RECHECK) != 0;
+	if (set)
+	{
+		GenericXLogState *state = GenericXLogStart(index);
+
+		ShnswPageGetMeta(GenericXLogRegisterBuffer(state, buf, 0))->flags &= ~SHNSW_META_RECHECK;
+		GenericXLogFinish(state);
+	}
+	UnlockReleaseBuffer(buf);
+	return set;
 }
 
 /* ---------- reading ---------- */
@@ -372,7 +424,8 @@ write_list_if(ShnswLinker *lk, ShnswRef e, ShnswUpperLoc upper, int layer,
 		cur = shnsw_upper_neighbors(u, layer, lk->m);
 		curcnt = &shnsw_upper_counts(u)[layer - 1];
 	}
-	if (*curcnt != nexpect || memcmp(cur, expect, sizeof(ShnswRef) * nexpect) != 0)
+	if (*curcnt != nexpect || memcmp(cur, expect, sizeof(ShnswRef) * nexpect) != 0 ||
+		shnsw_debug_list_conflicts)
 		done = false;
 	else
 	{
@@ -406,7 +459,8 @@ list_has(const ShnswRef *list, int n, ShnswRef r)
  * incoming link). Deleted and free nodes get no new links. Returns whether
  * e's list holds the new node afterwards. The nodes the change took out of
  * e's list are appended to dropped (room for 2m; *ndropped counts them),
- * so that the caller can give them a link elsewhere.
+ * so that the caller can give them a link elsewhere. Running out of
+ * retries is recorded for VACUUM (gave_up).
  */
 bool
 shnsw_add_backlink(ShnswLinker *lk, ShnswRef e, int layer, ShnswRef newref,
@@ -419,10 +473,11 @@ shnsw_add_backlink(ShnswLinker *lk, ShnswRef e, int layer, ShnswRef newref,
 	uint8	   *codes = palloc((Size) (max + 1) * lk->dims);
 	uint8	   *ecode = palloc(lk->dims);
 	bool		kept = false;
+	int			attempt;
 
 	if (e == newref)
 		goto done;				/* a node never names itself */
-	for (int attempt = 0; attempt < SHNSW_LIST_RETRIES; attempt++)
+	for (attempt = 0; attempt < SHNSW_LIST_RETRIES; attempt++)
 	{
 		int			cnt;
 
@@ -470,6 +525,8 @@ shnsw_add_backlink(ShnswLinker *lk, ShnswRef e, int layer, ShnswRef newref,
 		}
 		kept = false;
 	}
+	if (attempt == SHNSW_LIST_RETRIES)
+		gave_up(lk);
 done:
 	pfree(codes);
 	pfree(ecode);
@@ -481,7 +538,9 @@ done:
  * does not hold yet, while it has room: an insert gives a link to the
  * nodes its back-links took out of its neighbours' lists, which might
  * have been their only incoming link. Never prunes anything. Returns how
- * many of refs it had no room for; they are moved to the front of refs.
+ * many of refs it had no room for; they are moved to the front of refs. If
+ * it runs out of retries it adopted none: it returns n, so that the caller
+ * checks them all, and records it (gave_up).
  */
 int
 shnsw_adopt(ShnswLinker *lk, ShnswRef e, ShnswRef *refs, int n)
@@ -512,7 +571,8 @@ shnsw_adopt(ShnswLinker *lk, ShnswRef e, ShnswRef *refs, int n)
 			return left;
 		}
 	}
-	return 0;
+	gave_up(lk);
+	return n;
 }
 
 /* ---------- repair (VACUUM) ---------- */
@@ -550,13 +610,19 @@ add_searched(ShnswLinker *lk, ShnswRef e, int layer, const uint8 *ecode,
 
 	shnsw_read_meta(lk->index, &snap);
 	if (snap.entry == SHNSW_INVALID_REF || snap.entry_level < layer)
+	{
+		pfree(q);
 		return n;
+	}
 	sq8_decode(lk->info->lo, lk->info->scale, ecode, q, lk->dims);
 	shnsw_find_neighbors(lk, q, snap.entry, snap.entry_level, layer,
 						 shnsw_get_ef_construction(lk->index), e, nbrs, nnbrs);
 	for (int k = 0; k < nnbrs[layer] && n < cap; k++)
 		if (!list_has(cands, n, nbrs[layer][k]) && !shnsw_refset_has(dead, nbrs[layer][k]))
 			cands[n++] = nbrs[layer][k];
+	/* shnsw_find_neighbors allocated a list per layer it searched */
+	for (int l = 0; l <= Min(layer, snap.entry_level); l++)
+		pfree(nbrs[l]);
 	pfree(q);
 	return n;
 }
@@ -568,7 +634,8 @@ add_searched(ShnswLinker *lk, ShnswRef e, int layer, const uint8 *ecode,
  * them (the heuristic's choice among e's live neighbours and the deleted
  * ones' live neighbours, then the nearest), so the paths that ran through
  * deleted nodes keep a direct replacement. Returns true if it changed the
- * list. Holds no lock on return.
+ * list. Running out of retries is recorded (gave_up). Holds no lock on
+ * return.
  */
 bool
 shnsw_repair_list(ShnswLinker *lk, ShnswRef e, int layer, const ShnswRefSet *dead)
@@ -588,8 +655,9 @@ shnsw_repair_list(ShnswLinker *lk, ShnswRef e, int layer, const ShnswRefSet *dea
 	ShnswRef	out[2 * SHNSW_MAX_M];
 	int			nout;
 	bool		changed = false;
+	int			attempt;
 
-	for (int attempt = 0; attempt < SHNSW_LIST_RETRIES; attempt++)
+	for (attempt = 0; attempt < SHNSW_LIST_RETRIES; attempt++)
 	{
 		int			n = 0,
 					ndead = 0,
@@ -686,6 +754,8 @@ shnsw_repair_list(ShnswLinker *lk, ShnswRef e, int layer, const ShnswRefSet *dea
 			break;
 		}
 	}
+	if (attempt == SHNSW_LIST_RETRIES)
+		gave_up(lk);
 	pfree(cands);
 	pfree(d);
 	pfree(codes);

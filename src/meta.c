@@ -10,6 +10,7 @@
 
 #include "storage/bufmgr.h"
 #include "utils/memutils.h"
+#include "utils/relcache.h"
 #include "utils/rel.h"
 
 #include "streamhnsw.h"
@@ -220,37 +221,48 @@ shnsw_read_meta(Relation index, ShnswMetaSnapshot *snap)
 	snap->quant_version = meta->quant_version;
 	UnlockReleaseBuffer(buf);
 
-	/* the quantizer was retrained: drop our cached parameters */
+	/* the quantizer was retrained: drop our cached description */
 	if (index->rd_amcache != NULL &&
 		((ShnswIndexInfo *) index->rd_amcache)->quant_version != snap->quant_version)
-		((ShnswIndexInfo *) index->rd_amcache)->quant_trained = false;
+		shnsw_forget_index_info(index);
+}
+
+/* Bytes of a description of dims dimensions, SQ8 parameters included. */
+static Size
+info_size(int dims)
+{
+	return offsetof(ShnswIndexInfo, quant) + sizeof(float) * 2 * (Size) dims;
+}
+
+/* A copy of a description in cxt, its lo and scale pointing into the copy. */
+static ShnswIndexInfo *
+info_copy(const ShnswIndexInfo *src, MemoryContext cxt)
+{
+	Size		size = info_size(src->dims);
+	ShnswIndexInfo *dst = MemoryContextAlloc(cxt, size);
+
+	memcpy(dst, src, size);
+	dst->lo = dst->quant;
+	dst->scale = dst->quant + dst->dims;
+	return dst;
 }
 
 /*
- * shnsw_get_index_info returns the index's fixed description and SQ8
- * parameters, cached in rd_amcache (freed by relcache invalidation, which
- * REINDEX and TRUNCATE cause). An untrained quantizer is re-checked on
- * every call until the first vector has trained it; shnsw_read_meta marks
- * the cache stale when the quantizer has been retrained since.
+ * load_index_info reads the description from the metapage and the
+ * quantizer pages into a new chunk in CurrentMemoryContext. Takes and
+ * releases share locks one page at a time.
  */
-ShnswIndexInfo *
-shnsw_get_index_info(Relation index)
+static ShnswIndexInfo *
+load_index_info(Relation index)
 {
-	ShnswIndexInfo *info = (ShnswIndexInfo *) index->rd_amcache;
+	ShnswIndexInfo *info;
 	Buffer		buf;
 	Page		page;
 	ShnswMetaPage meta;
-	MemoryContext old;
-
-	if (info != NULL && info->quant_trained)
-		return info;
-
-	old = MemoryContextSwitchTo(index->rd_indexcxt);
-	if (info == NULL)
-		info = palloc0(sizeof(ShnswIndexInfo));
 
 	meta = lock_meta(index, &buf);
 	shnsw_validate_meta(index, meta);
+	info = palloc0(info_size(meta->dims));
 	info->dims = meta->dims;
 	info->m = meta->m;
 	info->metric = (ShnswMetric) meta->metric;
@@ -263,15 +275,11 @@ shnsw_get_index_info(Relation index)
 	info->quant_version = meta->quant_version;
 	UnlockReleaseBuffer(buf);
 
-	if (info->lo == NULL)
-	{
-		info->lo = palloc(sizeof(float) * info->dims);
-		info->scale = palloc(sizeof(float) * info->dims);
-	}
+	info->lo = info->quant;
+	info->scale = info->quant + info->dims;
 	if (info->quant_trained)
 	{
 		/* lo[] then scale[], a float stream over consecutive pages */
-		float	   *tmp = palloc(sizeof(float) * 2 * info->dims);
 		int			total = 2 * info->dims * sizeof(float);
 		int			done = 0;
 		BlockNumber blk = info->quant_start;
@@ -284,16 +292,75 @@ shnsw_get_index_info(Relation index)
 			LockBuffer(buf, BUFFER_LOCK_SHARE);
 			page = BufferGetPage(buf);
 			shnsw_check_page(index, page, blk, SHNSW_PAGE_QUANT);
-			memcpy((char *) tmp + done, PageGetContents(page), chunk);
+			memcpy((char *) info->quant + done, PageGetContents(page), chunk);
 			UnlockReleaseBuffer(buf);
 			done += chunk;
 			blk++;
 		}
-		memcpy(info->lo, tmp, sizeof(float) * info->dims);
-		memcpy(info->scale, tmp + info->dims, sizeof(float) * info->dims);
-		pfree(tmp);
 	}
-	index->rd_amcache = info;
-	MemoryContextSwitchTo(old);
 	return info;
+}
+
+/*
+ * shnsw_get_index_info returns a copy of the index's fixed description and
+ * SQ8 parameters, palloc'd in CurrentMemoryContext and owned by the caller:
+ * scans, inserts and VACUUM keep their own copy in their own state, because
+ * relcache invalidation (which any lock acquisition or catalog access can
+ * process, between two amgettuple calls for instance) frees rd_amcache.
+ *
+ * rd_amcache caches one chunk (info_size), in rd_indexcxt, once the
+ * quantizer is trained; it is never changed in place, only dropped
+ * (shnsw_forget_index_info) when shnsw_read_meta sees a newer quantizer
+ * version or this backend retrains. An untrained quantizer is re-read on
+ * every call until the first vector has trained it.
+ */
+ShnswIndexInfo *
+shnsw_get_index_info(Relation index)
+{
+	ShnswIndexInfo *info;
+
+	if (index->rd_amcache != NULL)
+		return info_copy((ShnswIndexInfo *) index->rd_amcache, CurrentMemoryContext);
+
+	info = load_index_info(index);
+	/* publish only a complete chunk: loading may have taken a while */
+	if (info->quant_trained && index->rd_amcache == NULL)
+		index->rd_amcache = info_copy(info, index->rd_indexcxt);
+	return info;
+}
+
+/*
+ * shnsw_forget_index_info drops the cached description (after this backend
+ * changed the quantizer, or saw that another one did). Copies handed out
+ * stay valid.
+ */
+void
+shnsw_forget_index_info(Relation index)
+{
+	if (index->rd_amcache != NULL)
+	{
+		pfree(index->rd_amcache);
+		index->rd_amcache = NULL;
+	}
+}
+
+/*
+ * shnsw_debug_discard, with streamhnsw.debug_discard_caches on, processes a
+ * relcache invalidation of the index at once, at a point where PostgreSQL
+ * could process one (an access-method call, a VACUUM delay point). The
+ * cached description is wiped first, so that code still holding a pointer
+ * into it reads garbage in tests instead of stale values by luck. The
+ * server's own debug_discard_caches does this at every invalidation point
+ * but only in servers built with assertions (--enable-cassert).
+ */
+void
+shnsw_debug_discard(Relation index)
+{
+	if (!shnsw_debug_discard_caches)
+		return;
+	if (index->rd_amcache != NULL)
+		memset(index->rd_amcache, 0x7F, info_size(((ShnswIndexInfo *) index->rd_amcache)->dims));
+	RelationCacheInvalidateEntry(RelationGetRelid(index));
+	/* the relcache frees rd_amcache of an index; make sure it is gone */
+	shnsw_forget_index_info(index);
 }

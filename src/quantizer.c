@@ -197,7 +197,6 @@ shnsw_retrain(Relation index)
 		GenericXLogFinish(state);
 		UnlockReleaseBuffer(metabuf);
 	}
-	memcpy(info->lo, lo, sizeof(float) * dims);
-	memcpy(info->scale, scale, sizeof(float) * dims);
-	info->quant_version++;
+	/* our cached description is stale; callers hold copies of their own */
+	shnsw_forget_index_info(index);
 }

@@ -103,13 +103,18 @@ reader_free_slot(ShnswReader *r)
 	return -1;
 }
 
-/* Finish slot i's read (if any) and remove it; returns its pinned buffer. */
+/*
+ * Finish slot i's read (if any) and remove it; returns its pinned buffer.
+ * Never called in batch mode: waiting for a read while this backend has
+ * staged reads not yet submitted is not allowed (storage/aio.h).
+ */
 static Buffer
 reader_take(ShnswReader *r, int i, bool *miss)
 {
 	ShnswInflight *s = &r->slots[i];
 	Buffer		buf = s->buf;
 
+	Assert(!r->in_batch);
 	*miss = false;
 	if (r->mode == SHNSW_IO_PREFETCH)
 	{
@@ -196,9 +201,25 @@ shnsw_reader_request(ShnswReader *r, const BlockNumber *blocks, int n, bool spec
 			continue;
 		if (!speculative && r->ios_in_flight >= r->target_ios)
 			break;				/* topped up as earlier reads are consumed */
-		if (r->nslots >= r->max_pins &&
-			(speculative || !reader_evict_speculative(r)))
-			break;
+		if (r->nslots >= r->max_pins)
+		{
+			if (speculative)
+				break;
+
+			/*
+			 * Evicting waits for the slot's read: submit the reads staged
+			 * so far first, as the AIO layer requires before any wait
+			 * (a staged read might be the one waited for, or another
+			 * backend might wait for one of ours).
+			 */
+			if (batch)
+			{
+				pgaio_exit_batchmode();
+				batch = r->in_batch = false;
+			}
+			if (!reader_evict_speculative(r))
+				break;
+		}
 
 		s = &r->slots[reader_free_slot(r)];
 		r->nslots++;
@@ -215,7 +236,7 @@ shnsw_reader_request(ShnswReader *r, const BlockNumber *blocks, int n, bool spec
 			if (!batch)
 			{
 				pgaio_enter_batchmode();
-				batch = true;
+				batch = r->in_batch = true;
 			}
 			s->op.rel = r->rel;
 			s->op.smgr = RelationGetSmgr(r->rel);
@@ -239,7 +260,10 @@ shnsw_reader_request(ShnswReader *r, const BlockNumber *blocks, int n, bool spec
 		}
 	}
 	if (batch)
+	{
 		pgaio_exit_batchmode();
+		r->in_batch = false;
+	}
 }
 
 /*

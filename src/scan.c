@@ -53,7 +53,7 @@ typedef struct ShnswScanOpaqueData
 	bool		done;
 	bool		null_query;
 
-	ShnswIndexInfo *info;
+	ShnswIndexInfo *info;		/* our own copy (shnsw_get_index_info) */
 	FmgrInfo   *distproc;
 	Oid			collation;
 	Datum		query;			/* detoasted copy in ctx */
@@ -225,7 +225,7 @@ scan_setup(IndexScanDesc scan)
 	ShnswScanOpaque so = (ShnswScanOpaque) scan->opaque;
 	Relation	index = scan->indexRelation;
 	ShnswMetaSnapshot snap;
-	ShnswIndexInfo *info;
+	ShnswIndexInfo *info;		/* our own copy (shnsw_get_index_info) */
 	struct varlena *q;
 	float	   *nav;
 	int			dims;
@@ -491,6 +491,7 @@ shnsw_gettuple(IndexScanDesc scan, ScanDirection dir)
 
 	if (!ScanDirectionIsForward(dir))
 		elog(ERROR, "streamhnsw does not support backward scans");
+	shnsw_debug_discard(scan->indexRelation);
 
 	if (so->first)
 	{

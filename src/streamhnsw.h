@@ -68,6 +68,8 @@ extern int	shnsw_rerank_source;
 extern int	shnsw_io_mode;
 extern int	shnsw_max_read_ahead;
 extern int	shnsw_lookahead_window;
+extern bool shnsw_debug_discard_caches;
+extern bool shnsw_debug_list_conflicts;
 
 /* streamhnsw.io_mode */
 #define SHNSW_IO_SYNC			0	/* one synchronous read at a time */
@@ -139,7 +141,7 @@ typedef struct ShnswMetaPageData
 	uint8		quantizer;		/* SHNSW_QUANT_* */
 	uint8		quant_trained;	/* false until the first vector arrives */
 	uint8		slot_bits;
-	uint8		reserved1;
+	uint8		flags;			/* SHNSW_META_* */
 	uint16		nodes_per_page;
 	uint16		node_size;
 	uint32		vec_size;		/* bytes of one exact vector (varlena image) */
@@ -168,10 +170,24 @@ typedef struct ShnswMetaPageData
 
 typedef ShnswMetaPageData *ShnswMetaPage;
 
+/*
+ * flags: a neighbour-list change ran out of retries (others kept changing
+ * the list) and left a link unwritten; the next VACUUM searches for every
+ * node (pass 4b over all of them) and clears the flag.
+ */
+#define SHNSW_META_RECHECK		0x01
+
 #define ShnswPageGetMeta(page) ((ShnswMetaPage) PageGetContents(page))
 
 /* ---------- per-backend description of an index (rd_amcache) ---------- */
 
+/*
+ * The description of an index: its fixed sizes and its SQ8 parameters, in
+ * one chunk (lo and scale point into quant[] of the same chunk).
+ * rd_amcache keeps one, never written in place; shnsw_get_index_info hands
+ * out copies that the caller owns, so a scan, an insert or a VACUUM never
+ * holds a pointer into rd_amcache, which relcache invalidation frees.
+ */
 typedef struct ShnswIndexInfo
 {
 	int			dims;
@@ -186,6 +202,7 @@ typedef struct ShnswIndexInfo
 	uint32		quant_version;
 	float	   *lo;				/* SQ8 lower bounds, dims floats */
 	float	   *scale;			/* SQ8 steps, dims floats */
+	float		quant[FLEXIBLE_ARRAY_MEMBER];	/* lo[dims] then scale[dims] */
 } ShnswIndexInfo;
 
 /* A snapshot of the metapage's changing fields. */
@@ -228,6 +245,8 @@ extern bool shnsw_vector_to_nav(const struct varlena *v, ShnswElemType elemtype,
 
 /* ---------- meta.c: metapage and per-backend index description ---------- */
 extern ShnswIndexInfo *shnsw_get_index_info(Relation index);
+extern void shnsw_forget_index_info(Relation index);
+extern void shnsw_debug_discard(Relation index);
 extern void shnsw_read_meta(Relation index, ShnswMetaSnapshot *snap);
 extern void shnsw_init_page(Page page, uint16 page_type);
 extern void shnsw_check_page(Relation index, Page page, BlockNumber blkno, uint16 page_type);
@@ -286,6 +305,7 @@ typedef struct ShnswReader
 	int			nslots;
 	int			ios_in_flight;
 	int			spec_pins;
+	bool		in_batch;		/* inside pgaio_enter_batchmode(): no waits */
 	ShnswLookahead la;
 	ShnswScanStats *stats;
 } ShnswReader;
@@ -330,12 +350,13 @@ extern ShnswUpperHeader *shnsw_upper_record(Relation index, Page page, BlockNumb
 typedef struct ShnswLinker
 {
 	Relation	index;
-	ShnswIndexInfo *info;
+	ShnswIndexInfo *info;		/* the owner's copy (insert, VACUUM) */
 	ShnswPageCtx pctx;
 	ShnswPageOps ops;
 	int			dims;
 	int			m;
 	float	   *scratch;		/* 3 * dims floats */
+	int64		given_up;		/* list changes that ran out of retries */
 } ShnswLinker;
 
 /* What shnsw_read_node copies out of a node record. */
@@ -373,6 +394,7 @@ extern int	shnsw_adopt(ShnswLinker *lk, ShnswRef e, ShnswRef *refs, int n);
 extern int	shnsw_ref_cmp(const void *a, const void *b);
 extern bool shnsw_refset_has(const ShnswRefSet *set, ShnswRef r);
 extern bool shnsw_repair_list(ShnswLinker *lk, ShnswRef e, int layer, const ShnswRefSet *dead);
+extern bool shnsw_take_recheck(Relation index);
 
 /* ---------- stats.c: EXPLAIN lines and cumulative statistics ---------- */
 extern void shnsw_stats_init(void);

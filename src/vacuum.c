@@ -30,11 +30,16 @@
  * amvacuumcleanup of a VACUUM that had no dead heap tuples runs passes 1
  * (finding nothing to mark), 4 and 4b, the last only for nodes with few
  * incoming links, so that a table that only takes inserts gets its checks
- * too.
+ * too; for every node if a list change ran out of retries since the last
+ * VACUUM (the metapage's SHNSW_META_RECHECK, links.c).
  *
  * ambulkdelete is called only when the heap has dead tuples; all passes
  * run then, even if none of them are in this index, so that nodes inserted
  * during an earlier VACUUM get their checks too.
+ *
+ * Memory: the node sets (4 bytes per node); pass 4 copies the layer-0
+ * lists only if they fit in maintenance_work_mem, else walks them on the
+ * pages; the work of each page or node runs in tmpcxt, reset after it.
  *
  * Locking: no heavyweight lock; inserts and scans go on throughout. Each
  * page is locked only while it is read or changed; when a graph page and
@@ -52,6 +57,7 @@
 #include "access/generic_xlog.h"
 #include "commands/vacuum.h"
 #include "miscadmin.h"
+#include "postmaster/autovacuum.h"
 #include "storage/bufmgr.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -61,7 +67,7 @@
 typedef struct VacState
 {
 	Relation	index;
-	ShnswIndexInfo *info;
+	ShnswIndexInfo *info;		/* our own copy (shnsw_get_index_info) */
 	BufferAccessStrategy bas;
 	ShnswRefSet dead;			/* every deleted node, free or not (sorted) */
 	int64		capdead;
@@ -75,6 +81,8 @@ typedef struct VacState
 	int64		unreached;		/* nodes pass 4 linked to make them reachable */
 	int64		unfound;		/* ... and so that a search finds them */
 	BlockNumber nblocks;		/* relation length last seen (bounds checks) */
+	int64		given_up;		/* list changes that ran out of retries */
+	MemoryContext tmpcxt;		/* one page's or one node's work; reset after it */
 } VacState;
 
 /* Rounds of pass 4b over the nodes its own links pushed out of lists. */
@@ -98,6 +106,17 @@ push_ref(ShnswRef **arr, int64 *n, int64 *cap, ShnswRef r)
 			: palloc_extended(sizeof(ShnswRef) * *cap, MCXT_ALLOC_HUGE);
 	}
 	(*arr)[(*n)++] = r;
+}
+
+/*
+ * vacuum_delay_point, which is also where the tests' discard mode
+ * (streamhnsw.debug_discard_caches) drops the cached index description.
+ */
+static inline void
+vac_delay(VacState *vs)
+{
+	vacuum_delay_point(false);
+	shnsw_debug_discard(vs->index);
 }
 
 /*
@@ -233,7 +252,7 @@ mark_all(VacState *vs, BlockNumber nblocks, IndexBulkDeleteResult *stats,
 	{
 		Buffer		buf;
 
-		vacuum_delay_point(false);
+		vac_delay(vs);
 		if (read_graph_page(vs, blk, &buf))
 			mark_page(vs, blk, buf, stats, callback, callback_state);
 	}
@@ -348,25 +367,125 @@ reach_from(int64 i, const int64 *start, const int32 *adj, bool *reached, int32 *
 }
 
 /*
+ * Entries of walk_lists' stack: a bound, so its memory does not grow with
+ * the graph (small in assertion builds, so that tests overflow it).
+ */
+#ifdef USE_ASSERT_CHECKING
+#define SHNSW_WALK_STACK	64
+#else
+#define SHNSW_WALK_STACK	65536
+#endif
+
+/*
+ * walk_lists marks node i and every live node reachable from it, reading
+ * each node's layer-0 list from its page: the walk of a graph whose lists
+ * do not fit in maintenance_work_mem. Its stack holds SHNSW_WALK_STACK
+ * entries; reached nodes it had no room for are found again by sweeps over
+ * the nodes reached but not expanded, until there are none.
+ */
+static void
+walk_lists(VacState *vs, ShnswLinker *lk, int64 i, bool *reached, bool *expanded,
+		   int32 *stack)
+{
+	ShnswNodeCopy node;
+	int64		top = 0,
+				steps = 0,
+				cursor = 0;
+	bool		overflow = false;
+
+	if (reached[i])
+		return;
+	reached[i] = true;
+	stack[top++] = (int32) i;
+	for (;;)
+	{
+		while (top > 0)
+		{
+			int32		u = stack[--top];
+
+			if (expanded[u])
+				continue;
+			expanded[u] = true;
+			if (++steps % 1024 == 0)
+				vacuum_delay_point(false);
+			shnsw_read_node(lk, vs->live.refs[u], 0, &node, NULL);
+			if (node.flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE))
+				continue;
+			for (int k = 0; k < node.count; k++)
+			{
+				int64		j = live_index(vs, node.list[k]);
+
+				if (j < 0 || reached[j])
+					continue;
+				reached[j] = true;
+				if (top < SHNSW_WALK_STACK)
+					stack[top++] = (int32) j;
+				else
+					overflow = true;
+			}
+		}
+		if (!overflow)
+			break;
+
+		/*
+		 * the nodes reached that found no room on the stack: a sweep that
+		 * resumes where the last one stopped, until the stack is full or it
+		 * has gone round once
+		 */
+		overflow = false;
+		for (int64 scanned = 0; scanned < vs->live.n && top < SHNSW_WALK_STACK; scanned++)
+		{
+			if (reached[cursor] && !expanded[cursor])
+				stack[top++] = (int32) cursor;
+			cursor = (cursor + 1) % vs->live.n;
+		}
+		if (top == SHNSW_WALK_STACK)
+			overflow = true;	/* there may be more */
+	}
+}
+
+/* The memory VACUUM may use: autovacuum_work_mem in autovacuum, as the heap's. */
+static Size
+vac_mem_limit(void)
+{
+	int			kb = AmAutoVacuumWorkerProcess() && autovacuum_work_mem != -1 ?
+		autovacuum_work_mem : maintenance_work_mem;
+
+	return (Size) kb * 1024;
+}
+
+/*
  * Pass 4: every live node must be reachable on layer 0 from the entry point,
  * or no search finds it. The heuristic (at any insert), a repair, or links
  * lost to concurrent inserts can cut a node, or a group of nodes that link
- * to each other, off. This pass copies the live nodes' layer-0 lists, walks
- * them from the entry point, and links every node the walk missed from a
- * reached node: the nearest of its own neighbours that is reached, or else
- * the nearest reached node a search finds (forced, replacing that node's
- * farthest neighbour if its list is full); what it reaches through the new
- * link counts as reached from then on. Holds no lock between pages.
+ * to each other, off. This pass walks the live nodes' layer-0 lists from the
+ * entry point, and links every node the walk missed from a reached node:
+ * the nearest of its own neighbours that is reached, or else the nearest
+ * reached node a search finds (forced, replacing that node's farthest
+ * neighbour if its list is full); what it reaches through the new link
+ * counts as reached from then on. Holds no lock between pages.
+ *
+ * Memory: it copies the lists first (8 bytes per node and 4 per link, up
+ * to 2m per node, and 5 bytes per node for the walk) when that fits in
+ * maintenance_work_mem with VACUUM's node sets; otherwise it reads each
+ * node's list from its page as it walks (one buffer access per node, 2
+ * bytes per node and a stack of fixed size).
  */
 static void
 link_unreached(VacState *vs, ShnswLinker *lk, ShnswRef **few, int64 *nfew)
 {
 	int64		n = vs->live.n;
 	int			maxdeg = 2 * vs->info->m;
-	int64	   *start = palloc_extended(sizeof(int64) * (n + 1), MCXT_ALLOC_HUGE);
-	int32	   *adj = palloc_extended(sizeof(int32) * Max(n * maxdeg, 1), MCXT_ALLOC_HUGE);
+	Size		sets = sizeof(ShnswRef) * (Size) (vs->capdead + vs->captofree + vs->caplive);
+	Size		walk = (Size) Max(n, 1) * (1 + sizeof(int32)) + (few != NULL ? (Size) Max(n, 1) : 0);
+	Size		lists = sizeof(int64) * (Size) (n + 1) + sizeof(int32) * (Size) Max(n * maxdeg, 1);
+	bool		copy_lists = sets + walk + lists <= vac_mem_limit();
+	int64	   *start = NULL;
+	int32	   *adj = NULL;
+	uint8	   *indeg = NULL;
 	bool	   *reached = palloc_extended(Max(n, 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
-	int32	   *stack = palloc_extended(sizeof(int32) * Max(n, 1), MCXT_ALLOC_HUGE);
+	bool	   *expanded = NULL;
+	int32	   *stack;
 	BlockNumber nblocks = RelationGetNumberOfBlocks(vs->index);
 	ShnswMetaSnapshot snap;
 	uint8	   *code = palloc(vs->info->dims);
@@ -376,13 +495,35 @@ link_unreached(VacState *vs, ShnswLinker *lk, ShnswRef **few, int64 *nfew)
 				next = 0,
 				entry;
 
-	/* the live nodes' layer-0 lists, as indexes into the live set */
-	for (BlockNumber blk = SHNSW_METAPAGE_BLKNO + 1; blk < nblocks && next < n; blk++)
+	if (copy_lists)
+	{
+		start = palloc_extended(sizeof(int64) * (n + 1), MCXT_ALLOC_HUGE);
+		adj = palloc_extended(sizeof(int32) * Max(n * maxdeg, 1), MCXT_ALLOC_HUGE);
+		stack = palloc_extended(sizeof(int32) * Max(n, 1), MCXT_ALLOC_HUGE);
+	}
+	else
+	{
+		expanded = palloc_extended(Max(n, 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+		stack = palloc(sizeof(int32) * Min(Max(n, 1), SHNSW_WALK_STACK));
+	}
+	if (!copy_lists)
+		ereport(DEBUG2,
+				(errmsg("index \"%s\": pass 4 reads neighbour lists from pages (copying them would take %zu kB)",
+						RelationGetRelationName(vs->index), lists / 1024)));
+	if (few != NULL)
+		indeg = palloc_extended(Max(n, 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+
+	/*
+	 * the live nodes' layer-0 lists, as indexes into the live set (when they
+	 * are copied), and their incoming links (for pass 4b)
+	 */
+	for (BlockNumber blk = SHNSW_METAPAGE_BLKNO + 1;
+		 (copy_lists || indeg != NULL) && blk < nblocks && next < n; blk++)
 	{
 		Buffer		buf;
 		Page		page;
 
-		vacuum_delay_point(false);
+		vac_delay(vs);
 		if (!read_graph_page(vs, blk, &buf))
 			continue;
 		page = BufferGetPage(buf);
@@ -394,34 +535,38 @@ link_unreached(VacState *vs, ShnswLinker *lk, ShnswRef **few, int64 *nfew)
 			/* nodes placed since pass 1 are not in the set: skip them */
 			if (vs->live.refs[next] != shnsw_make_ref(blk, s, vs->info->slot_bits))
 				continue;
-			start[next] = nadj;
+			if (start != NULL)
+				start[next] = nadj;
 			if (!(h->flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)))
 			{
 				for (int k = 0; k < Min(h->nneighbors, maxdeg); k++)
 				{
 					int64		j = live_index(vs, nb[k]);
 
-					if (j >= 0)
+					if (j < 0)
+						continue;
+					if (adj != NULL)
 						adj[nadj++] = (int32) j;
+					if (indeg != NULL && indeg[j] < SHNSW_FEW_INLINKS)
+						indeg[j]++;
 				}
 			}
 			next++;
 		}
 		UnlockReleaseBuffer(buf);
 	}
-	while (next < n)
-		start[next++] = nadj;	/* not found on its page any more */
-	start[n] = nadj;
+	if (start != NULL)
+	{
+		while (next < n)
+			start[next++] = nadj;	/* not found on its page any more */
+		start[n] = nadj;
+	}
 
 	/* the live nodes with few incoming links, for pass 4b */
 	if (few != NULL)
 	{
-		uint8	   *indeg = palloc_extended(Max(n, 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 		int64		capfew = 0;
 
-		for (int64 k = 0; k < nadj; k++)
-			if (indeg[adj[k]] < SHNSW_FEW_INLINKS)
-				indeg[adj[k]]++;
 		for (int64 i = 0; i < n; i++)
 			if (indeg[i] < SHNSW_FEW_INLINKS)
 				push_ref(few, nfew, &capfew, vs->live.refs[i]);
@@ -432,14 +577,20 @@ link_unreached(VacState *vs, ShnswLinker *lk, ShnswRef **few, int64 *nfew)
 	entry = live_index(vs, snap.entry);
 	if (entry >= 0)
 	{
-		reach_from(entry, start, adj, reached, stack);
+		MemoryContext old = MemoryContextSwitchTo(vs->tmpcxt);
+
+		if (copy_lists)
+			reach_from(entry, start, adj, reached, stack);
+		else
+			walk_lists(vs, lk, entry, reached, expanded, stack);
 		for (int64 i = 0; i < n; i++)
 		{
 			bool		linked = false;
 
 			if (reached[i])
 				continue;
-			vacuum_delay_point(false);
+			vac_delay(vs);
+			MemoryContextReset(vs->tmpcxt);
 			shnsw_read_node(lk, vs->live.refs[i], 0, &node, code);
 			if (node.flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE))
 				continue;
@@ -472,13 +623,23 @@ link_unreached(VacState *vs, ShnswLinker *lk, ShnswRef **few, int64 *nfew)
 			if (linked)
 			{
 				vs->unreached++;
-				reach_from(i, start, adj, reached, stack);
+				if (copy_lists)
+					reach_from(i, start, adj, reached, stack);
+				else
+					walk_lists(vs, lk, i, reached, expanded, stack);
 			}
 		}
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(vs->tmpcxt);
 	}
-	pfree(start);
-	pfree(adj);
+	if (start != NULL)
+	{
+		pfree(start);
+		pfree(adj);
+	}
 	pfree(reached);
+	if (expanded != NULL)
+		pfree(expanded);
 	pfree(stack);
 	pfree(code);
 	pfree(q);
@@ -494,8 +655,12 @@ find_or_link(VacState *vs, ShnswLinker *lk, ShnswRef e, int ef, ShnswRef **redo,
 {
 	ShnswRef	dropped[2 * SHNSW_MAX_M];
 	int			ndropped = 0;
+	MemoryContext old = MemoryContextSwitchTo(vs->tmpcxt);
+	bool		linked = shnsw_make_findable(lk, e, ef, false, dropped, &ndropped);
 
-	if (shnsw_make_findable(lk, e, ef, false, dropped, &ndropped))
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(vs->tmpcxt);
+	if (linked)
 	{
 		vs->unfound++;
 		for (int k = 0; k < ndropped; k++)
@@ -531,7 +696,7 @@ link_unfound(VacState *vs, ShnswLinker *lk, const ShnswRef *refs, int64 n)
 
 		for (int64 i = 0; i < n; i++)
 		{
-			vacuum_delay_point(false);
+			vac_delay(vs);
 			find_or_link(vs, lk, cur[i], ef, &redo[b], &nnext, &cap[b]);
 		}
 		cur = redo[b];
@@ -589,6 +754,8 @@ vac_init(VacState *vs, Relation index, BufferAccessStrategy bas)
 	vs->bas = bas;
 	vs->best = SHNSW_INVALID_REF;
 	vs->bestlevel = -1;
+	vs->tmpcxt = AllocSetContextCreate(CurrentMemoryContext, "streamhnsw vacuum page",
+									   ALLOCSET_DEFAULT_SIZES);
 }
 
 /* Free what vac_init and the passes allocated. */
@@ -601,12 +768,17 @@ vac_free(VacState *vs)
 		pfree(vs->tofree);
 	if (vs->live.refs)
 		pfree(vs->live.refs);
+	MemoryContextDelete(vs->tmpcxt);
 }
 
 /* Say what pass 4 linked (VACUUM VERBOSE shows it). */
 static void
 report_links(VacState *vs, int elevel)
 {
+	if (vs->given_up > 0)
+		ereport(elevel,
+				(errmsg("index \"%s\": %lld neighbour-list changes ran out of retries; the next VACUUM searches for every node",
+						RelationGetRelationName(vs->index), (long long) vs->given_up)));
 	if (vs->unreached > 0 || vs->unfound > 0)
 		ereport(elevel,
 				(errmsg("index \"%s\": linked %lld unreachable nodes and %lld nodes a search for their own vector missed",
@@ -632,6 +804,8 @@ shnsw_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 	if (stats == NULL)
 		stats = palloc0(sizeof(IndexBulkDeleteResult));
 	vac_init(&vs, index, info->strategy);
+	/* every pass runs for every node: what a given-up change left is done */
+	(void) shnsw_take_recheck(index);
 
 	/* pass 1: mark */
 	mark_all(&vs, nblocks, stats, callback, callback_state);
@@ -651,9 +825,15 @@ shnsw_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 		{
 			Buffer		buf;
 
-			vacuum_delay_point(false);
+			vac_delay(&vs);
 			if (read_graph_page(&vs, blk, &buf))
+			{
+				MemoryContext old = MemoryContextSwitchTo(vs.tmpcxt);
+
 				repair_page(&vs, &lk, blk, buf, copy);
+				MemoryContextSwitchTo(old);
+				MemoryContextReset(vs.tmpcxt);
+			}
 		}
 		pfree(copy);
 
@@ -663,6 +843,7 @@ shnsw_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 		/* pass 4: every live node reachable, and found by a search */
 		link_unreached(&vs, &lk, NULL, NULL);
 		link_unfound(&vs, &lk, vs.live.refs, vs.live.n);
+		vs.given_up = lk.given_up;
 
 		/* pass 5: free the deleted nodes, a page at a time */
 		for (int64 i = 0; i < vs.ntofree;)
@@ -672,7 +853,7 @@ shnsw_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 
 			while (j < vs.ntofree && shnsw_ref_block(vs.tofree[j], vs.info->slot_bits) == blk)
 				j++;
-			vacuum_delay_point(false);
+			vac_delay(&vs);
 			free_nodes(&vs, blk, vs.tofree + i, (int) (j - i));
 			i = j;
 		}
@@ -701,9 +882,15 @@ shnsw_vacuumcleanup(IndexVacuumInfo *info, IndexBulkDeleteResult *stats)
 		 * and 4b, the last for those nodes only).
 		 */
 		VacState	vs;
+		bool		recheck;
 
 		stats = palloc0(sizeof(IndexBulkDeleteResult));
 		vac_init(&vs, index, info->strategy);
+		recheck = shnsw_take_recheck(index);
+		if (recheck)
+			ereport(info->message_level,
+					(errmsg("index \"%s\": neighbour-list changes ran out of retries since the last VACUUM: searching for every node",
+							RelationGetRelationName(index))));
 		mark_all(&vs, RelationGetNumberOfBlocks(index), stats, none_dead, NULL);
 		if (vs.live.n > 0)
 		{
@@ -712,10 +899,14 @@ shnsw_vacuumcleanup(IndexVacuumInfo *info, IndexBulkDeleteResult *stats)
 			int64		nfew = 0;
 
 			shnsw_linker_init(&lk, index, vs.info);
-			link_unreached(&vs, &lk, &few, &nfew);
-			link_unfound(&vs, &lk, few, nfew);
+			link_unreached(&vs, &lk, recheck ? NULL : &few, &nfew);
+			if (recheck)
+				link_unfound(&vs, &lk, vs.live.refs, vs.live.n);
+			else
+				link_unfound(&vs, &lk, few, nfew);
 			if (few)
 				pfree(few);
+			vs.given_up = lk.given_up;
 		}
 		report_links(&vs, info->message_level);
 		vac_free(&vs);

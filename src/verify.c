@@ -283,6 +283,7 @@ streamhnsw_verify(PG_FUNCTION_ARGS)
 				expect_per_page;
 	uint64		free_cap;
 	LOCKMODE	lockmode;
+	char	   *copy;
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	vs.ts = rsinfo->setResult;
@@ -414,7 +415,11 @@ streamhnsw_verify(PG_FUNCTION_ARGS)
 	/* no more free nodes than slots, whatever the metapage counts */
 	free_cap = Min(meta.node_count, (uint64) nblocks * meta.nodes_per_page);
 
-	/* pass 2: nodes */
+	/*
+	 * pass 2: nodes, from a copy of each graph page, so that no lock is held
+	 * while the upper pages its nodes name are read
+	 */
+	copy = palloc(BLCKSZ);
 	for (BlockNumber blk = 0; blk < nblocks; blk++)
 	{
 		Buffer		buf;
@@ -428,7 +433,9 @@ streamhnsw_verify(PG_FUNCTION_ARGS)
 			continue;
 		buf = ReadBuffer(index, blk);
 		LockBuffer(buf, BUFFER_LOCK_SHARE);
-		page = BufferGetPage(buf);
+		memcpy(copy, BufferGetPage(buf), BLCKSZ);
+		UnlockReleaseBuffer(buf);
+		page = (Page) copy;
 		for (int s = 0; s < nslots[blk]; s++)
 		{
 			ShnswNodeHeader *h = shnsw_page_node(page, s, meta.node_size);
@@ -537,11 +544,11 @@ streamhnsw_verify(PG_FUNCTION_ARGS)
 				}
 			}
 		}
-		UnlockReleaseBuffer(buf);
 		for (int k = 0; k < nvec; k++)
 			check_vector(&vs, index, &meta, blk, vec_slot[k], vec_blk[k], vec_off[k]);
 		CHECK_FOR_INTERRUPTS();
 	}
+	pfree(copy);
 
 	/* entry point and counts */
 	if (meta.entry == SHNSW_INVALID_REF)

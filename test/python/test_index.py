@@ -212,3 +212,83 @@ def test_many_copies_of_one_vector_survive_vacuum(conn, path):
     conn.execute("VACUUM dups")
     assert found() >= before
     conn.execute("DROP TABLE dups")
+
+
+@pytest.mark.parametrize("mem", ["64MB", "1MB"])
+def test_list_changes_that_run_out_of_retries_are_finished_by_vacuum(conn, mem):
+    """A neighbour-list change that keeps finding its list changed gives up
+    after a few retries; it must say so on the metapage, so that the next
+    VACUUM searches for every node and links the ones a search misses
+    (streamhnsw.debug_list_conflicts makes every list change lose its race).
+    With 1MB of maintenance_work_mem the copy of 12,000 nodes' lists (1.5 MB)
+    does not fit, and VACUUM's reachability walk reads them from the pages."""
+    base = 12000
+    rows, _ = data.clustered(base + 200, 8, seed=29, n_queries=1)
+    conn.execute("DROP TABLE IF EXISTS r_giveup")
+    build(conn, "r_giveup", rows[:base], "vector_l2_ops")
+    conn.execute(f"SET maintenance_work_mem = '{mem}'")
+    notices = []
+    conn.add_notice_handler(lambda d: notices.append(d.message_primary))
+    conn.execute("SET client_min_messages = debug2")    # VACUUM's index message level
+    conn.execute("VACUUM r_giveup")
+    assert not any("ran out of retries" in n for n in notices), notices
+
+    assert any("reads neighbour lists from pages" in n for n in notices) == (mem == "1MB"), notices
+    conn.execute("SET streamhnsw.debug_list_conflicts = on")
+    data.load(conn, "r_giveup", rows[base:], start_id=base, create=False)
+    conn.execute("RESET streamhnsw.debug_list_conflicts")
+
+    def missed():
+        """New rows that a search for their own vector does not return first."""
+        out = []
+        with conn.transaction():
+            conn.execute("SET LOCAL enable_seqscan = off")
+            for i in range(base, base + 200):
+                lit = data.vector_literal(rows[i])
+                top = conn.execute("SELECT id FROM r_giveup ORDER BY embedding <-> %s::vector "
+                                   "LIMIT 1", (lit,)).fetchone()
+                if top is None or top[0] != i:
+                    out.append(i)
+        return out
+    # no back-link was written: the new rows cannot be reached
+    assert len(missed()) > 150
+
+    notices.clear()
+    conn.execute("VACUUM r_giveup")
+    assert any("ran out of retries since the last VACUUM" in n for n in notices), notices
+    # the walk reached the 12,000 built rows by itself: only new rows needed links
+    linked = [int(n.split("linked ")[1].split()[0]) for n in notices if "unreachable nodes" in n]
+    assert len(linked) == 1 and 0 < linked[0] <= 200, notices
+    assert missed() == []
+    assert conn.execute("SELECT count(*) FROM streamhnsw_verify('r_giveup_idx')").fetchone()[0] == 0
+    # the flag was cleared: the next VACUUM has nothing to finish
+    notices.clear()
+    conn.execute("VACUUM r_giveup")
+    assert not any("ran out of retries" in n for n in notices), notices
+    conn.execute("RESET client_min_messages")
+    conn.execute("DROP TABLE r_giveup")
+
+
+def test_cached_description_is_one_chunk_that_invalidation_frees(conn):
+    """The index's description is cached in rd_amcache as one chunk, which a
+    relcache invalidation frees whole: the index's relcache memory does not
+    grow however often it is invalidated (the SQ8 arrays used to be separate
+    chunks that leaked 2 x 4 x dims bytes at each invalidation), and scans,
+    which keep a copy of their own, return the same rows throughout."""
+    rows, queries = data.clustered(500, 768, seed=31, n_queries=3)
+    conn.execute("DROP TABLE IF EXISTS r_cache")
+    build(conn, "r_cache", rows, "vector_l2_ops")
+    conn.execute("SET enable_seqscan = off")
+    expect, _ = search(conn, "r_cache", "<->", queries)
+
+    def index_memory():
+        return conn.execute("SELECT sum(total_bytes) FROM pg_backend_memory_contexts "
+                            "WHERE ident = 'r_cache_idx'").fetchone()[0]
+    conn.execute("SET streamhnsw.debug_discard_caches = on")
+    search(conn, "r_cache", "<->", list(queries) * 20)
+    before = index_memory()
+    got, _ = search(conn, "r_cache", "<->", list(queries) * 100)
+    assert index_memory() == before       # 300 invalidations later
+    assert got[:3] == expect and all(g == expect[k % 3] for k, g in enumerate(got))
+    conn.execute("RESET streamhnsw.debug_discard_caches")
+    conn.execute("DROP TABLE r_cache")

@@ -123,6 +123,34 @@ def test_explain_shows_the_scan(io_cluster):
         assert not any("streamhnsw" in r[0] for r in plain)
 
 
+def test_known_reads_evict_speculative_ones(io_cluster):
+    """A full in-flight table drops speculative pages to make room for known
+    ones, waiting for their reads: outside AIO batch mode (reader.c asserts
+    it in assertion builds). At most max_read_ahead speculative pages can be
+    left unread at the end of a scan, so more wasted ones than that means
+    eviction happened."""
+    limit_pins = 4
+    with io_cluster.connect() as conn:
+        conn.execute("SET streamhnsw.io_mode = stream")
+        conn.execute(f"SET streamhnsw.max_read_ahead = {limit_pins}")
+        conn.execute("SET streamhnsw.ef_search = 200")
+        evicted = 0
+        for q in io_cluster.queries[:6]:
+            evict(conn, io_cluster, ["io_t_idx"])
+            lines = explain_lines(conn, q)
+            i = parse([l for l in lines if l.startswith("streamhnsw I/O:")][0])
+            assert int(i["read"]) > 0
+            if int(i["wasted"]) > limit_pins:
+                evicted += 1
+        assert evicted > 0
+        # and the rows are those of a scan without read-ahead
+        conn.execute("SET streamhnsw.io_mode = sync")
+        expect = run(conn, io_cluster.queries[0], limit=20)
+        conn.execute("SET streamhnsw.io_mode = stream")
+        evict(conn, io_cluster, ["io_t_idx"])
+        assert run(conn, io_cluster.queries[0], limit=20) == expect
+
+
 def test_cumulative_stats(io_cluster):
     with io_cluster.connect() as conn:
         conn.execute("SELECT streamhnsw_stats_reset()")
