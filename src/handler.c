@@ -29,6 +29,7 @@ int			shnsw_rerank_source = SHNSW_RERANK_INDEX;
 int			shnsw_io_mode = SHNSW_IO_STREAM;
 int			shnsw_max_read_ahead = SHNSW_DEFAULT_MAX_READ_AHEAD;
 int			shnsw_lookahead_window = SHNSW_DEFAULT_LOOKAHEAD_WINDOW;
+int			shnsw_iterative_scan = SHNSW_ITERATIVE_STRICT;
 
 static const struct config_enum_entry io_mode_options[] = {
 	{"sync", SHNSW_IO_SYNC, false},
@@ -40,6 +41,12 @@ static const struct config_enum_entry io_mode_options[] = {
 static const struct config_enum_entry rerank_source_options[] = {
 	{"index", SHNSW_RERANK_INDEX, false},
 	{"heap", SHNSW_RERANK_HEAP, false},
+	{NULL, 0, false}
+};
+
+static const struct config_enum_entry iterative_scan_options[] = {
+	{"strict_order", SHNSW_ITERATIVE_STRICT, false},
+	{"relaxed_order", SHNSW_ITERATIVE_RELAXED, false},
 	{NULL, 0, false}
 };
 
@@ -73,6 +80,11 @@ shnsw_init_options(void)
 							&shnsw_max_scan_tuples, SHNSW_DEFAULT_MAX_SCAN_TUPLES,
 							SHNSW_MIN_MAX_SCAN_TUPLES, INT_MAX,
 							PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomEnumVariable("streamhnsw.iterative_scan",
+							 "Order in which an iterative scan returns rows.",
+							 "strict_order returns rows in exact distance order, holding each back until no row the search can still find is closer; relaxed_order returns each round's rows as soon as they are re-ranked, rows found late out of order.",
+							 &shnsw_iterative_scan, SHNSW_ITERATIVE_STRICT, iterative_scan_options,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomEnumVariable("streamhnsw.io_mode",
 							 "How scans read index pages.",
 							 "sync reads one page at a time; prefetch adds posix_fadvise hints; stream keeps asynchronous reads in flight.",
