@@ -833,7 +833,7 @@ shnsw_search_init(ShnswSearch *s, const Sq8Query *q, const ShnswPageOps *ops, in
 	s->m = m;
 	s->max_discovered = max_discovered;
 	s->target = SHNSW_INVALID_REF;
-	s->round_median = INFINITY;
+	s->round_floor = INFINITY;
 	s->capcands = 256;
 	s->cands = shnsw_alloc(sizeof(ShnswCand) * s->capcands);
 	shnsw_visited_init(&s->visited, 512);
@@ -1164,8 +1164,8 @@ shnsw_search_frontier(ShnswSearch *s)
 			shnsw_heap_pop(&s->C);
 		if (s->C.n > 0 && shnsw_heap_top(&s->C).d < f)
 			f = shnsw_heap_top(&s->C).d;
-		if (s->round_median < f)
-			f = s->round_median;
+		if (s->round_floor < f)
+			f = s->round_floor;
 	}
 	return f;
 }
@@ -1175,8 +1175,7 @@ shnsw_search_next(ShnswSearch *s, ShnswRef start, int ef, uint32_t *out)
 {
 	uint32_t	idx[2 * SHNSW_MAX_M];
 	ShnswRef	fresh[2 * SHNSW_MAX_M];
-	int			n,
-				nw;
+	int			n;
 
 	if (s->exhausted)
 		return 0;
@@ -1197,6 +1196,14 @@ shnsw_search_next(ShnswSearch *s, ShnswRef start, int ef, uint32_t *out)
 	}
 	else
 	{
+		/*
+		 * The frontier as this round starts bounds what the caller may
+		 * return after it: this round explores the shell past it, where the
+		 * neighbours that lead back into it lie.
+		 */
+		s->round_floor = INFINITY;
+		s->round_floor = shnsw_search_frontier(s);
+
 		/* nodes taken since the last round are expanded first */
 		for (uint32_t k = 0; k < s->ntaken; k++)
 			shnsw_heap_push(&s->C, s->cands[s->taken[k]].d, s->taken[k]);
@@ -1257,21 +1264,11 @@ shnsw_search_next(ShnswSearch *s, ShnswRef start, int ef, uint32_t *out)
 	}
 
 	n = 0;
-	nw = s->W.n;
 	while (s->W.n > 0)
 	{
 		ShnswPair	p = shnsw_heap_pop(&s->W);
 		ShnswCand  *c = &s->cands[p.id];
 
-		/*
-		 * W pops farthest first: this is its median. The first round is an
-		 * ordinary HNSW search of width ef, whose slack past the rows a
-		 * LIMIT k << ef returns is the usual one; a continuation round's
-		 * results are a shell around what earlier rounds returned, whose
-		 * outer half the next round explores past.
-		 */
-		if (s->rounds > 1 && s->W.n == nw / 2)
-			s->round_median = p.d;
 		c->state &= ~SHNSW_CAND_IN_RESULTS;
 		if (c->state & SHNSW_CAND_EMITTED)
 			continue;

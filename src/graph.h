@@ -220,7 +220,7 @@ typedef struct ShnswSearch
 	bool		budget_spent;	/* max_discovered reached: rounds only drain D */
 	bool		exhausted;
 	int			rounds;
-	float		round_median;	/* median distance of the last round's results */
+	float		round_floor;	/* the frontier as the last round started */
 	uint32_t   *taken;			/* emitted by shnsw_search_take, to expand */
 	uint32_t	ntaken;
 	uint32_t	captaken;
@@ -273,11 +273,12 @@ extern int	shnsw_search_next(ShnswSearch *s, ShnswRef start, int ef, uint32_t *o
 /*
  * The smallest navigation distance among the nodes that the rounds so far
  * have seen but not emitted and, until the budget is spent, the nodes they
- * have not expanded and the median of the last round's results (so that
- * the search has gone half a round past anything within the frontier);
- * +infinity if there are none. A caller that holds emitted rows back until
- * their exact distance is within this frontier (allowing for the codes'
- * error) returns rows in exact order (scan.c).
+ * have not expanded (not counting nodes shnsw_search_take emitted: the
+ * caller knows their exact distances), and, after a continuation round,
+ * the frontier as that round started (so the search has explored a whole
+ * round past it); +infinity if there are none. A caller that holds emitted
+ * rows back until their exact distance is within this frontier (allowing
+ * for the codes' error) returns rows in exact order (scan.c).
  */
 extern float shnsw_search_frontier(ShnswSearch *s);
 

@@ -782,9 +782,11 @@ shnsw_gettuple(IndexScanDesc scan, ScanDirection dir)
 	while (!so->done)
 	{
 		bool		parked = false;
+		double		bound = so->nheld > 0 ? scan_emit_bound(so, &parked) : 0;
 
-		if (so->nheld > 0 &&
-			distance_cmp(so->held[0].distance, scan_emit_bound(so, &parked)) <= 0)
+		/* NaN distances sort last, even after an infinite bound */
+		if (so->nheld > 0 && (distance_cmp(so->held[0].distance, bound) <= 0 ||
+							  (isinf(bound) && bound > 0)))
 		{
 			bool		late;
 			ShnswResult r = held_pop(so, &late);
