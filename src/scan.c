@@ -101,6 +101,8 @@ typedef struct ShnswScanOpaqueData
 	ShnswHeap	unexpanded;		/* re-ranked nodes by exact distance, until
 								 * expanded (deleted ones: by their bound) */
 	int			ntaken;			/* nodes taken from the parked ones this round */
+	double		first_floor;	/* until a second round: the first round's
+								 * median exact distance */
 
 	/* the exact-distance lower bound of a navigation distance */
 	bool		unbounded;		/* every distance is NaN: any order is right */
@@ -212,6 +214,13 @@ distance_cmp(double a, double b)
 	if (isnan(b))
 		return -1;
 	return (a > b) - (a < b);
+}
+
+/* qsort comparator of doubles, in distance order. */
+static int
+double_cmp(const void *a, const void *b)
+{
+	return distance_cmp(*(const double *) a, *(const double *) b);
 }
 
 /* Sort results by distance, then by node reference. */
@@ -392,8 +401,16 @@ scan_emit_bound(ShnswScanOpaque so, bool *parked)
 	if (so->search_done || so->unbounded ||
 		shnsw_iterative_scan == SHNSW_ITERATIVE_RELAXED)
 		return bound;
+
+	/*
+	 * After the first round, only its nearer half: a LIMIT within it needs
+	 * no more, and rows in its outer half wait for the next round to
+	 * explore past them (a node that round 1 missed may be nearer).
+	 */
+	if (so->search.rounds == 1 && so->first_floor < bound)
+		bound = so->first_floor;
 	f = shnsw_search_frontier(&so->search);
-	if (!(isinf(f) && f > 0))
+	if (!(isinf(f) && f > 0) && scan_lower_bound(so, f) < bound)
 		bound = scan_lower_bound(so, f);
 	*parked = bound == scan_lower_bound(so, shnsw_search_parked(&so->search));
 
@@ -491,6 +508,7 @@ scan_setup(IndexScanDesc scan)
 	shnsw_page_ops_init(&so->ops, &so->pctx, index, info, &so->reader);
 	shnsw_search_init(&so->search, &so->sq, &so->ops, info->m, 0);
 	shnsw_heap_init(&so->unexpanded, 64, false);
+	so->first_floor = get_float8_infinity();
 	so->live = true;
 	so->start = shnsw_search_descend(&so->search, snap.entry, snap.entry_level, 0);
 	so->round_ef = shnsw_ef_search;
@@ -657,6 +675,17 @@ scan_rerank(IndexScanDesc scan, int n)
 			scan_check_bound(so, c->d, d);
 		}
 		pfree(blks);
+	}
+	if (so->search.rounds == 1 && kept > 0)
+	{
+		/* the first round's median exact distance (scan_emit_bound) */
+		double	   *d = palloc(sizeof(double) * kept);
+
+		for (int i = 0; i < kept; i++)
+			d[i] = so->results[i].distance;
+		qsort(d, kept, sizeof(double), double_cmp);
+		so->first_floor = d[(kept - 1) / 2];
+		pfree(d);
 	}
 	for (int i = 0; i < kept; i++)
 	{
