@@ -15,16 +15,19 @@
  *
  * Strict order without loss (streamhnsw.iterative_scan = strict_order, the
  * default). The nearest held row is returned only when its exact distance
- * is at most a lower bound on the exact distance of every node the search
- * has seen but not re-ranked, or not expanded: the smallest navigation
- * distance among them (shnsw_search_frontier) less the largest error SQ8
- * codes can make (scan_lower_bound). So a row found in a later round is
- * returned in its place instead of being skipped, and every node connected
- * to the search's start through nodes whose bound is below a returned
- * row's distance has been re-ranked before that row is returned. A row the
- * search only reaches after a farther one was returned (a path to it
- * leaves that ball) cannot be placed: strict order skips it and counts it,
+ * is within the emit bound (scan_emit_bound): a lower bound on the exact
+ * distance of every node the search has seen but not re-ranked or not
+ * expanded (their navigation distances less the largest error SQ8 codes
+ * can make, scan_lower_bound; a re-ranked node's own exact distance),
+ * tightened after the first round to its median row and after a later one
+ * to the frontier as it started, so that the search has explored past any
+ * row it returns. A row found in a later round is returned in its place
+ * instead of being skipped. A row the search only reaches after a farther
+ * one was returned cannot be placed: strict order skips it and counts it,
  * relaxed_order returns it out of order (as pgvector's relaxed_order).
+ * When the bound is held by the nearest parked node's codes, parked nodes
+ * are re-ranked one at a time (scan_take) instead of running a round. The
+ * design and its reasoning are in src/README (Scans).
  *
  * Locking: no heavyweight lock. Each page is pinned and share-locked only
  * while it is read (pageaccess.c); nothing is held between calls.
