@@ -203,6 +203,7 @@ shnsw_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys, int 
 	so->done = false;
 	so->nresults = so->next = 0;
 	so->nheld = 0;
+	so->ntaken = 0;
 	so->oldest_held_round = 0;
 	so->search_done = false;
 	so->returned_any = false;
@@ -719,6 +720,8 @@ scan_take(IndexScanDesc scan)
 	so->ntaken++;
 	so->outbuf[0] = (uint32) idx;
 	scan_rerank(scan, 1);
+	if (!(so->search.cands[idx].node_flags & SHNSW_NODE_DELETED))
+		so->stats.parked_reranked++;
 	return true;
 }
 

@@ -259,6 +259,7 @@ typedef struct ShnswScanStats
 	uint64		held_back;		/* rows returned after a later round ran */
 	uint64		late_placed;	/* rows returned ahead of an earlier round's */
 	uint64		late_unplaced;	/* rows found after a farther row was returned */
+	uint64		parked_reranked;	/* of reranked, parked nodes taken (scan_take) */
 	uint64		pages_hit;		/* page accesses that found the page cached */
 	uint64		pages_read;		/* page accesses that needed a read */
 	uint64		sync_reads;		/* of those, read synchronously on demand */
