@@ -573,7 +573,7 @@ rerank_from_heap(IndexScanDesc scan, int n)
 	return kept;
 }
 
-static void scan_rerank(IndexScanDesc scan, int n);
+static int	scan_rerank(IndexScanDesc scan, int n);
 
 /*
  * scan_next_round runs one search round, re-ranks its candidates exactly and
@@ -583,7 +583,8 @@ static bool
 scan_next_round(IndexScanDesc scan)
 {
 	ShnswScanOpaque so = (ShnswScanOpaque) scan->opaque;
-	int			n;
+	int			n,
+				kept;
 
 	if (so->outcap < so->round_ef)
 	{
@@ -601,15 +602,27 @@ scan_next_round(IndexScanDesc scan)
 		scan_fold(so);			/* release read-ahead pins early */
 		return false;
 	}
-	scan_rerank(scan, n);
+	kept = scan_rerank(scan, n);
+	if (so->search.rounds == 1 && kept > 0)
+	{
+		/* the first round's median exact distance (scan_emit_bound) */
+		double	   *d = palloc(sizeof(double) * kept);
+
+		for (int i = 0; i < kept; i++)
+			d[i] = so->results[i].distance;
+		qsort(d, kept, sizeof(double), double_cmp);
+		so->first_floor = d[(kept - 1) / 2];
+		pfree(d);
+	}
 	return true;
 }
 
 /*
  * scan_rerank re-ranks the candidates so->outbuf[0..n-1] on their exact
- * vectors and adds them to the held rows.
+ * vectors and adds them to the held rows; they are also left in
+ * so->results. Returns how many (deleted nodes are not rows).
  */
-static void
+static int
 scan_rerank(IndexScanDesc scan, int n)
 {
 	ShnswScanOpaque so = (ShnswScanOpaque) scan->opaque;
@@ -680,17 +693,6 @@ scan_rerank(IndexScanDesc scan, int n)
 		}
 		pfree(blks);
 	}
-	if (so->search.rounds == 1 && kept > 0)
-	{
-		/* the first round's median exact distance (scan_emit_bound) */
-		double	   *d = palloc(sizeof(double) * kept);
-
-		for (int i = 0; i < kept; i++)
-			d[i] = so->results[i].distance;
-		qsort(d, kept, sizeof(double), double_cmp);
-		so->first_floor = d[(kept - 1) / 2];
-		pfree(d);
-	}
 	for (int i = 0; i < kept; i++)
 	{
 		ShnswResult *r = &so->results[i];
@@ -700,6 +702,7 @@ scan_rerank(IndexScanDesc scan, int n)
 		if (!(so->search.cands[r->cand].state & SHNSW_CAND_EXPANDED))
 			shnsw_heap_push(&so->unexpanded, (float) r->distance, r->cand);
 	}
+	return kept;
 }
 
 /*
