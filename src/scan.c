@@ -316,9 +316,9 @@ held_pop(ShnswScanOpaque so, bool *late)
  * A code stands for x' = lo + c * scale with |x - x'| <= scale / 2 per
  * dimension (values inside the trained range; see scan_prepare_bound). For
  * L2, est = |q - x'|^2 and the triangle inequality gives
- * |q - x| >= sqrt(est) - |x - x'|. For inner product, est = -q.x' and
- * -q.x >= est - sum |q_i| |x_i - x'_i|; cosine is the same on normalized
- * vectors, its distance being 1 - qn.xn.
+ * |q - x| >= sqrt(est) - |x - x'|. Cosine navigates the same way on
+ * normalized vectors, its distance being |qn - xn|^2 / 2. For inner
+ * product, est = -q.x' and -q.x >= est - sum |q_i| |x_i - x'_i|.
  */
 static double
 scan_lower_bound(ShnswScanOpaque so, double est)
@@ -331,8 +331,18 @@ scan_lower_bound(ShnswScanOpaque so, double est)
 			base = sqrt(Max(est, 0.0));
 			break;
 		case SHNSW_METRIC_COSINE:
-			base = 1.0 + est;
-			break;
+			if (so->unbounded)
+				return -get_float8_infinity();
+
+			/*
+			 * est = |qn - x'|^2 (scan_setup); for unit vectors the cosine
+			 * distance is |qn - xn|^2 / 2, and |qn - xn| >= sqrt(est) -
+			 * |xn - x'|. The sums' rounding is absolute here (pgvector
+			 * computes 1 - similarity), err_rel of it.
+			 */
+			base = sqrt(Max(est, 0.0));
+			base = Max(base - so->err_abs - so->err_rel * base, 0.0);
+			return base * base / 2 - so->err_rel;
 		default:
 			base = est;
 			break;
@@ -368,7 +378,7 @@ scan_prepare_bound(ShnswScanOpaque so, const float *nav)
 		mag += fabs(nav[i]) * xmax;
 	}
 	so->err_rel = 2 * eps * (info->dims + 8);
-	if (info->metric == SHNSW_METRIC_L2)
+	if (info->metric != SHNSW_METRIC_IP)
 		so->err_abs = sqrt(sumsq);
 	else
 		so->err_abs = sumabs + so->err_rel * mag;
@@ -384,10 +394,10 @@ scan_prepare_bound(ShnswScanOpaque so, const float *nav)
 static void
 scan_check_bound(ShnswScanOpaque so, float est, double d)
 {
-	double		lb = scan_lower_bound(so, est);
-
-	if (!isnan(d) && d < lb)
-		so->err_abs += (lb - d) * 1.5;
+	if (isnan(d))
+		return;
+	for (int i = 0; i < 64 && scan_lower_bound(so, est) > d; i++)
+		so->err_abs = so->err_abs * 2 + 1e-7;
 }
 
 /*
@@ -505,7 +515,14 @@ scan_setup(IndexScanDesc scan)
 	so->sq.dim = dims;
 	so->sq.qs = palloc(sizeof(float) * dims);
 	so->sq.w = palloc(sizeof(float) * dims);
-	sq8_prepare_query(&so->sq, info->metric, nav, info->lo, info->scale);
+	/*
+	 * Cosine navigates on the squared L2 distance between the normalized
+	 * query and the codes of normalized rows: for unit vectors it orders as
+	 * the inner product does, and the triangle inequality gives a far
+	 * tighter bound (scan_lower_bound) when distances are small.
+	 */
+	sq8_prepare_query(&so->sq, so->unbounded || info->metric == SHNSW_METRIC_IP ?
+					  info->metric : SHNSW_METRIC_L2, nav, info->lo, info->scale);
 	scan_prepare_bound(so, nav);
 
 	shnsw_reader_init(&so->reader, index, &so->stats);
