@@ -839,6 +839,7 @@ shnsw_search_init(ShnswSearch *s, const Sq8Query *q, const ShnswPageOps *ops, in
 	s->m = m;
 	s->max_discovered = max_discovered;
 	s->target = SHNSW_INVALID_REF;
+	s->round_floor = INFINITY;
 	s->capcands = 256;
 	s->cands = shnsw_alloc(sizeof(ShnswCand) * s->capcands);
 	shnsw_visited_init(&s->visited, 512);
@@ -871,6 +872,8 @@ shnsw_search_free(ShnswSearch *s)
 	shnsw_free(s->spec);
 	shnsw_free(s->ubuf);
 	shnsw_free(s->locs);
+	if (s->taken)
+		shnsw_free(s->taken);
 }
 
 /* Record a node we computed a distance for; returns its index in cands. */
@@ -1102,6 +1105,88 @@ search_offer(ShnswSearch *s, uint32_t j, int ef, bool expandable)
 		shnsw_heap_push(&s->D, c->d, j);
 }
 
+/*
+ * search_drain hands out up to ef nodes parked in D, nearest first, once the
+ * budget forbids expanding more (as pgvector returns its discarded
+ * candidates when hnsw.max_scan_tuples is reached).
+ */
+static int
+search_drain(ShnswSearch *s, int ef, uint32_t *out)
+{
+	int			n = 0;
+
+	while (s->D.n > 0 && n < ef)
+	{
+		ShnswPair	p = shnsw_heap_pop(&s->D);
+		ShnswCand  *c = &s->cands[p.id];
+
+		if (c->state & SHNSW_CAND_EMITTED)
+			continue;
+		c->state |= SHNSW_CAND_EMITTED;
+		out[n++] = p.id;
+	}
+	if (n == 0)
+		s->exhausted = true;
+	return n;
+}
+
+float
+shnsw_search_parked(ShnswSearch *s)
+{
+	while (s->D.n > 0 && (s->cands[shnsw_heap_top(&s->D).id].state & SHNSW_CAND_EMITTED))
+		shnsw_heap_pop(&s->D);
+	return s->D.n > 0 ? shnsw_heap_top(&s->D).d : INFINITY;
+}
+
+int64_t
+shnsw_search_take(ShnswSearch *s)
+{
+	ShnswPair	p;
+
+	if (s->exhausted || isinf(shnsw_search_parked(s)))
+		return -1;
+	p = shnsw_heap_pop(&s->D);
+	s->cands[p.id].state |= SHNSW_CAND_EMITTED;
+	if (!(s->cands[p.id].state & SHNSW_CAND_EXPANDED) && !s->budget_spent)
+	{
+		if (s->ntaken == s->captaken)
+		{
+			s->captaken = s->captaken ? s->captaken * 2 : 64;
+			s->taken = s->taken ? shnsw_realloc(s->taken, sizeof(uint32_t) * s->captaken)
+				: shnsw_alloc(sizeof(uint32_t) * s->captaken);
+		}
+		s->taken[s->ntaken++] = p.id;
+	}
+	return p.id;
+}
+
+float
+shnsw_search_frontier(ShnswSearch *s)
+{
+	float		f = INFINITY;
+
+	while (s->D.n > 0 && (s->cands[shnsw_heap_top(&s->D).id].state & SHNSW_CAND_EMITTED))
+		shnsw_heap_pop(&s->D);
+	if (s->D.n > 0)
+		f = shnsw_heap_top(&s->D).d;
+	if (!s->budget_spent && !s->exhausted)
+	{
+		/*
+		 * An emitted node still queued is one shnsw_search_take emitted (the
+		 * next round queues it again) or one a spent budget left
+		 * unexpanded: the caller knows its exact distance.
+		 */
+		while (s->C.n > 0 &&
+			   (s->cands[shnsw_heap_top(&s->C).id].state & (SHNSW_CAND_EXPANDED | SHNSW_CAND_EMITTED)))
+			shnsw_heap_pop(&s->C);
+		if (s->C.n > 0 && shnsw_heap_top(&s->C).d < f)
+			f = shnsw_heap_top(&s->C).d;
+		if (s->round_floor < f)
+			f = s->round_floor;
+	}
+	return f;
+}
+
 int
 shnsw_search_next(ShnswSearch *s, ShnswRef start, int ef, uint32_t *out)
 {
@@ -1113,6 +1198,8 @@ shnsw_search_next(ShnswSearch *s, ShnswRef start, int ef, uint32_t *out)
 		return 0;
 	s->rounds++;
 	s->W.n = 0;
+	if (s->budget_spent)
+		return search_drain(s, ef, out);
 
 	if (!s->started)
 	{
@@ -1126,6 +1213,19 @@ shnsw_search_next(ShnswSearch *s, ShnswRef start, int ef, uint32_t *out)
 	}
 	else
 	{
+		/*
+		 * The frontier as this round starts bounds what the caller may
+		 * return after it: this round explores the shell past it, where the
+		 * neighbours that lead back into it lie.
+		 */
+		s->round_floor = INFINITY;
+		s->round_floor = shnsw_search_frontier(s);
+
+		/* nodes taken since the last round are expanded first */
+		for (uint32_t k = 0; k < s->ntaken; k++)
+			shnsw_heap_push(&s->C, s->cands[s->taken[k]].d, s->taken[k]);
+		s->ntaken = 0;
+
 		/* a new round starts from the best nodes parked in D */
 		while (s->D.n > 0 && s->W.n < ef)
 		{
@@ -1152,7 +1252,8 @@ shnsw_search_next(ShnswSearch *s, ShnswRef start, int ef, uint32_t *out)
 			continue;
 		if (s->max_discovered > 0 && s->ncands >= s->max_discovered)
 		{
-			s->exhausted = true;
+			shnsw_heap_push(&s->C, c.d, c.id);	/* still unexpanded */
+			s->budget_spent = true;
 			break;
 		}
 		cand->state |= SHNSW_CAND_EXPANDED;
@@ -1193,6 +1294,10 @@ shnsw_search_next(ShnswSearch *s, ShnswRef start, int ef, uint32_t *out)
 		out[n++] = p.id;
 	}
 	if (n == 0)
+	{
+		if (s->budget_spent)
+			return search_drain(s, ef, out);
 		s->exhausted = true;
+	}
 	return n;
 }

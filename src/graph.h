@@ -217,8 +217,13 @@ typedef struct ShnswSearch
 	ShnswHeap	W;				/* max-heap: this round's results */
 	ShnswHeap	D;				/* min-heap: seen, not in W, not emitted */
 	bool		started;
+	bool		budget_spent;	/* max_discovered reached: rounds only drain D */
 	bool		exhausted;
 	int			rounds;
+	float		round_floor;	/* the frontier as the last round started */
+	uint32_t   *taken;			/* emitted by shnsw_search_take, to expand */
+	uint32_t	ntaken;
+	uint32_t	captaken;
 
 	/* scratch */
 	ShnswRef   *spec;			/* speculative read-ahead list */
@@ -258,9 +263,32 @@ extern int	shnsw_search_upper_layer(ShnswSearch *s, ShnswRef entry, int layer,
  * Run layer 0 until this round holds ef results and no candidate can improve
  * them. Writes the indexes (into s->cands) of the round's results, not yet
  * emitted, into out (room for ef) and marks them emitted; returns how many.
- * Later calls continue where the last stopped (iterative scan); 0 means the
- * graph, or the max_discovered budget, is exhausted.
+ * Later calls continue where the last stopped (iterative scan). Once the
+ * max_discovered budget is reached nothing more is expanded: later rounds
+ * hand out the nodes already seen but not emitted, ef at a time, nearest
+ * first. 0 means every node the search will ever see has been emitted.
  */
 extern int	shnsw_search_next(ShnswSearch *s, ShnswRef start, int ef, uint32_t *out);
+
+/*
+ * The smallest navigation distance among the nodes that the rounds so far
+ * have seen but not emitted and, until the budget is spent, the nodes they
+ * have not expanded (not counting nodes shnsw_search_take emitted: the
+ * caller knows their exact distances), and, after a continuation round,
+ * the frontier as that round started (so the search has explored a whole
+ * round past it); +infinity if there are none. A caller that holds emitted
+ * rows back until their exact distance is within this frontier (allowing
+ * for the codes' error) returns rows in exact order (scan.c).
+ */
+extern float shnsw_search_frontier(ShnswSearch *s);
+
+/* The navigation distance of the nearest parked node not emitted (or +infinity). */
+extern float shnsw_search_parked(ShnswSearch *s);
+
+/*
+ * Emit the nearest parked node without expanding it; the next round expands
+ * it first. Returns its index in s->cands, or -1 if no node is parked.
+ */
+extern int64_t shnsw_search_take(ShnswSearch *s);
 
 #endif							/* STREAMHNSW_GRAPH_H */

@@ -31,6 +31,7 @@ int			shnsw_max_read_ahead = SHNSW_DEFAULT_MAX_READ_AHEAD;
 int			shnsw_lookahead_window = SHNSW_DEFAULT_LOOKAHEAD_WINDOW;
 bool		shnsw_debug_discard_caches = false;
 bool		shnsw_debug_list_conflicts = false;
+int			shnsw_iterative_scan = SHNSW_ITERATIVE_STRICT;
 
 static const struct config_enum_entry io_mode_options[] = {
 	{"sync", SHNSW_IO_SYNC, false},
@@ -42,6 +43,12 @@ static const struct config_enum_entry io_mode_options[] = {
 static const struct config_enum_entry rerank_source_options[] = {
 	{"index", SHNSW_RERANK_INDEX, false},
 	{"heap", SHNSW_RERANK_HEAP, false},
+	{NULL, 0, false}
+};
+
+static const struct config_enum_entry iterative_scan_options[] = {
+	{"strict_order", SHNSW_ITERATIVE_STRICT, false},
+	{"relaxed_order", SHNSW_ITERATIVE_RELAXED, false},
 	{NULL, 0, false}
 };
 
@@ -75,6 +82,11 @@ shnsw_init_options(void)
 							&shnsw_max_scan_tuples, SHNSW_DEFAULT_MAX_SCAN_TUPLES,
 							SHNSW_MIN_MAX_SCAN_TUPLES, INT_MAX,
 							PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomEnumVariable("streamhnsw.iterative_scan",
+							 "Order in which an iterative scan returns rows.",
+							 "strict_order returns rows in exact distance order, holding each back until no row the search can still find is closer; relaxed_order returns each round's rows as soon as they are re-ranked, rows found late out of order.",
+							 &shnsw_iterative_scan, SHNSW_ITERATIVE_STRICT, iterative_scan_options,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomEnumVariable("streamhnsw.io_mode",
 							 "How scans read index pages.",
 							 "sync reads one page at a time; prefetch adds posix_fadvise hints; stream keeps asynchronous reads in flight.",
@@ -140,15 +152,23 @@ shnsw_get_ef_construction(Relation index)
 }
 
 /*
- * shnsw_costestimate: the search does all its work before returning the
- * first row, so startup cost is the whole cost. It reads roughly
- * ef_search * 2m node records (on fewer pages, thanks to the layout) and
- * re-ranks ef_search exact vectors.
+ * shnsw_costestimate: the search does its work before returning the rows
+ * the LIMIT takes, so startup cost is the whole cost. To return k rows
+ * that pass the query's other conditions (selectivity s), the scan returns
+ * about k / s rows: it re-ranks at least ef_search of them and, past the
+ * first round, about twice the rows it returns (a continuation round
+ * doubles its width and returns only what is inside the frontier of the
+ * one before), expanding each and reading up to 2m neighbour records per
+ * expansion, m new ones on average, the whole index at most. Rows past
+ * max_scan_tuples more examined nodes are only those already seen; such a
+ * scan is charged as reading every node. The heap fetches of the k / s
+ * rows are charged by the planner (cost_index prorates them by the LIMIT).
+ * So a filter that keeps few rows makes the index cost as much as reading
+ * the table, and a sequential scan and sort, which is exact, wins.
  *
  * Without ORDER BY the index is useless; without a LIMIT (or a tuple
  * fraction the planner expects to stop early at) the executor would read
- * every row through an approximate, bounded search, so a sequential scan
- * and sort, which is exact, is chosen instead.
+ * every row through the index, so a sequential scan and sort is chosen.
  */
 void
 shnsw_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
@@ -161,6 +181,10 @@ shnsw_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 	double		tuples = Max(index->tuples, 1.0);
 	int			m = SHNSW_DEFAULT_M;
 	double		visited;
+	double		limit,
+				selectivity,
+				returned,
+				reranked;
 	double		random_page_cost,
 				seq_page_cost,
 				pages,
@@ -186,8 +210,25 @@ shnsw_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 		index_close(rel, NoLock);
 	}
 
-	/* layer 0 expands about ef_search nodes of up to 2m neighbours */
-	visited = (double) shnsw_ef_search * 2 * m + log(tuples) / log(Max(m, 2)) * m;
+	/* rows the LIMIT takes, and the share of index rows that pass the filters */
+	if (root->limit_tuples > 0)
+		limit = root->limit_tuples;
+	else if (root->tuple_fraction >= 1.0)
+		limit = root->tuple_fraction;
+	else
+		limit = root->tuple_fraction * Max(path->path.rows, 1.0);
+	selectivity = clauselist_selectivity(root, index->indrestrictinfo, index->rel->relid,
+										 JOIN_INNER, NULL);
+	selectivity = Max(Min(selectivity, 1.0), 1.0 / tuples);
+	returned = Min(Max(limit, 1.0) / selectivity, tuples);
+
+	/* re-ranked rows; the search's distances (one per node record read) */
+	reranked = Max((double) shnsw_ef_search, returned > shnsw_ef_search ? 2 * returned : returned);
+	if (reranked > shnsw_ef_search + (double) shnsw_max_scan_tuples)
+		reranked = tuples;
+	reranked = Min(reranked, tuples);
+	visited = reranked * Max(m, (double) shnsw_ef_search * 2 * m / Max(reranked, 1.0)) +
+		log(tuples) / log(Max(m, 2)) * m;
 	MemSet(&costs, 0, sizeof(costs));
 	costs.numIndexTuples = Min(visited, tuples);
 	genericcostestimate(root, path, loop_count, &costs);
@@ -205,8 +246,8 @@ shnsw_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 	costs.indexTotalCost += page_cost - costs.numIndexPages * random_page_cost;
 	costs.numIndexPages = pages;
 
-	/* re-ranking reads and compares about ef_search exact vectors */
-	costs.indexTotalCost += shnsw_ef_search * 4 * cpu_operator_cost;
+	/* re-ranking reads and compares exact vectors */
+	costs.indexTotalCost += reranked * 4 * cpu_operator_cost;
 
 	*indexStartupCost = costs.indexTotalCost;
 	*indexTotalCost = costs.indexTotalCost;

@@ -7,13 +7,27 @@
  * beam search on layer 0, all on SQ8 codes. Each round's candidates are
  * re-ranked with the operator class's exact distance function (the same
  * function as the ORDER BY operator, so values are identical) on the exact
- * vectors, sorted, and handed out in that order. When the executor wants
- * more rows than a round gave (a WHERE clause filtered them out), the next
- * round continues the same search with a doubled width, until
- * streamhnsw.max_scan_tuples more nodes have been examined.
+ * vectors and join a min-heap of held rows. When the executor wants more
+ * rows than the held ones that may be returned (a WHERE clause filtered
+ * them out), the next round continues the same search with a doubled
+ * width, until streamhnsw.max_scan_tuples more nodes have been examined;
+ * then the nodes already seen are re-ranked and returned, nearest first.
  *
- * Results are strictly ordered: a later round never returns a row closer
- * than one already returned (such a row, found late, is skipped).
+ * Strict order without loss (streamhnsw.iterative_scan = strict_order, the
+ * default). The nearest held row is returned only when its exact distance
+ * is within the emit bound (scan_emit_bound): a lower bound on the exact
+ * distance of every node the search has seen but not re-ranked or not
+ * expanded (their navigation distances less the largest error SQ8 codes
+ * can make, scan_lower_bound; a re-ranked node's own exact distance),
+ * tightened after the first round to its median row and after a later one
+ * to the frontier as it started, so that the search has explored past any
+ * row it returns. A row found in a later round is returned in its place
+ * instead of being skipped. A row the search only reaches after a farther
+ * one was returned cannot be placed: strict order skips it and counts it,
+ * relaxed_order returns it out of order (as pgvector's relaxed_order).
+ * When the bound is held by the nearest parked node's codes, parked nodes
+ * are re-ranked one at a time (scan_take) instead of running a round. The
+ * design and its reasoning are in src/README (Scans).
  *
  * Locking: no heavyweight lock. Each page is pinned and share-locked only
  * while it is read (pageaccess.c); nothing is held between calls.
@@ -38,12 +52,14 @@
 
 #include "streamhnsw.h"
 
-/* A row ready to be returned. */
+/* A re-ranked row. */
 typedef struct ShnswResult
 {
 	ItemPointerData tid;
 	double		distance;
 	uint32		ref;			/* tie-break: stable order for equal distances */
+	uint32		cand;			/* its index in the search's candidates */
+	int			round;			/* the search round that re-ranked it */
 } ShnswResult;
 
 typedef struct ShnswScanOpaqueData
@@ -71,12 +87,31 @@ typedef struct ShnswScanOpaqueData
 	int			outcap;
 	char	   *vecbuf;
 
-	ShnswResult *results;
+	ShnswResult *results;		/* one round's re-ranked rows (NULL query: a page's) */
 	int			nresults;
 	int			next;
 	int			rescap;
 	bool		returned_any;
 	double		last_distance;
+
+	/* rows re-ranked, not yet returned: a min-heap on (distance, ref) */
+	ShnswResult *held;
+	int			nheld;
+	int			heldcap;
+	int		   *held_per_round; /* how many held rows each round re-ranked */
+	int			held_rounds_cap;
+	int			oldest_held_round;
+	bool		search_done;	/* no round will re-rank more rows */
+	ShnswHeap	unexpanded;		/* re-ranked nodes by exact distance, until
+								 * expanded (deleted ones: by their bound) */
+	int			ntaken;			/* nodes taken from the parked ones this round */
+	double		first_floor;	/* until a second round: the first round's
+								 * median exact distance */
+
+	/* the exact-distance lower bound of a navigation distance */
+	bool		unbounded;		/* every distance is NaN: any order is right */
+	double		err_abs;		/* SQ8 error, in exact-distance units */
+	double		err_rel;		/* float rounding, relative */
 
 	/* NULL query: walk every graph page */
 	BlockNumber seq_blk;
@@ -171,9 +206,17 @@ shnsw_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys, int 
 	so->outcap = 0;
 	so->results = NULL;
 	so->rescap = 0;
+	so->held = NULL;
+	so->heldcap = 0;
+	so->held_per_round = NULL;
+	so->held_rounds_cap = 0;
 	so->first = true;
 	so->done = false;
 	so->nresults = so->next = 0;
+	so->nheld = 0;
+	so->ntaken = 0;
+	so->oldest_held_round = 0;
+	so->search_done = false;
 	so->returned_any = false;
 }
 
@@ -188,6 +231,13 @@ distance_cmp(double a, double b)
 	return (a > b) - (a < b);
 }
 
+/* qsort comparator of doubles, in distance order. */
+static int
+double_cmp(const void *a, const void *b)
+{
+	return distance_cmp(*(const double *) a, *(const double *) b);
+}
+
 /* Sort results by distance, then by node reference. */
 static int
 result_cmp(const void *a, const void *b)
@@ -199,6 +249,214 @@ result_cmp(const void *a, const void *b)
 	if (c != 0)
 		return c;
 	return (x->ref > y->ref) - (x->ref < y->ref);
+}
+
+/* ---------- held rows ---------- */
+
+/* held_push adds a re-ranked row to the heap of held rows. */
+static void
+held_push(ShnswScanOpaque so, const ShnswResult *r)
+{
+	int			i;
+
+	if (so->nheld == so->heldcap)
+	{
+		so->heldcap = Max(64, so->heldcap * 2);
+		so->held = so->held ? repalloc(so->held, sizeof(ShnswResult) * so->heldcap)
+			: palloc(sizeof(ShnswResult) * so->heldcap);
+	}
+	if (r->round >= so->held_rounds_cap)
+	{
+		int			cap = Max(16, r->round * 2);
+
+		so->held_per_round = so->held_per_round
+			? repalloc0(so->held_per_round, sizeof(int) * so->held_rounds_cap, sizeof(int) * cap)
+			: palloc0(sizeof(int) * cap);
+		so->held_rounds_cap = cap;
+	}
+	so->held_per_round[r->round]++;
+	i = so->nheld++;
+	while (i > 0 && result_cmp(r, &so->held[(i - 1) / 2]) < 0)
+	{
+		so->held[i] = so->held[(i - 1) / 2];
+		i = (i - 1) / 2;
+	}
+	so->held[i] = *r;
+}
+
+/*
+ * held_pop removes the nearest held row. Sets *late if a row re-ranked in an
+ * earlier round is still held (this one was found late and is placed ahead
+ * of it).
+ */
+static ShnswResult
+held_pop(ShnswScanOpaque so, bool *late)
+{
+	ShnswResult top = so->held[0];
+	ShnswResult last = so->held[--so->nheld];
+	int			i = 0;
+
+	for (;;)
+	{
+		int			c = 2 * i + 1;
+
+		if (c >= so->nheld)
+			break;
+		if (c + 1 < so->nheld && result_cmp(&so->held[c + 1], &so->held[c]) < 0)
+			c++;
+		if (result_cmp(&last, &so->held[c]) <= 0)
+			break;
+		so->held[i] = so->held[c];
+		i = c;
+	}
+	if (so->nheld > 0)
+		so->held[i] = last;
+
+	so->held_per_round[top.round]--;
+	while (so->oldest_held_round < so->held_rounds_cap &&
+		   so->held_per_round[so->oldest_held_round] == 0)
+		so->oldest_held_round++;
+	*late = so->nheld > 0 && so->oldest_held_round < top.round;
+	return top;
+}
+
+/*
+ * scan_lower_bound: a lower bound on the exact distance (in the ORDER BY
+ * operator's units) of any node whose navigation distance is est.
+ *
+ * A code stands for x' = lo + c * scale with |x - x'| <= scale / 2 per
+ * dimension (values inside the trained range; see scan_prepare_bound). For
+ * L2, est = |q - x'|^2 and the triangle inequality gives
+ * |q - x| >= sqrt(est) - |x - x'|. Cosine navigates the same way on
+ * normalized vectors, its distance being |qn - xn|^2 / 2. For inner
+ * product, est = -q.x' and -q.x >= est - sum |q_i| |x_i - x'_i|.
+ */
+static double
+scan_lower_bound(ShnswScanOpaque so, double est)
+{
+	double		base;
+
+	switch (so->info->metric)
+	{
+		case SHNSW_METRIC_L2:
+			base = sqrt(Max(est, 0.0));
+			break;
+		case SHNSW_METRIC_COSINE:
+			if (so->unbounded)
+				return -get_float8_infinity();
+
+			/*
+			 * est = |qn - x'|^2 (scan_setup); for unit vectors the cosine
+			 * distance is |qn - xn|^2 / 2, and |qn - xn| >= sqrt(est) -
+			 * |xn - x'|. The sums' rounding is absolute here (pgvector
+			 * computes 1 - similarity), err_rel of it.
+			 */
+			base = sqrt(Max(est, 0.0));
+			base = Max(base - so->err_abs - so->err_rel * base, 0.0);
+			return base * base / 2 - so->err_rel;
+		default:
+			base = est;
+			break;
+	}
+	return base - so->err_abs - so->err_rel * fabs(base);
+}
+
+/*
+ * scan_prepare_bound sets the error terms of scan_lower_bound for query nav
+ * (the navigation form of the query) and the index's SQ8 parameters.
+ * Besides the half-step rounding of each code it allows for float rounding:
+ * per dimension, of decoding and of the query's offsets (absolute, relative
+ * to the magnitudes involved), and of the sums (relative, growing with the
+ * number of dimensions), in both the navigation and the exact distance.
+ */
+static void
+scan_prepare_bound(ShnswScanOpaque so, const float *nav)
+{
+	const ShnswIndexInfo *info = so->info;
+	const double eps = FLT_EPSILON;
+	double		sumsq = 0.0,
+				sumabs = 0.0,
+				mag = 0.0;
+
+	for (int i = 0; i < info->dims; i++)
+	{
+		double		s = info->scale[i];
+		double		xmax = Max(fabs(info->lo[i]), fabs(info->lo[i] + 255.0 * s));
+		double		e = s / 2 + 2 * eps * (xmax + fabs(nav[i]));
+
+		sumsq += e * e;
+		sumabs += fabs(nav[i]) * e;
+		mag += fabs(nav[i]) * xmax;
+	}
+	so->err_rel = 2 * eps * (info->dims + 8);
+	if (info->metric != SHNSW_METRIC_IP)
+		so->err_abs = sqrt(sumsq);
+	else
+		so->err_abs = sumabs + so->err_rel * mag;
+}
+
+/*
+ * scan_check_bound: node c, of navigation distance est, re-ranked to exact
+ * distance d. A value inserted outside the trained range was clamped to
+ * the range's edge, and its code can be off by more than half a step: if d
+ * is below the bound, widen the error so that the bound holds for it (the
+ * rest of the scan then waits long enough for nodes like it).
+ */
+static void
+scan_check_bound(ShnswScanOpaque so, float est, double d)
+{
+	if (isnan(d))
+		return;
+	for (int i = 0; i < 64 && scan_lower_bound(so, est) > d; i++)
+		so->err_abs = so->err_abs * 2 + 1e-7;
+}
+
+/*
+ * scan_emit_bound: held rows at most this far may be returned now. Sets
+ * *parked if the bound is that of the nearest parked node (scan_take can
+ * raise it).
+ */
+static double
+scan_emit_bound(ShnswScanOpaque so, bool *parked)
+{
+	double		bound = get_float8_infinity();
+	float		f;
+
+	*parked = false;
+	if (so->search_done || so->unbounded ||
+		shnsw_iterative_scan == SHNSW_ITERATIVE_RELAXED)
+		return bound;
+
+	/*
+	 * After the first round, only its nearer half: a LIMIT within it needs
+	 * no more, and rows in its outer half wait for the next round to
+	 * explore past them (a node that round 1 missed may be nearer).
+	 */
+	if (so->search.rounds == 1 && so->first_floor < bound)
+		bound = so->first_floor;
+	f = shnsw_search_frontier(&so->search);
+	if (!(isinf(f) && f > 0) && scan_lower_bound(so, f) < bound)
+		bound = scan_lower_bound(so, f);
+	*parked = bound == scan_lower_bound(so, shnsw_search_parked(&so->search));
+
+	/*
+	 * Re-ranked nodes not yet expanded: their neighbours, not yet seen, are
+	 * taken to be no nearer than they are (the premise of every HNSW
+	 * search). Past the budget nothing more is expanded.
+	 */
+	if (!so->search.budget_spent)
+	{
+		ShnswHeap  *u = &so->unexpanded;
+
+		while (u->n > 0 && (so->search.cands[shnsw_heap_top(u).id].state & SHNSW_CAND_EXPANDED))
+			shnsw_heap_pop(u);
+		if (u->n > 0 && shnsw_heap_top(u).d < bound)
+		{
+			bound = shnsw_heap_top(u).d;
+			*parked = false;
+		}
+	}
+	return bound;
 }
 
 /* Sort candidate indexes by the location of their exact vectors. */
@@ -259,16 +517,30 @@ scan_setup(IndexScanDesc scan)
 		return false;
 
 	nav = palloc(sizeof(float) * dims);
-	/* a zero query under cosine cannot be normalized: navigate on it as is */
-	(void) shnsw_vector_to_nav(q, info->elemtype, info->metric, dims, nav);
+
+	/*
+	 * A zero query under cosine cannot be normalized: navigate on it as is;
+	 * its distance to every row is NaN, so any order is right.
+	 */
+	so->unbounded = !shnsw_vector_to_nav(q, info->elemtype, info->metric, dims, nav);
 	so->sq.dim = dims;
 	so->sq.qs = palloc(sizeof(float) * dims);
 	so->sq.w = palloc(sizeof(float) * dims);
-	sq8_prepare_query(&so->sq, info->metric, nav, info->lo, info->scale);
+	/*
+	 * Cosine navigates on the squared L2 distance between the normalized
+	 * query and the codes of normalized rows: for unit vectors it orders as
+	 * the inner product does, and the triangle inequality gives a far
+	 * tighter bound (scan_lower_bound) when distances are small.
+	 */
+	sq8_prepare_query(&so->sq, so->unbounded || info->metric == SHNSW_METRIC_IP ?
+					  info->metric : SHNSW_METRIC_L2, nav, info->lo, info->scale);
+	scan_prepare_bound(so, nav);
 
 	shnsw_reader_init(&so->reader, index, &so->stats);
 	shnsw_page_ops_init(&so->ops, &so->pctx, index, info, &so->reader);
 	shnsw_search_init(&so->search, &so->sq, &so->ops, info->m, 0);
+	shnsw_heap_init(&so->unexpanded, 64, false);
+	so->first_floor = get_float8_infinity();
 	so->live = true;
 	so->start = shnsw_search_descend(&so->search, snap.entry, snap.entry_level, 0);
 	so->round_ef = shnsw_ef_search;
@@ -318,6 +590,8 @@ rerank_from_heap(IndexScanDesc scan, int n)
 		so->results[kept].distance = DatumGetFloat8(FunctionCall2Coll(so->distproc, so->collation,
 																	  so->query, value));
 		so->results[kept].ref = c->ref;
+		so->results[kept].cand = so->outbuf[i];
+		scan_check_bound(so, c->d, so->results[kept].distance);
 		kept++;
 		so->stats.reranked++;
 		ExecClearTuple(slot);
@@ -327,17 +601,18 @@ rerank_from_heap(IndexScanDesc scan, int n)
 	return kept;
 }
 
+static int	scan_rerank(IndexScanDesc scan, int n);
+
 /*
  * scan_next_round runs one search round, re-ranks its candidates exactly and
- * queues them. Returns false when the search is exhausted.
+ * adds them to the held rows. Returns false when the search is exhausted.
  */
 static bool
 scan_next_round(IndexScanDesc scan)
 {
 	ShnswScanOpaque so = (ShnswScanOpaque) scan->opaque;
-	ShnswIndexInfo *info = so->info;
-	int			n;
-	int			kept = 0;
+	int			n,
+				kept;
 
 	if (so->outcap < so->round_ef)
 	{
@@ -349,12 +624,47 @@ scan_next_round(IndexScanDesc scan)
 	if (so->search.rounds == 1)
 		so->search.max_discovered = so->search.ncands + (uint32) shnsw_max_scan_tuples;
 	so->round_ef = Min(so->round_ef * 2, SHNSW_MAX_EF_SEARCH * 4);
+	so->ntaken = 0;
 	if (n == 0)
 	{
 		scan_fold(so);			/* release read-ahead pins early */
 		return false;
 	}
+	kept = scan_rerank(scan, n);
+	if (so->search.rounds == 1 && kept > 0)
+	{
+		/* the first round's median exact distance (scan_emit_bound) */
+		double	   *d = palloc(sizeof(double) * kept);
 
+		for (int i = 0; i < kept; i++)
+			d[i] = so->results[i].distance;
+		qsort(d, kept, sizeof(double), double_cmp);
+		so->first_floor = d[(kept - 1) / 2];
+		pfree(d);
+	}
+	return true;
+}
+
+/*
+ * scan_rerank re-ranks the candidates so->outbuf[0..n-1] on their exact
+ * vectors and adds them to the held rows; they are also left in
+ * so->results. Returns how many (deleted nodes are not rows).
+ */
+static int
+scan_rerank(IndexScanDesc scan, int n)
+{
+	ShnswScanOpaque so = (ShnswScanOpaque) scan->opaque;
+	ShnswIndexInfo *info = so->info;
+	int			kept = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		ShnswCand  *c = &so->search.cands[so->outbuf[i]];
+
+		/* a deleted node is still a waypoint: its bound stands for it */
+		if (c->node_flags & SHNSW_NODE_DELETED)
+			shnsw_heap_push(&so->unexpanded, (float) scan_lower_bound(so, c->d), so->outbuf[i]);
+	}
 	if (so->rescap < n)
 	{
 		so->rescap = n;
@@ -406,21 +716,43 @@ scan_next_round(IndexScanDesc scan)
 			ItemPointerSet(&r->tid, c->tid_blk, c->tid_off);
 			r->distance = d;
 			r->ref = c->ref;
+			r->cand = so->outbuf[i];
+			scan_check_bound(so, c->d, d);
 		}
 		pfree(blks);
 	}
-	qsort(so->results, kept, sizeof(ShnswResult), result_cmp);
-
-	/* strict order: drop rows closer than one already returned */
-	n = 0;
 	for (int i = 0; i < kept; i++)
 	{
-		if (so->returned_any && distance_cmp(so->results[i].distance, so->last_distance) < 0)
-			continue;
-		so->results[n++] = so->results[i];
+		ShnswResult *r = &so->results[i];
+
+		r->round = so->search.rounds;
+		held_push(so, r);
+		if (!(so->search.cands[r->cand].state & SHNSW_CAND_EXPANDED))
+			shnsw_heap_push(&so->unexpanded, (float) r->distance, r->cand);
 	}
-	so->nresults = n;
-	so->next = 0;
+	return kept;
+}
+
+/*
+ * scan_take re-ranks the nearest node parked by the search without
+ * expanding it (the next round will): when the emit bound is the parked
+ * nodes' navigation distance less the codes' error, their exact distances
+ * usually clear it at the cost of a vector read each, where a round would
+ * expand ef_search more nodes. Returns false if there is none.
+ */
+static bool
+scan_take(IndexScanDesc scan)
+{
+	ShnswScanOpaque so = (ShnswScanOpaque) scan->opaque;
+	int64		idx = shnsw_search_take(&so->search);
+
+	if (idx < 0)
+		return false;
+	so->ntaken++;
+	so->outbuf[0] = (uint32) idx;
+	scan_rerank(scan, 1);
+	if (!(so->search.cands[idx].node_flags & SHNSW_NODE_DELETED))
+		so->stats.parked_reranked++;
 	return true;
 }
 
@@ -501,32 +833,65 @@ shnsw_gettuple(IndexScanDesc scan, ScanDirection dir)
 		pgstat_count_index_scan(scan->indexRelation);
 	}
 
-	while (!so->done)
+	while (so->null_query && !so->done)
 	{
 		if (so->next < so->nresults)
 		{
-			ShnswResult *r = &so->results[so->next++];
-
-			scan->xs_heaptid = r->tid;
+			scan->xs_heaptid = so->results[so->next++].tid;
 			scan->xs_recheck = false;
 			scan->xs_recheckorderby = false;
-			if (so->null_query)
-			{
-				scan->xs_orderbynulls[0] = true;
-			}
-			else
-			{
-				scan->xs_orderbyvals[0] = Float8GetDatum(r->distance);
-				scan->xs_orderbynulls[0] = false;
-				so->returned_any = true;
-				so->last_distance = r->distance;
-			}
+			scan->xs_orderbynulls[0] = true;
 			MemoryContextSwitchTo(old);
 			return true;
 		}
 		CHECK_FOR_INTERRUPTS();
-		if (so->null_query ? !scan_null_query_fill(scan) : !scan_next_round(scan))
+		if (!scan_null_query_fill(scan))
 			so->done = true;
+	}
+
+	while (!so->done)
+	{
+		bool		parked = false;
+		double		bound = so->nheld > 0 ? scan_emit_bound(so, &parked) : 0;
+
+		/* NaN distances sort last, even after an infinite bound */
+		if (so->nheld > 0 && (distance_cmp(so->held[0].distance, bound) <= 0 ||
+							  (isinf(bound) && bound > 0)))
+		{
+			bool		late;
+			ShnswResult r = held_pop(so, &late);
+
+			if (so->returned_any && distance_cmp(r.distance, so->last_distance) < 0)
+			{
+				/* found only after a farther row was returned */
+				so->stats.late_unplaced++;
+				if (shnsw_iterative_scan == SHNSW_ITERATIVE_STRICT)
+					continue;
+			}
+			else
+			{
+				so->last_distance = r.distance;
+				if (late)
+					so->stats.late_placed++;
+			}
+			if (r.round < so->search.rounds)
+				so->stats.held_back++;
+			so->returned_any = true;
+			scan->xs_heaptid = r.tid;
+			scan->xs_recheck = false;
+			scan->xs_recheckorderby = false;
+			scan->xs_orderbyvals[0] = Float8GetDatum(r.distance);
+			scan->xs_orderbynulls[0] = false;
+			MemoryContextSwitchTo(old);
+			return true;
+		}
+		CHECK_FOR_INTERRUPTS();
+		if (so->search_done)
+			so->done = true;
+		else if (parked && so->ntaken < so->round_ef && scan_take(scan))
+			continue;
+		else if (!scan_next_round(scan))
+			so->search_done = true;
 	}
 	MemoryContextSwitchTo(old);
 	return false;

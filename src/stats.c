@@ -150,6 +150,10 @@ explain_scan(const ShnswScanStats *st, ExplainState *es)
 		explain_text_line(es, "streamhnsw: rounds=" UINT64_FORMAT " nodes expanded=" UINT64_FORMAT
 						  " distances=" UINT64_FORMAT " re-ranked=" UINT64_FORMAT,
 						  st->rounds, st->nodes_expanded, st->distances, st->reranked);
+		explain_text_line(es, "streamhnsw order: held back=" UINT64_FORMAT " late finds placed="
+						  UINT64_FORMAT " found after a farther row=" UINT64_FORMAT
+						  " parked rows re-ranked=" UINT64_FORMAT,
+						  st->held_back, st->late_placed, st->late_unplaced, st->parked_reranked);
 		explain_text_line(es, "streamhnsw I/O: mode=%s pages hit=" UINT64_FORMAT " read=" UINT64_FORMAT
 						  " (synchronous=" UINT64_FORMAT ") reads ahead=" UINT64_FORMAT
 						  " speculative=" UINT64_FORMAT " (reads=" UINT64_FORMAT " used=" UINT64_FORMAT
@@ -176,6 +180,10 @@ explain_scan(const ShnswScanStats *st, ExplainState *es)
 		snprintf(label, sizeof(label), "streamhnsw %s", stat_fields[i].label);
 		ExplainPropertyInteger(label, NULL, (int64) FIELD(st, i), es);
 	}
+	ExplainPropertyInteger("streamhnsw Held Back", NULL, (int64) st->held_back, es);
+	ExplainPropertyInteger("streamhnsw Late Finds Placed", NULL, (int64) st->late_placed, es);
+	ExplainPropertyInteger("streamhnsw Found After Farther Row", NULL, (int64) st->late_unplaced, es);
+	ExplainPropertyInteger("streamhnsw Parked Re-ranked", NULL, (int64) st->parked_reranked, es);
 	ExplainPropertyFloat("streamhnsw Look-ahead Average", NULL, avg, 1, es);
 	for (int b = 0; b < SHNSW_LA_HIST_BUCKETS; b++)
 	{

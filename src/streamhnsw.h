@@ -70,6 +70,7 @@ extern int	shnsw_max_read_ahead;
 extern int	shnsw_lookahead_window;
 extern bool shnsw_debug_discard_caches;
 extern bool shnsw_debug_list_conflicts;
+extern int	shnsw_iterative_scan;
 
 /* streamhnsw.io_mode */
 #define SHNSW_IO_SYNC			0	/* one synchronous read at a time */
@@ -81,6 +82,10 @@ extern bool shnsw_debug_list_conflicts;
 
 #define SHNSW_RERANK_INDEX		0
 #define SHNSW_RERANK_HEAP		1
+
+/* streamhnsw.iterative_scan */
+#define SHNSW_ITERATIVE_STRICT	0	/* rows in exact distance order */
+#define SHNSW_ITERATIVE_RELAXED 1	/* each round's rows as soon as re-ranked */
 
 /* ---------- support functions of the operator classes ---------- */
 
@@ -270,6 +275,10 @@ typedef struct ShnswScanStats
 	uint64		nodes_expanded;
 	uint64		distances;
 	uint64		reranked;
+	uint64		held_back;		/* rows returned after a later round ran */
+	uint64		late_placed;	/* rows returned ahead of an earlier round's */
+	uint64		late_unplaced;	/* rows found after a farther row was returned */
+	uint64		parked_reranked;	/* of reranked, parked nodes taken (scan_take) */
 	uint64		pages_hit;		/* page accesses that found the page cached */
 	uint64		pages_read;		/* page accesses that needed a read */
 	uint64		sync_reads;		/* of those, read synchronously on demand */

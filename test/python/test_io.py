@@ -86,13 +86,17 @@ def test_explain_shows_the_scan(io_cluster):
         evict(conn, io_cluster, ["io_t_idx"])
         lines = explain_lines(conn, io_cluster.queries[0])
         main = [l for l in lines if l.startswith("streamhnsw:")]
+        order = [l for l in lines if l.startswith("streamhnsw order:")]
         io = [l for l in lines if l.startswith("streamhnsw I/O:")]
         la = [l for l in lines if l.startswith("streamhnsw look-ahead:")]
-        assert len(main) == len(io) == len(la) == 1, lines
+        assert len(main) == len(order) == len(io) == len(la) == 1, lines
         m = parse(main[0])
         assert int(m["rounds"]) >= 1 and int(m["expanded"]) > 0
         assert int(m["distances"]) > int(m["expanded"])
-        assert int(m["re-ranked"]) == 40          # ef_search candidates, none deleted
+        # ef_search candidates, none deleted, and the parked ones strict
+        # order re-ranked to prove the LIMIT's rows come first
+        assert int(m["rounds"]) == 1
+        assert int(m["re-ranked"]) == 40 + int(parse(order[0])["re-ranked"])
         i = parse(io[0])
         assert i["mode"] == "stream"
         assert int(i["read"]) > 0                 # cold: pages were read
@@ -115,7 +119,7 @@ def test_explain_shows_the_scan(io_cluster):
                             (data.vector_literal(io_cluster.queries[2]),)).fetchone()[0][0]
         node = plan["Plan"]["Plans"][0]
         assert node["streamhnsw I/O Mode"] == "sync"
-        assert node["streamhnsw Re-ranked"] == 40
+        assert node["streamhnsw Re-ranked"] == 40 + node["streamhnsw Parked Re-ranked"]
         # no lines without ANALYZE
         lit = data.vector_literal(io_cluster.queries[0])
         plain = conn.execute("EXPLAIN SELECT id FROM io_t ORDER BY embedding <-> %s::vector LIMIT 10",
@@ -155,6 +159,8 @@ def test_cumulative_stats(io_cluster):
     with io_cluster.connect() as conn:
         conn.execute("SELECT streamhnsw_stats_reset()")
         assert conn.execute("SELECT scans, reranked FROM streamhnsw_stats()").fetchone() == (0, 0)
+        # one round each: relaxed order re-ranks no parked rows past it
+        conn.execute("SET streamhnsw.iterative_scan = relaxed_order")
         for q in io_cluster.queries[:5]:
             run(conn, q)
     with io_cluster.connect() as conn:

@@ -679,6 +679,74 @@ test_graph_search(ShnswMetric metric, int n, int dim, int m, int efc, bool use_c
 			total += got;
 		CHECK(total > 0 && s.ncands <= (uint32_t) (300 + 2 * m + 1), "budget: %d results, %u seen",
 			  total, s.ncands);
+		/* past the budget every node seen on layer 0 is still emitted, once */
+		{
+			int			emitted = 0;
+
+			for (uint32_t i = 0; i < s.ncands; i++)
+				emitted += (s.cands[i].state & SHNSW_CAND_EMITTED) != 0;
+			CHECK(s.budget_spent && emitted == total && total >= 300 - 2 * m * 8,
+				  "budget drain: %d emitted, %d returned, %u seen", emitted, total, s.ncands);
+		}
+		shnsw_search_free(&s);
+		free(out);
+	}
+
+	/*
+	 * The frontier is a lower bound on the navigation distance of every node
+	 * seen but not emitted or not expanded; taken nodes come out nearest
+	 * first and the next round expands them.
+	 */
+	{
+		float		qsb[2048],
+					wb[2048];
+		Sq8Query	sq = {.dim = dim,.qs = qsb,.w = wb};
+		ShnswSearch s;
+		uint32_t   *out = malloc(sizeof(uint32_t) * 64);
+		ShnswRef	start;
+		int			bad = 0,
+					takes_out_of_order = 0,
+					taken_unexpanded = 0;
+		int64_t		took[8];
+		uint32_t	base;
+
+		sq8_prepare_query(&sq, metric, x + (size_t) n * dim, lo, scale);
+		shnsw_search_init(&s, &sq, &ops, m, 0);
+		start = shnsw_search_descend(&s, mem_ref(&mi, mi.pos_of[g.entry]), g.max_level, 0);
+		base = s.ncands;
+		for (int round = 0; round < 6 && shnsw_search_next(&s, start, 20, out) > 0; round++)
+		{
+			float		f = shnsw_search_frontier(&s);
+			float		prev = -INFINITY;
+
+			/*
+			 * Layer-0 nodes only (the descent's come first and are in no
+			 * heap); an emitted node left unexpanded is the caller's to
+			 * bound (it knows its exact distance).
+			 */
+			for (uint32_t i = base; i < s.ncands; i++)
+			{
+				const ShnswCand *c = &s.cands[i];
+
+				if (!(c->state & SHNSW_CAND_EMITTED) && c->d < f)
+					bad++;
+			}
+			for (int t = 0; t < 8; t++)
+			{
+				took[t] = shnsw_search_take(&s);
+				if (took[t] < 0)
+					break;
+				takes_out_of_order += s.cands[took[t]].d < prev;
+				prev = s.cands[took[t]].d;
+			}
+			if (shnsw_search_next(&s, start, 20, out) == 0)
+				break;
+			for (int t = 0; t < 8 && took[t] >= 0; t++)
+				taken_unexpanded += !(s.cands[took[t]].state & SHNSW_CAND_EXPANDED);
+		}
+		CHECK(bad == 0 && takes_out_of_order == 0 && taken_unexpanded == 0,
+			  "frontier: %d nodes below it, %d takes out of order, %d taken nodes left unexpanded",
+			  bad, takes_out_of_order, taken_unexpanded);
 		shnsw_search_free(&s);
 		free(out);
 	}

@@ -129,6 +129,22 @@ SHOW streamhnsw.max_scan_tuples;
 SELECT count(*) FROM (SELECT id FROM opt_t ORDER BY val <-> '[1.4375,2.3125,3.0625]' LIMIT 30) s;
 RESET streamhnsw.max_scan_tuples;
 
+-- streamhnsw.iterative_scan: strict_order (default) or relaxed_order; both
+-- return every one of the 30 rows once, strict_order in distance order
+SHOW streamhnsw.iterative_scan;
+SET streamhnsw.iterative_scan = off;
+SET streamhnsw.iterative_scan = relaxed_order;
+SELECT count(*), count(DISTINCT id)
+  FROM (SELECT id FROM opt_t ORDER BY val <-> '[1.4375,2.3125,3.0625]' LIMIT 40) s;
+RESET streamhnsw.iterative_scan;
+SET streamhnsw.ef_search = 1;
+SELECT count(*) AS n, count(DISTINCT id) AS distinct_ids, bool_and(d >= prev) AS ordered
+  FROM (SELECT id, d, lag(d, 1, '-Infinity') OVER (ORDER BY ord) AS prev
+          FROM (SELECT id, val <-> '[1.4375,2.3125,3.0625]' AS d, row_number() OVER () AS ord
+                  FROM (SELECT id, val FROM opt_t
+                         ORDER BY val <-> '[1.4375,2.3125,3.0625]' LIMIT 40) s1) s2) s3;
+RESET streamhnsw.ef_search;
+
 -- the GUC prefix is reserved
 SET streamhnsw.foo = 1;
 SET streamhnsw.efsearch = 10;
