@@ -25,7 +25,6 @@
 
 int			shnsw_ef_search = SHNSW_DEFAULT_EF_SEARCH;
 int			shnsw_max_scan_tuples = SHNSW_DEFAULT_MAX_SCAN_TUPLES;
-int			shnsw_rerank_source = SHNSW_RERANK_INDEX;
 int			shnsw_io_mode = SHNSW_IO_STREAM;
 int			shnsw_max_read_ahead = SHNSW_DEFAULT_MAX_READ_AHEAD;
 int			shnsw_lookahead_window = SHNSW_DEFAULT_LOOKAHEAD_WINDOW;
@@ -37,12 +36,6 @@ static const struct config_enum_entry io_mode_options[] = {
 	{"sync", SHNSW_IO_SYNC, false},
 	{"prefetch", SHNSW_IO_PREFETCH, false},
 	{"stream", SHNSW_IO_STREAM, false},
-	{NULL, 0, false}
-};
-
-static const struct config_enum_entry rerank_source_options[] = {
-	{"index", SHNSW_RERANK_INDEX, false},
-	{"heap", SHNSW_RERANK_HEAP, false},
 	{NULL, 0, false}
 };
 
@@ -102,11 +95,6 @@ shnsw_init_options(void)
 							NULL,
 							&shnsw_lookahead_window, SHNSW_DEFAULT_LOOKAHEAD_WINDOW, 1, 4096,
 							PGC_USERSET, 0, NULL, NULL, NULL);
-	DefineCustomEnumVariable("streamhnsw.rerank_source",
-							 "Where re-ranking reads exact vectors (developer setting, for measurement).",
-							 "index reads the copies stored in the index; heap reads the table's rows (plain-column indexes only).",
-							 &shnsw_rerank_source, SHNSW_RERANK_INDEX, rerank_source_options,
-							 PGC_USERSET, GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
 	DefineCustomBoolVariable("streamhnsw.debug_discard_caches",
 							 "Discards the index's cached description at every access-method call (developer setting, for tests).",
 							 "Wipes and frees rd_amcache through a relcache invalidation, as debug_discard_caches does in servers built with assertions.",

@@ -548,59 +548,6 @@ scan_setup(IndexScanDesc scan)
 	return true;
 }
 
-/*
- * rerank_from_heap re-ranks the round's candidates on the table's own rows
- * instead of the index's copies (streamhnsw.rerank_source = heap): a
- * measurement mode, for plain-column indexes. Rows invisible to the scan's
- * snapshot are skipped, as the executor would skip them.
- */
-static int
-rerank_from_heap(IndexScanDesc scan, int n)
-{
-	ShnswScanOpaque so = (ShnswScanOpaque) scan->opaque;
-	AttrNumber	attnum = scan->indexRelation->rd_index->indkey.values[0];
-	IndexFetchTableData *fetch;
-	TupleTableSlot *slot;
-	int			kept = 0;
-
-	if (attnum == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("streamhnsw.rerank_source = heap needs an index on a plain column")));
-	fetch = table_index_fetch_begin(scan->heapRelation);
-	slot = table_slot_create(scan->heapRelation, NULL);
-	for (int i = 0; i < n; i++)
-	{
-		ShnswCand  *c = &so->search.cands[so->outbuf[i]];
-		ItemPointerData tid;
-		bool		call_again = false,
-					all_dead = false,
-					isnull;
-		Datum		value;
-
-		if (c->node_flags & SHNSW_NODE_DELETED)
-			continue;
-		ItemPointerSet(&tid, c->tid_blk, c->tid_off);
-		if (!table_index_fetch_tuple(fetch, &tid, scan->xs_snapshot, slot, &call_again, &all_dead))
-			continue;
-		value = slot_getattr(slot, attnum, &isnull);
-		if (isnull)
-			continue;
-		so->results[kept].tid = tid;
-		so->results[kept].distance = DatumGetFloat8(FunctionCall2Coll(so->distproc, so->collation,
-																	  so->query, value));
-		so->results[kept].ref = c->ref;
-		so->results[kept].cand = so->outbuf[i];
-		scan_check_bound(so, c->d, so->results[kept].distance);
-		kept++;
-		so->stats.reranked++;
-		ExecClearTuple(slot);
-	}
-	ExecDropSingleTupleTableSlot(slot);
-	table_index_fetch_end(fetch);
-	return kept;
-}
-
 static int	scan_rerank(IndexScanDesc scan, int n);
 
 /*
@@ -656,6 +603,9 @@ scan_rerank(IndexScanDesc scan, int n)
 	ShnswScanOpaque so = (ShnswScanOpaque) scan->opaque;
 	ShnswIndexInfo *info = so->info;
 	int			kept = 0;
+	BlockNumber *blks;
+	int			nblks = 0,
+				nblks_total;
 
 	for (int i = 0; i < n; i++)
 	{
@@ -676,51 +626,44 @@ scan_rerank(IndexScanDesc scan, int n)
 	sort_cands = so->search.cands;
 	qsort(so->outbuf, n, sizeof(uint32), cand_vec_cmp);
 	sort_cands = NULL;
-	if (shnsw_rerank_source == SHNSW_RERANK_HEAP)
-		kept = rerank_from_heap(scan, n);
-	else
+
+	/* request every exact vector's pages before reading the first */
+	blks = palloc(sizeof(BlockNumber) * 2 * n);
+	for (int i = 0; i < n; i++)
 	{
-		/* request every exact vector's pages before reading the first */
-		BlockNumber *blks = palloc(sizeof(BlockNumber) * 2 * n);
-		int			nblks = 0,
-					nblks_total;
+		ShnswCand  *c = &so->search.cands[so->outbuf[i]];
 
-		for (int i = 0; i < n; i++)
-		{
-			ShnswCand  *c = &so->search.cands[so->outbuf[i]];
-
-			if (!(c->node_flags & SHNSW_NODE_DELETED))
-				nblks += shnsw_vector_blocks(c->vec_block, c->vec_offset, info->vec_size,
-											 blks + nblks);
-		}
-		nblks_total = nblks;
-		nblks = 0;
-		for (int i = 0; i < n; i++)
-		{
-			ShnswCand  *c = &so->search.cands[so->outbuf[i]];
-			ShnswResult *r;
-			double		d;
-
-			if (c->node_flags & SHNSW_NODE_DELETED)
-				continue;
-			/* keep the remaining vectors' pages in flight */
-			shnsw_reader_request(&so->reader, blks + nblks, nblks_total - nblks, false);
+		if (!(c->node_flags & SHNSW_NODE_DELETED))
 			nblks += shnsw_vector_blocks(c->vec_block, c->vec_offset, info->vec_size,
 										 blks + nblks);
-			shnsw_read_vector(scan->indexRelation, &so->reader, c->vec_block, c->vec_offset,
-							  info->vec_size, so->vecbuf);
-			so->stats.reranked++;
-			d = DatumGetFloat8(FunctionCall2Coll(so->distproc, so->collation, so->query,
-												 PointerGetDatum(so->vecbuf)));
-			r = &so->results[kept++];
-			ItemPointerSet(&r->tid, c->tid_blk, c->tid_off);
-			r->distance = d;
-			r->ref = c->ref;
-			r->cand = so->outbuf[i];
-			scan_check_bound(so, c->d, d);
-		}
-		pfree(blks);
 	}
+	nblks_total = nblks;
+	nblks = 0;
+	for (int i = 0; i < n; i++)
+	{
+		ShnswCand  *c = &so->search.cands[so->outbuf[i]];
+		ShnswResult *r;
+		double		d;
+
+		if (c->node_flags & SHNSW_NODE_DELETED)
+			continue;
+		/* keep the remaining vectors' pages in flight */
+		shnsw_reader_request(&so->reader, blks + nblks, nblks_total - nblks, false);
+		nblks += shnsw_vector_blocks(c->vec_block, c->vec_offset, info->vec_size,
+									 blks + nblks);
+		shnsw_read_vector(scan->indexRelation, &so->reader, c->vec_block, c->vec_offset,
+						  info->vec_size, so->vecbuf);
+		so->stats.reranked++;
+		d = DatumGetFloat8(FunctionCall2Coll(so->distproc, so->collation, so->query,
+											 PointerGetDatum(so->vecbuf)));
+		r = &so->results[kept++];
+		ItemPointerSet(&r->tid, c->tid_blk, c->tid_off);
+		r->distance = d;
+		r->ref = c->ref;
+		r->cand = so->outbuf[i];
+		scan_check_bound(so, c->d, d);
+	}
+	pfree(blks);
 	for (int i = 0; i < kept; i++)
 	{
 		ShnswResult *r = &so->results[i];

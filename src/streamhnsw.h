@@ -64,7 +64,6 @@ typedef struct ShnswOptions
 
 extern int	shnsw_ef_search;
 extern int	shnsw_max_scan_tuples;
-extern int	shnsw_rerank_source;
 extern int	shnsw_io_mode;
 extern int	shnsw_max_read_ahead;
 extern int	shnsw_lookahead_window;
@@ -80,8 +79,6 @@ extern int	shnsw_iterative_scan;
 #define SHNSW_DEFAULT_MAX_READ_AHEAD	64
 #define SHNSW_DEFAULT_LOOKAHEAD_WINDOW	32
 
-#define SHNSW_RERANK_INDEX		0
-#define SHNSW_RERANK_HEAP		1
 
 /* streamhnsw.iterative_scan */
 #define SHNSW_ITERATIVE_STRICT	0	/* rows in exact distance order */
