@@ -157,7 +157,7 @@ def test_presets():
 def _fake_result(name):
     eng = {"pgvector hnsw": {"am": "hnsw", "index_bytes": 100 << 20, "build_s": 10.0,
                              "load_s": 1.0, "table_bytes": 50 << 20,
-                             "build_peak_bytes": 64 << 20},
+                             "build_peak_bytes": 64 << 20, "build_peak_shmem_bytes": 36 << 20},
            "streamhnsw": {"am": "streamhnsw", "index_bytes": 80 << 20, "build_s": 5.0,
                           "load_s": 1.0, "table_bytes": 50 << 20}}
     hot = [{"engine": e, "ef_search": ef, "recall@10": r, "recall@1": r, "qps": q,
@@ -187,7 +187,8 @@ def test_ltm_summary_and_combined_report(tmp_path):
     # The headline is the fraction nearest 1/4, per engine and OS cache state.
     assert s["pgvector hnsw"]["ltm_qps_kept"] == pytest.approx(25.0)
     assert s["streamhnsw"]["ltm_qps_dropped"] == pytest.approx(75.0)
-    assert s["pgvector hnsw"]["build_mem_mb"] == pytest.approx(64.0)
+    assert s["pgvector hnsw"]["build_mem_mb"] == pytest.approx(100.0)
+    assert "build_mem_mb" not in s["streamhnsw"]
     table = report.comparison_table(res[0], s)
     assert "index > shared_buffers (shared_buffers 0.25 x pgvector's index)" in table
     assert "3.00x" in table
