@@ -80,7 +80,7 @@ PRESETS = {
     # 1M rows at the dimension of real sentence embeddings (the corpus has
     # 332k distinct lines, so synthetic clustered data): build time, index
     # size and build memory, hot, cold, cold + latency, index > shared_buffers.
-    # About 45-60 min on 2 cores, most of it the two builds.
+    # About 30-60 min on 2 cores (estimated from the 100k runs), most of it the builds.
     "1m": dict(rows=1_000_000, dim=384, hot_queries=300, queries=1000,
                modes=["hot", "fresh", "cold", "latency", "ltm"],
                ef_search=[16, 24, 32, 40, 64, 96, 128, 200],
