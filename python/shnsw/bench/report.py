@@ -24,12 +24,24 @@ TARGETS = [
     ("lat_reads", "cold + {d} us/read: storage reads per query at ef*", False, None, None, ""),
     ("lat_bufread", "cold + {d} us/read: buffers read per query at ef*", False, None, None, ""),
     ("hot_hit", "hot: buffers hit per query at ef*", False, None, None, ""),
+    ("fresh_p50", "fresh connection: p50 ms of a new connection's first query at ef*", False,
+     None, None, ""),
     ("fresh_ratio", "fresh connection p50 / warm p50 at ef*", False, "abs", 1.2, "<= 1.2x"),
     ("conc_qps", "concurrent: queries/s, {c} clients at ef*", True, None, None, ""),
     ("mixed_qps", "mixed: vector queries/s beside pgbench", True, "ratio", 2.0, ">= 2x"),
     ("mixed_tps", "mixed: TPC-B tps beside vector clients", True, "ratio", 1.0, "no lower"),
+    ("ltm_qps_kept", "index > shared_buffers ({f}), OS cache kept: q/s at ef*", True, "ratio",
+     1.0, "ahead"),
+    ("ltm_p99_kept", "index > shared_buffers ({f}), OS cache kept: p99 ms", False, None, None,
+     ""),
+    ("ltm_qps_dropped", "index > shared_buffers ({f}), OS cache dropped: q/s at ef*", True,
+     "ratio", 1.0, "ahead"),
+    ("ltm_p99_dropped", "index > shared_buffers ({f}), OS cache dropped: p99 ms", False, None,
+     None, ""),
     ("size_mb", "index size MB", False, "ratio", 1.0, "<= 1.0x"),
     ("build_s", "build time s", False, "ratio", 0.7, "<= 0.7x"),
+    ("build_mem_mb", "build memory MB (peak private + largest shared footprint)", False, None,
+     None, ""),
     ("insert_rps", "single-row inserts/s", True, "ratio", 1.5, ">= 1.5x"),
     ("ef_star", "ef* = smallest ef_search with recall@10 >= {t}", None, None, None, ""),
 ]
@@ -82,9 +94,20 @@ def summarize(res: dict) -> dict:
         for p in _pts(res, "mixed", eng):
             s["mixed_qps"] = p["vector_qps"]
             s["mixed_tps"] = p["pgbench"].get("tps")
+        ltm = _pts(res, "ltm", eng)
+        if ltm:
+            fr = _ltm_headline_fraction(res)
+            for p in ltm:
+                if p["fraction_of_reference"] == fr:
+                    s[f"ltm_qps_{p['os_cache']}"] = p["qps"]
+                    s[f"ltm_p50_{p['os_cache']}"] = p["p50_ms"]
+                    s[f"ltm_p99_{p['os_cache']}"] = p["p99_ms"]
         if "index_bytes" in info:
             s["size_mb"] = info["index_bytes"] / 2**20
             s["build_s"] = info["build_s"]
+            if info.get("build_peak_bytes") is not None:
+                s["build_mem_mb"] = (info["build_peak_bytes"]
+                                     + info.get("build_peak_shmem_bytes", 0)) / 2**20
         for p in _pts(res, "insert", eng):
             s["insert_rps"] = p["rows_per_s"]
         if not any(p for p in _pts(res, "insert", eng)):
@@ -104,6 +127,15 @@ def summarize(res: dict) -> dict:
         if 40 in d:
             out["FAISS IndexHNSWFlat"]["recall_default"] = d[40]["recall@10"]
     return out
+
+
+def _ltm_headline_fraction(res):
+    """The shared_buffers fraction of the headline (the one nearest 1/4)."""
+    m = res["modes"].get("ltm")
+    if not m or not m["points"]:
+        return None
+    return min({p["fraction_of_reference"] for p in m["points"]},
+               key=lambda f: abs(f - 0.25))
 
 
 def _fmt(v, key=None):
@@ -155,11 +187,13 @@ def comparison_table(res: dict, summary: dict) -> str:
         head.append("FAISS (in process)")
     lines = ["| " + " | ".join(head) + " |",
              "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|"]
+    fr = _ltm_headline_fraction(res)
+    frac_text = f"shared_buffers {fr:g} x pgvector's index" if fr is not None else ""
     for key, label, higher, kind, thr, ttext in TARGETS:
         vals = [summary[e].get(key) for e in engines]
         if all(v is None for v in vals) and not (has_faiss and summary["FAISS IndexHNSWFlat"].get(key)):
             continue
-        row = [label.format(t=t, d=dly, c=clients)] + [_fmt(v, key) for v in vals]
+        row = [label.format(t=t, d=dly, c=clients, f=frac_text)] + [_fmt(v, key) for v in vals]
         for o in others:
             if not have_base:
                 continue
@@ -277,6 +311,27 @@ def markdown(res: dict, summary: dict, plots: dict) -> str:
         md.append(f"{m['queries']} cold queries per row at ef*; speedup against the first "
                   "row of the same engine.")
         md.append("")
+    m = res["modes"].get("ltm")
+    if m:
+        md += ["## Index larger than shared_buffers", ""]
+        rows = [[p["engine"], p["shared_buffers_bytes"] / 2**20, p["index_bytes"] / 2**20,
+                 f"{p['sb_over_index']:.2f}", p["os_cache"], p["ef_search"],
+                 _r(p.get("hot_recall@10")), p["queries"], p["qps"], p["p50_ms"],
+                 p["p95_ms"], p["p99_ms"], p["reads_per_query"]] for p in m["points"]]
+        md += [_table(["engine", "shared_buffers MB", "index MB", "shared_buffers / index",
+                       "OS cache", "ef_search", "recall@10", "queries", "queries/s",
+                       "p50 ms", "p95 ms", "p99 ms", "reads/q"], rows), ""]
+        md.append("One server for both engines, restarted with shared_buffers a fraction of "
+                  "pgvector's index size (the same setting for every engine; a smaller "
+                  "index fits a larger part of itself). Each engine starts with its "
+                  "relations out of shared buffers, runs warm-up queries (steady state), "
+                  f"then {m['seconds']} s of timed queries from one client at ef*. OS cache "
+                  "kept: the relations' files are in the OS page cache (pg_prewarm 'read'), "
+                  "so a shared-buffer miss costs a copy from the kernel; dropped: "
+                  "posix_fadvise(DONTNEED) on their files before every query, so each miss "
+                  "is a storage read. reads/q: read calls on the relation files per query "
+                  "(the shim's counter).")
+        md.append("")
     m = res["modes"].get("fresh")
     if m:
         md += ["## Fresh connection per query", ""]
@@ -313,13 +368,26 @@ def markdown(res: dict, summary: dict, plots: dict) -> str:
                 continue
             seen.add(info["am"])
             p = ins.get(info["am"], {})
+            mem = info.get("build_peak_bytes")
+            shm = info.get("build_peak_shmem_bytes")
             rows.append([info["am"], info["load_s"], info["build_s"],
                          info["index_bytes"] / 2**20, info["table_bytes"] / 2**20,
+                         mem / 2**20 if mem else None, shm / 2**20 if shm else None,
+                         info.get("build_workers"),
                          p.get("rows_per_s"), p.get("p50_ms")])
         if res.get("faiss"):
-            rows.append(["FAISS (2 threads)", "–", res["faiss"]["build_s"], "–", "–", "–", "–"])
+            rows.append(["FAISS (2 threads)", "–", res["faiss"]["build_s"], "–", "–", "–",
+                         "–", "–", "–", "–"])
         md += [_table(["index", "load s", "build s", "index MB", "table MB",
-                       "inserts/s (synchronous_commit off)", "insert p50 ms"], rows), ""]
+                       "build private MB (peak)", "build shared MB (peak, one process)",
+                       "parallel workers", "inserts/s (synchronous_commit off)",
+                       "insert p50 ms"], rows), ""]
+        md.append("Build memory sampled every 0.5 s from /proc: private = the sum of RssAnon "
+                  "of the building backend and its parallel workers; shared = the largest "
+                  "RssShmem of one of them (dynamic shared memory, where a parallel build "
+                  "may keep its graph, plus the shared-buffer pages it touched). "
+                  f"maintenance_work_mem = {res['server_settings'].get('maintenance_work_mem')}.")
+        md.append("")
     if plots:
         md += ["## Plots", ""]
         for name, path in plots.items():
@@ -349,3 +417,36 @@ def write(res: dict, outdir: Path, plots: dict) -> dict:
         json.dump(res, f, indent=1, default=default)
     return {"markdown": outdir / "report.md", "json": outdir / "results.json",
             "table": comparison_table(res, summary)}
+
+
+def write_combined(results: list, outdir: Path, plots: dict, started) -> dict:
+    """The top-level report of a preset with several data sets."""
+    outdir.mkdir(parents=True, exist_ok=True)
+    md = ["# streamhnsw benchmark: " + ", ".join(r["dataset"]["name"] for r in results), ""]
+    md.append(f"Started {started.isoformat(timespec='seconds')}; one server per data set, "
+              "engines side by side on it; compare ratios within a data set, never across "
+              "runs. Each data set's own report (all modes, every point, settings) is "
+              "linked below.")
+    md.append("")
+    for r in results:
+        ds = r["dataset"]
+        slug = "".join(c if c.isalnum() else "-" for c in ds["name"].lower()).strip("-")
+        md.append(f"## {ds['name']} ({ds['metric']})")
+        md.append("")
+        extra = ""
+        if ds.get("model"):
+            extra = (f"; {ds.get('model')} ({ds.get('package')}), corpus {ds.get('source')}, "
+                     f"{ds.get('corpus_lines')} distinct lines")
+        md.append(f"- {ds['rows']} rows x {ds['dim']}, {ds['queries']} held-out queries"
+                  f"{extra}; run took {r.get('elapsed_s', 0) / 60:.1f} min; "
+                  f"[full report]({slug}/report.md)")
+        md.append("- server settings: " + ", ".join(
+            f"`{k}={v}`" for k, v in sorted(r["server_settings"].items())))
+        md += ["", comparison_table(r, r.get("summary") or summarize(r)), ""]
+    if plots:
+        md += ["## Plots", ""]
+        for name, path in plots.items():
+            md.append(f"![{name}]({Path(path).name})")
+        md.append("")
+    (outdir / "report.md").write_text("\n".join(md))
+    return {"markdown": outdir / "report.md"}
