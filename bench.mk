@@ -1,6 +1,8 @@
 # Benchmark suite (issue 5); included at the end of the top-level Makefile.
 #
-#   make bench                      default preset (< 10 min): pgvector hnsw vs
+#   make bench                      default preset (synthetic and real sets; about
+#                                   16 min with the data cached, 37 min on a fresh
+#                                   clone, which embeds the real set first): pgvector hnsw vs
 #                                   streamhnsw (when built) vs FAISS, all modes
 #   make bench BENCH_ARGS='--preset quick'     any options of python -m shnsw.bench
 #   make bench-lib                  only build the LD_PRELOAD latency library
