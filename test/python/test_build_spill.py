@@ -16,6 +16,7 @@ import numpy as np
 from shnsw import data
 
 SPILL = re.compile(r"no longer fits into maintenance_work_mem after (\d+) rows")
+PHASE = "building index: inserting remaining tuples"
 
 
 def build_at(conn, table, rows, opclass, mem, typ="vector", notices=None):
@@ -111,3 +112,56 @@ def test_spill_halfvec_cosine(conn):
     mem_ids, rest_ids = sample_both_parts(8000, nmem, k=25)
     assert exact_matches(conn, "sp_half", rows, mem_ids, op="<=>", typ="halfvec") == len(mem_ids)
     assert exact_matches(conn, "sp_half", rows, rest_ids, op="<=>", typ="halfvec") == len(rest_ids)
+
+
+def test_spill_progress_and_cancel(cluster):
+    """pg_stat_progress_create_index shows the insert phase with its own
+    tuple counts; a cancel during that phase stops the build promptly and
+    leaves no index."""
+    import threading
+    import time
+
+    import psycopg
+
+    rows, _ = data.clustered(20000, 32, seed=14, n_queries=1)
+    with cluster.connect() as setup:
+        data.load(setup, "sp_prog", rows)
+    seen, result = [], {}
+    with cluster.connect() as conn:
+        pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+        conn.execute("SET maintenance_work_mem = '1MB'")
+        conn.execute("SET max_parallel_maintenance_workers = 0")
+
+        def run():
+            try:
+                conn.execute("CREATE INDEX sp_prog_idx ON sp_prog USING streamhnsw "
+                             "(embedding vector_l2_ops)")
+                result["ok"] = True
+            except psycopg.errors.QueryCanceled:
+                result["canceled"] = time.time()
+        th = threading.Thread(target=run)
+        with cluster.connect() as mon:
+            th.start()
+            cancel_at = None
+            deadline = time.time() + 120
+            while th.is_alive() and time.time() < deadline:
+                r = mon.execute("SELECT phase, tuples_done, tuples_total FROM "
+                                "pg_stat_progress_create_index WHERE pid = %s", (pid,)).fetchone()
+                if r is not None:
+                    seen.append(r)
+                    # cancel once the insert phase has made some progress
+                    if r[0] == PHASE and r[1] > 200 and cancel_at is None:
+                        cancel_at = time.time()
+                        mon.execute("SELECT pg_cancel_backend(%s)", (pid,))
+                time.sleep(0.005)
+            th.join()
+            exists = mon.execute("SELECT count(*) FROM pg_class WHERE relname = 'sp_prog_idx'").fetchone()[0]
+    phases = [s for s in seen if s[0] == PHASE]
+    assert phases, sorted({s[0] for s in seen})
+    # the insert phase counts only the rows it inserts
+    totals = {s[2] for s in phases}
+    assert len(totals) == 1 and 0 < totals.pop() < 20000, phases[:5]
+    assert all(0 <= s[1] <= s[2] for s in phases), phases[:5]
+    assert cancel_at is not None and "canceled" in result, (result, phases[-3:])
+    assert result["canceled"] - cancel_at < 5, result["canceled"] - cancel_at
+    assert exists == 0

@@ -7,7 +7,6 @@ rows come back in exact distance order.
 """
 
 import numpy as np
-import psycopg
 import pytest
 
 from shnsw import data
