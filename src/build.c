@@ -66,7 +66,6 @@ typedef struct ShnswBuildState
 	float	   *mins;
 	float	   *maxs;
 	BufFile    *exact;			/* records: heap TID, then exact image */
-	int			rec_size;
 	int		   *exact_file;		/* BufFileTell position of each record */
 	off_t	   *exact_off;		/* (in-memory rows only) */
 	int			spill_file;		/* position of the first spilled record */
@@ -570,7 +569,6 @@ shnsw_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	bs.vec_size = shnsw_vec_size(bs.elemtype, bs.dims);
 	bs.budget = (Size) maintenance_work_mem * 1024;
 	bs.reltuples = heap->rd_rel->reltuples;
-	bs.rec_size = sizeof(ItemPointerData) + bs.vec_size;
 	bs.cap = Min(1024, build_max_rows(&bs, false));
 	bs.tids = palloc_extended(sizeof(ItemPointerData) * bs.cap, MCXT_ALLOC_HUGE);
 	bs.exact_file = palloc_extended(sizeof(int) * bs.cap, MCXT_ALLOC_HUGE);
@@ -663,7 +661,7 @@ shnsw_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	 */
 	if (bs.spilled)
 	{
-		char	   *rec = palloc(bs.rec_size);
+		char	   *img = palloc(bs.vec_size);	/* aligned, unlike in the record */
 		MemoryContext rowctx = AllocSetContextCreate(buildctx, "streamhnsw build insert",
 													 ALLOCSET_DEFAULT_SIZES);
 		uint32		nrest = bs.n - bs.nmem;
@@ -680,9 +678,9 @@ shnsw_build(Relation heap, Relation index, IndexInfo *indexInfo)
 			bool		isnull[1] = {false};
 
 			CHECK_FOR_INTERRUPTS();
-			BufFileReadExact(bs.exact, rec, bs.rec_size);
-			memcpy(&tid, rec, sizeof(ItemPointerData));
-			values[0] = PointerGetDatum(rec + sizeof(ItemPointerData));
+			BufFileReadExact(bs.exact, &tid, sizeof(ItemPointerData));
+			BufFileReadExact(bs.exact, img, bs.vec_size);
+			values[0] = PointerGetDatum(img);
 			MemoryContextSwitchTo(rowctx);
 			shnsw_insert(index, values, isnull, &tid, heap, UNIQUE_CHECK_NO, false, indexInfo);
 			MemoryContextSwitchTo(buildctx);

@@ -79,6 +79,8 @@ def one_build(c, am, mwm, queries, truth):
         conn.execute("DROP INDEX bm_idx")
     m = [spill.search(n) for n in notices if "no longer fits" in n]
     inmem = m[0].group(1) if m and m[0] else "all"
+    if any("building on SQ8 codes" in n for n in notices):
+        inmem += " (codes)"
     return secs, inmem, peak[0] - before, hwm1 - hwm0, rec
 
 
