@@ -80,14 +80,15 @@ typedef struct ShnswBuildState
 /*
  * Memory the collected state, the graph and the layout would need for n
  * in-memory rows: the node (graph.c), its heap TID and file position, and
- * its layout entries (order, pos, upper location).
+ * its layout entries (order, pos, upper location, and the layout walk's
+ * seen flag; the reachability pass's 10 bytes a node come and go before).
  */
 static Size
 build_memory(ShnswBuildState *bs, uint32 n, bool use_codes)
 {
 	Size		per = shnsw_build_node_bytes(bs->dims, bs->m, use_codes) +
 		sizeof(ItemPointerData) + sizeof(int) + sizeof(off_t) +
-		sizeof(uint32) * 2 + sizeof(ShnswUpperLoc);
+		sizeof(uint32) * 2 + sizeof(ShnswUpperLoc) + sizeof(uint8);
 
 	return (Size) n * per;
 }
