@@ -10,7 +10,13 @@
  * The graph is then built in memory on the float vectors; if they would not
  * fit in maintenance_work_mem, on the SQ8 codes instead (4x smaller; codes
  * are re-derived from the temporary file). If even that does not fit, the
- * build stops with an error that says how much memory it needs.
+ * graph is built on the rows that fit, written, and the remaining rows are
+ * read back from the temporary file and inserted into the written index
+ * one by one through aminsert (slower, but the build always finishes).
+ *
+ * The temporary file holds one fixed-size record per row: its heap TID and
+ * its exact image. Only rows of the in-memory part keep anything in memory
+ * (TID, file position, node); the rest are read back in sequence.
  *
  * The pages are laid out in breadth-first order of layer 0 from the entry
  * point, so a node's neighbours tend to share its page:
@@ -50,16 +56,20 @@ typedef struct ShnswBuildState
 	int			vec_size;
 
 	/* collected rows */
-	uint32		n;
+	uint32		n;				/* rows collected, both parts */
+	uint32		nmem;			/* rows of the in-memory graph (a prefix) */
+	bool		spilled;		/* rows after nmem are inserted afterwards */
 	uint32		cap;
-	ItemPointerData *tids;
+	ItemPointerData *tids;		/* in-memory rows only */
 	float	   *nav;			/* cap * dims, NULL once over budget */
 	bool		use_codes;
 	float	   *mins;
 	float	   *maxs;
-	BufFile    *exact;			/* exact images, vec_size bytes each */
-	int		   *exact_file;		/* BufFileTell position of each image */
-	off_t	   *exact_off;
+	BufFile    *exact;			/* records: heap TID, then exact image */
+	int		   *exact_file;		/* BufFileTell position of each record */
+	off_t	   *exact_off;		/* (in-memory rows only) */
+	int			spill_file;		/* position of the first spilled record */
+	off_t		spill_off;
 
 	Size		budget;			/* maintenance_work_mem in bytes */
 	double		reltuples;
@@ -67,20 +77,41 @@ typedef struct ShnswBuildState
 	MemoryContext tmpctx;
 } ShnswBuildState;
 
-/* Memory the collected state and graph would need for n rows. */
+/*
+ * Memory the collected state, the graph and the layout would need for n
+ * in-memory rows: the node (graph.c), its heap TID and file position, and
+ * its layout entries (order, pos, upper location, and the layout walk's
+ * seen flag; the reachability pass's 10 bytes a node come and go before).
+ */
 static Size
 build_memory(ShnswBuildState *bs, uint32 n, bool use_codes)
 {
 	Size		per = shnsw_build_node_bytes(bs->dims, bs->m, use_codes) +
-		sizeof(ItemPointerData) + sizeof(int) + sizeof(off_t) + sizeof(uint32) * 2;
+		sizeof(ItemPointerData) + sizeof(int) + sizeof(off_t) +
+		sizeof(uint32) * 2 + sizeof(ShnswUpperLoc) + sizeof(uint8);
 
 	return (Size) n * per;
 }
 
+/* The most in-memory rows the budget allows (at least one). */
+static uint32
+build_max_rows(ShnswBuildState *bs, bool use_codes)
+{
+	Size		per = build_memory(bs, 1, use_codes);
+	Size		rows = bs->budget / per;
+
+	return (uint32) Max(Min(rows, (Size) PG_UINT32_MAX - 1), 1);
+}
+
+/*
+ * Grow the per-row arrays, never beyond the rows the budget allows, so
+ * that what is allocated (not just what is used) stays within it.
+ */
 static void
 build_grow(ShnswBuildState *bs)
 {
-	uint32		newcap = bs->cap * 2;
+	uint32		limit = build_max_rows(bs, bs->use_codes);
+	uint32		newcap = (uint32) Min((uint64) bs->cap * 2, (uint64) Max(limit, bs->n + 1));
 
 	bs->tids = repalloc_huge(bs->tids, sizeof(ItemPointerData) * newcap);
 	bs->exact_file = repalloc_huge(bs->exact_file, sizeof(int) * newcap);
@@ -116,19 +147,25 @@ build_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull,
 	}
 	MemoryContextSwitchTo(old);
 
-	if (bs->n == bs->cap)
-		build_grow(bs);
 	if (bs->n == PG_UINT32_MAX - 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("too many rows for a streamhnsw index")));
-
-	bs->tids[bs->n] = *tid;
-	BufFileTell(bs->exact, &bs->exact_file[bs->n], &bs->exact_off[bs->n]);
-	BufFileWrite(bs->exact, v, bs->vec_size);
 	sq8_train_add(bs->mins, bs->maxs, bs->navbuf, bs->dims);
 
-	if (!bs->use_codes && build_memory(bs, bs->n + 1, false) > bs->budget)
+	if (bs->spilled)
+	{
+		/* past the in-memory part: only the temporary file keeps the row */
+		BufFileWrite(bs->exact, tid, sizeof(ItemPointerData));
+		BufFileWrite(bs->exact, v, bs->vec_size);
+		bs->n++;
+		MemoryContextReset(bs->tmpctx);
+		if ((bs->n & 1023) == 0)
+			pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, bs->n);
+		return;
+	}
+
+	if (!bs->use_codes && bs->n > 0 && build_memory(bs, bs->n + 1, false) > bs->budget)
 	{
 		/* the float graph would not fit: switch to the low-memory path */
 		bs->use_codes = true;
@@ -140,16 +177,38 @@ build_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull,
 				 errdetail("Building on codes uses less memory and gives a slightly less accurate graph; exact re-ranking keeps results exact."),
 				 errhint("Increase maintenance_work_mem to build on float vectors.")));
 	}
-	if (bs->use_codes && build_memory(bs, bs->n + 1, true) > bs->budget)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("streamhnsw graph does not fit into maintenance_work_mem even on SQ8 codes after %u rows",
+	if (bs->use_codes && bs->n > 0 && build_memory(bs, bs->n + 1, true) > bs->budget)
+	{
+		/*
+		 * Even the codes would not fit: the graph is built on the rows so
+		 * far; this row and the rest are inserted into the written index.
+		 */
+		bs->spilled = true;
+		bs->nmem = bs->n;
+		BufFileTell(bs->exact, &bs->spill_file, &bs->spill_off);
+		ereport(NOTICE,
+				(errmsg("streamhnsw graph no longer fits into maintenance_work_mem after %u rows; inserting the remaining rows into the written index",
 						bs->n),
-				 errhint("Increase maintenance_work_mem to at least %zu MB for this table.",
+				 errdetail("Building will take significantly more time."),
+				 errhint("Increase maintenance_work_mem to at least %zu MB to build the whole graph in memory.",
 						 build_memory(bs, (uint32) Max(bs->reltuples, bs->n + 1.0), true) / (1024 * 1024) + 1)));
+		BufFileWrite(bs->exact, tid, sizeof(ItemPointerData));
+		BufFileWrite(bs->exact, v, bs->vec_size);
+		bs->n++;
+		MemoryContextReset(bs->tmpctx);
+		return;
+	}
+
+	if (bs->n == bs->cap)
+		build_grow(bs);
+	bs->tids[bs->n] = *tid;
+	BufFileTell(bs->exact, &bs->exact_file[bs->n], &bs->exact_off[bs->n]);
+	BufFileWrite(bs->exact, tid, sizeof(ItemPointerData));
+	BufFileWrite(bs->exact, v, bs->vec_size);
 	if (!bs->use_codes)
 		memcpy(bs->nav + (Size) bs->n * bs->dims, bs->navbuf, sizeof(float) * bs->dims);
 	bs->n++;
+	bs->nmem = bs->n;
 	MemoryContextReset(bs->tmpctx);
 
 	if ((bs->n & 1023) == 0)
@@ -160,9 +219,13 @@ build_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull,
 static void
 build_read_exact(ShnswBuildState *bs, uint32 i, char *out)
 {
+	ItemPointerData tid;
+
 	if (BufFileSeek(bs->exact, bs->exact_file[i], bs->exact_off[i], SEEK_SET) != 0)
 		elog(ERROR, "streamhnsw: could not seek in temporary file");
+	BufFileReadExact(bs->exact, &tid, sizeof(ItemPointerData));
 	BufFileReadExact(bs->exact, out, bs->vec_size);
+	Assert(ItemPointerEquals(&tid, &bs->tids[i]));
 }
 
 /*
@@ -206,22 +269,22 @@ build_layout(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswLayout *l)
 	l->slot_bits = shnsw_slot_bits(l->per_page);
 	l->vec_stride = TYPEALIGN(4, bs->vec_size);
 	l->graph_start = SHNSW_METAPAGE_BLKNO + 1 + shnsw_quant_nblocks(bs->dims);
-	l->ngraph = (bs->n + l->per_page - 1) / l->per_page;
+	l->ngraph = (bs->nmem + l->per_page - 1) / l->per_page;
 	l->vec_start = l->graph_start + l->ngraph;
-	vec_bytes = (uint64) bs->n * l->vec_stride;
+	vec_bytes = (uint64) bs->nmem * l->vec_stride;
 	l->nvec = (BlockNumber) ((vec_bytes + SHNSW_PAGE_CAPACITY - 1) / SHNSW_PAGE_CAPACITY);
 	l->upper_start = l->vec_start + l->nvec;
 
-	l->order = palloc_extended(sizeof(uint32) * Max(bs->n, 1), MCXT_ALLOC_HUGE);
-	l->pos = palloc_extended(sizeof(uint32) * Max(bs->n, 1), MCXT_ALLOC_HUGE);
-	l->upper = palloc_extended(sizeof(ShnswUpperLoc) * Max(bs->n, 1), MCXT_ALLOC_HUGE);
+	l->order = palloc_extended(sizeof(uint32) * Max(bs->nmem, 1), MCXT_ALLOC_HUGE);
+	l->pos = palloc_extended(sizeof(uint32) * Max(bs->nmem, 1), MCXT_ALLOC_HUGE);
+	l->upper = palloc_extended(sizeof(ShnswUpperLoc) * Max(bs->nmem, 1), MCXT_ALLOC_HUGE);
 	shnsw_build_layout_order(g, l->order);
-	for (uint32 p = 0; p < bs->n; p++)
+	for (uint32 p = 0; p < bs->nmem; p++)
 		l->pos[l->order[p]] = p;
 
 	/* upper records: pack them in position order, as PageAddItem would */
 	blk = l->upper_start - 1;
-	for (uint32 p = 0; p < bs->n; p++)
+	for (uint32 p = 0; p < bs->nmem; p++)
 	{
 		int			level = g->levels[l->order[p]];
 		Size		need;
@@ -306,13 +369,13 @@ build_write_pages(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswLayout *l,
 	meta = ShnswPageGetMeta(page);
 	shnsw_fill_meta(meta, bs->dims, bs->m, bs->efc, bs->metric, bs->elemtype);
 	meta->cache_generation = 1;
-	if (bs->n > 0)
+	if (bs->nmem > 0)
 	{
 		meta->quant_trained = true;
-		meta->quant_rows = bs->n;
+		meta->quant_rows = bs->n;	/* trained on every row */
 		meta->entry = layout_ref(l, l->pos[g->entry]);
 		meta->entry_level = g->max_level;
-		meta->node_count = bs->n;
+		meta->node_count = bs->nmem;
 		meta->insert_graph_blk = l->graph_start + l->ngraph - 1;
 		meta->insert_vec_blk = l->vec_start + l->nvec - 1;
 		meta->insert_upper_blk = l->nupper > 0 ? l->upper_start + l->nupper - 1 : InvalidBlockNumber;
@@ -345,7 +408,7 @@ build_write_pages(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswLayout *l,
 		}
 		pfree(stream);
 	}
-	if (bs->n == 0)
+	if (bs->nmem == 0)
 	{
 		smgr_bulk_finish(bulk);
 		return;
@@ -356,7 +419,7 @@ build_write_pages(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswLayout *l,
 	for (BlockNumber gp = 0; gp < l->ngraph; gp++)
 	{
 		uint32		first = gp * l->per_page;
-		uint32		count = Min((uint32) l->per_page, bs->n - first);
+		uint32		count = Min((uint32) l->per_page, bs->nmem - first);
 
 		buf = smgr_bulk_get_buf(bulk);
 		page = (Page) buf;
@@ -380,7 +443,7 @@ build_write_pages(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswLayout *l,
 		buf = smgr_bulk_get_buf(bulk);
 		page = (Page) buf;
 		shnsw_init_page(page, SHNSW_PAGE_VECTOR);
-		for (uint32 p = 0; p < bs->n; p++)
+		for (uint32 p = 0; p < bs->nmem; p++)
 		{
 			Size		done = 0;
 
@@ -424,7 +487,7 @@ build_write_pages(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswLayout *l,
 
 		page = NULL;
 		buf = NULL;
-		for (uint32 p = 0; p < bs->n; p++)
+		for (uint32 p = 0; p < bs->nmem; p++)
 		{
 			uint32		node = l->order[p];
 			int			level = g->levels[node];
@@ -483,6 +546,7 @@ shnsw_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	double		reltuples;
 	uint32		nrepaired;
 	MemoryContext buildctx,
+				graphctx,
 				old;
 
 	if (RelationGetNumberOfBlocks(index) != 0)
@@ -506,7 +570,7 @@ shnsw_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	bs.vec_size = shnsw_vec_size(bs.elemtype, bs.dims);
 	bs.budget = (Size) maintenance_work_mem * 1024;
 	bs.reltuples = heap->rd_rel->reltuples;
-	bs.cap = 1024;
+	bs.cap = Min(1024, build_max_rows(&bs, false));
 	bs.tids = palloc_extended(sizeof(ItemPointerData) * bs.cap, MCXT_ALLOC_HUGE);
 	bs.exact_file = palloc_extended(sizeof(int) * bs.cap, MCXT_ALLOC_HUGE);
 	bs.exact_off = palloc_extended(sizeof(off_t) * bs.cap, MCXT_ALLOC_HUGE);
@@ -529,11 +593,14 @@ shnsw_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	scale = palloc(sizeof(float) * bs.dims);
 	sq8_train_finish(bs.mins, bs.maxs, lo, scale, bs.dims);
 
-	/* build the graph in memory */
+	/* build the graph in memory, on the in-memory part */
+	graphctx = AllocSetContextCreate(buildctx, "streamhnsw build graph",
+									 ALLOCSET_DEFAULT_SIZES);
+	MemoryContextSwitchTo(graphctx);
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, SHNSW_PHASE_GRAPH);
-	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_TOTAL, bs.n);
+	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_TOTAL, bs.nmem);
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, 0);
-	shnsw_build_init(&g, bs.dims, bs.m, bs.efc, bs.metric, Max(bs.n, 1), bs.use_codes,
+	shnsw_build_init(&g, bs.dims, bs.m, bs.efc, bs.metric, Max(bs.nmem, 1), bs.use_codes,
 					 lo, scale, 0x5EED5EEDULL, bs.use_codes ? NULL : bs.nav);
 	bs.nav = NULL;				/* owned by the graph now */
 	if (bs.use_codes)
@@ -541,7 +608,7 @@ shnsw_build(Relation heap, Relation index, IndexInfo *indexInfo)
 		char	   *img = palloc(bs.vec_size);
 		uint8	   *code = palloc(bs.dims);
 
-		for (uint32 i = 0; i < bs.n; i++)
+		for (uint32 i = 0; i < bs.nmem; i++)
 		{
 			if ((i & 255) == 0)
 				CHECK_FOR_INTERRUPTS();
@@ -555,10 +622,10 @@ shnsw_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	}
 	else
 	{
-		for (uint32 i = 0; i < bs.n; i++)
+		for (uint32 i = 0; i < bs.nmem; i++)
 			shnsw_build_add_in_place(&g);
 	}
-	for (uint32 i = 0; i < bs.n; i++)
+	for (uint32 i = 0; i < bs.nmem; i++)
 	{
 		shnsw_build_link(&g, i);
 		if ((i & 255) == 0)
@@ -567,15 +634,65 @@ shnsw_build(Relation heap, Relation index, IndexInfo *indexInfo)
 			pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, i);
 		}
 	}
-	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, bs.n);
+	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, bs.nmem);
 	nrepaired = shnsw_build_ensure_reachable(&g);
 	elog(DEBUG1, "streamhnsw: build added %u links to make every node reachable", nrepaired);
 
 	/* lay out and write */
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, SHNSW_PHASE_WRITE);
 	build_layout(&bs, &g, &layout);
-	build_write_pages(&bs, &g, &layout, bs.n > 0 ? lo : NULL, bs.n > 0 ? scale : NULL,
+	build_write_pages(&bs, &g, &layout, bs.nmem > 0 ? lo : NULL, bs.nmem > 0 ? scale : NULL,
 					  MAIN_FORKNUM);
+
+	/* the graph, layout and per-row arrays are no longer needed */
+	MemoryContextSwitchTo(buildctx);
+	MemoryContextDelete(graphctx);
+	pfree(bs.tids);
+	pfree(bs.exact_file);
+	pfree(bs.exact_off);
+	bs.tids = NULL;
+	bs.exact_file = NULL;
+	bs.exact_off = NULL;
+
+	/*
+	 * Insert the rows that did not fit, in heap order, through aminsert:
+	 * the written index is a complete index of the in-memory part, with the
+	 * quantizer trained on every row (quant_rows covers them all, so these
+	 * inserts never retrain it).
+	 */
+	if (bs.spilled)
+	{
+		char	   *img = palloc(bs.vec_size);	/* aligned, unlike in the record */
+		MemoryContext rowctx = AllocSetContextCreate(buildctx, "streamhnsw build insert",
+													 ALLOCSET_DEFAULT_SIZES);
+		uint32		nrest = bs.n - bs.nmem;
+
+		pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, SHNSW_PHASE_INSERT);
+		pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_TOTAL, nrest);
+		pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, 0);
+		if (BufFileSeek(bs.exact, bs.spill_file, bs.spill_off, SEEK_SET) != 0)
+			elog(ERROR, "streamhnsw: could not seek in temporary file");
+		for (uint32 i = 0; i < nrest; i++)
+		{
+			ItemPointerData tid;
+			Datum		values[1];
+			bool		isnull[1] = {false};
+
+			CHECK_FOR_INTERRUPTS();
+			BufFileReadExact(bs.exact, &tid, sizeof(ItemPointerData));
+			BufFileReadExact(bs.exact, img, bs.vec_size);
+			values[0] = PointerGetDatum(img);
+			MemoryContextSwitchTo(rowctx);
+			shnsw_insert(index, values, isnull, &tid, heap, UNIQUE_CHECK_NO, false, indexInfo);
+			MemoryContextSwitchTo(buildctx);
+			MemoryContextReset(rowctx);
+			if ((i & 63) == 0)
+				pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, i);
+		}
+		pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, nrest);
+		/* forget the index info the inserts cached */
+		shnsw_forget_index_info(index);
+	}
 
 	BufFileClose(bs.exact);
 	result->heap_tuples = reltuples;

@@ -261,6 +261,8 @@ shnsw_buildphasename(int64 phasenum)
 			return "building graph";
 		case SHNSW_PHASE_WRITE:
 			return "writing index";
+		case SHNSW_PHASE_INSERT:
+			return "inserting remaining tuples";
 		default:
 			return NULL;
 	}

@@ -223,6 +223,7 @@ typedef struct ShnswMetaSnapshot
 #define SHNSW_PHASE_LOAD		2
 #define SHNSW_PHASE_GRAPH		3
 #define SHNSW_PHASE_WRITE		4
+#define SHNSW_PHASE_INSERT		5
 
 extern void shnsw_init_options(void);
 extern bytea *shnsw_options(Datum reloptions, bool validate);
