@@ -21,22 +21,14 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 
 from shnsw import data  # noqa: E402
+from shnsw.bench.pg import MemorySampler, status_kb  # noqa: E402
 from shnsw.cluster import Cluster  # noqa: E402
-
-
-def status_kb(pid: int, field: str) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise RuntimeError("no " + field)
 
 
 def one_build(c, am, mwm, queries, truth):
@@ -47,26 +39,12 @@ def one_build(c, am, mwm, queries, truth):
         conn.execute("SET max_parallel_maintenance_workers = 0")
         conn.execute(f"SET maintenance_work_mem = '{mwm}'")
         pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
-        before = status_kb(pid, "RssAnon")
-        hwm0 = status_kb(pid, "VmHWM")
-        peak = [before]
-        stop = threading.Event()
-
-        def sample():
-            while not stop.is_set():
-                try:
-                    peak[0] = max(peak[0], status_kb(pid, "RssAnon"))
-                except (OSError, RuntimeError):
-                    pass
-                time.sleep(0.001)
-        th = threading.Thread(target=sample)
-        th.start()
-        t = time.time()
-        conn.execute(f"CREATE INDEX bm_idx ON bm USING {am} (embedding vector_l2_ops)")
-        secs = time.time() - t
-        stop.set()
-        th.join()
-        hwm1 = status_kb(pid, "VmHWM")
+        st0 = status_kb(pid)
+        with MemorySampler(pid, every=0.001) as mem:
+            t = time.time()
+            conn.execute(f"CREATE INDEX bm_idx ON bm USING {am} (embedding vector_l2_ops)")
+            secs = time.time() - t
+        hwm1 = status_kb(pid)["VmHWM"]
         conn.execute("SET streamhnsw.ef_search = 40")
         conn.execute("SET hnsw.ef_search = 40")
         sql = "SELECT id FROM bm ORDER BY embedding <-> %s::vector LIMIT 10"
@@ -81,7 +59,7 @@ def one_build(c, am, mwm, queries, truth):
     inmem = m[0].group(1) if m and m[0] else "all"
     if any("building on SQ8 codes" in n for n in notices):
         inmem += " (codes)"
-    return secs, inmem, peak[0] - before, hwm1 - hwm0, rec
+    return secs, inmem, mem.peak_private // 1024 - st0["RssAnon"], hwm1 - st0["VmHWM"], rec
 
 
 def main() -> None:

@@ -18,22 +18,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 
 from shnsw import data  # noqa: E402
+from shnsw.bench.pg import MemorySampler, status_kb  # noqa: E402
 from shnsw.cluster import Cluster  # noqa: E402
-
-
-def rss_anon_kb(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1])
-    raise RuntimeError("no RssAnon")
 
 
 def main() -> None:
@@ -65,30 +57,18 @@ def main() -> None:
         with c.connect() as conn:
             conn.execute(f"SET maintenance_work_mem = '{args.mwm}'")
             pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
-            before = rss_anon_kb(pid)
-            peak = [before]
-            stop = threading.Event()
-
-            def sample():
-                while not stop.is_set():
-                    try:
-                        peak[0] = max(peak[0], rss_anon_kb(pid))
-                    except (OSError, RuntimeError):
-                        pass
-                    time.sleep(0.001)
-            th = threading.Thread(target=sample)
-            th.start()
-            t = time.time()
-            conn.execute("VACUUM (PARALLEL 0) vm")  # in this backend, not a worker
-            vac_s = time.time() - t
-            stop.set()
-            th.join()
+            before = status_kb(pid)["RssAnon"]
+            with MemorySampler(pid, every=0.001) as mem:
+                t = time.time()
+                conn.execute("VACUUM (PARALLEL 0) vm")  # in this backend, not a worker
+                vac_s = time.time() - t
+            peak = mem.peak_private // 1024
             after = conn.execute("SELECT deleted_count FROM streamhnsw_metapage('vm_idx')").fetchone()[0]
     print(f"rows={args.rows} dim={args.dim} m=16 deleted={ndel} "
           f"(every {every}th row) index={size} build={build_s:.0f}s")
     print(f"VACUUM at maintenance_work_mem={args.mwm}: {vac_s:.1f}s, deleted_count after={after}")
-    print(f"backend private memory (RssAnon): before={before} kB peak={peak[0]} kB "
-          f"growth={peak[0] - before} kB")
+    print(f"backend private memory (RssAnon): before={before} kB peak={peak} kB "
+          f"growth={peak - before} kB")
 
 
 if __name__ == "__main__":

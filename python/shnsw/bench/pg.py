@@ -114,7 +114,8 @@ def load_table(conn, table: str, rows: np.ndarray, typ: str, progress=None) -> f
     return time.perf_counter() - t
 
 
-def _status_kb(pid: int) -> dict:
+def status_kb(pid: int) -> dict:
+    """RssAnon, RssShmem and VmHWM of a process, in kB ({} if it is gone)."""
     out = {}
     try:
         with open(f"/proc/{pid}/status") as f:
@@ -165,7 +166,7 @@ class MemorySampler:
                 workers = _parallel_workers(self.pid)
                 self.max_workers = max(self.max_workers, len(workers))
             n += 1
-            st = [_status_kb(p) for p in [self.pid] + workers]
+            st = [status_kb(p) for p in [self.pid] + workers]
             self.peak_private = max(self.peak_private,
                                     1024 * sum(x.get("RssAnon", 0) for x in st))
             self.peak_shmem = max([self.peak_shmem] + [1024 * x.get("RssShmem", 0)
