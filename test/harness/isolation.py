@@ -17,6 +17,8 @@ from pathlib import Path
 
 from shnsw.cluster import ROOT, Cluster, default_pg_config
 
+from . import print_failure
+
 ISO_DIR = ROOT / "test" / "isolation"
 
 
@@ -51,10 +53,7 @@ def main(argv: list[str]) -> int:
                             *tests],
                            env=c.client_env())
         if r.returncode != 0:
-            diffs = outdir / "regression.diffs"
-            if diffs.exists():
-                sys.stdout.write(diffs.read_text()[:30000])
-            sys.stdout.write(c.log_tail(4000))
+            print_failure(c, outdir / "regression.diffs", 30000)
         return r.returncode
 
 

@@ -14,6 +14,8 @@ import sys
 
 from shnsw.cluster import ROOT, Cluster, default_pg_config
 
+from . import print_failure
+
 
 def main(argv: list[str]) -> int:
     discard = "--discard-caches" in argv
@@ -33,10 +35,7 @@ def main(argv: list[str]) -> int:
                             f"PG_CONFIG={default_pg_config()}", *argv],
                            env=c.client_env())
         if r.returncode != 0:
-            diffs = ROOT / "test" / "regress" / "regression.diffs"
-            if diffs.exists():
-                sys.stdout.write(diffs.read_text()[:20000])
-            sys.stdout.write(c.log_tail(4000))
+            print_failure(c, ROOT / "test" / "regress" / "regression.diffs", 20000)
         return r.returncode
 
 

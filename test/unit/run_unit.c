@@ -456,23 +456,48 @@ mem_index_free(MemIndex *mi)
 	free(mi->node_at);
 }
 
+/* SQ8 parameters trained on test data, and its codes. */
+typedef struct Sq8Data
+{
+	float	   *lo;
+	float	   *scale;
+	uint8_t    *codes;			/* n * dim bytes */
+} Sq8Data;
+
 /*
  * Normalize the first nnorm rows of x for cosine, train SQ8 on the first n
- * and encode them into codes (n * dim bytes).
+ * and encode them; free the result with sq8_data_free.
  */
-static void
-prepare_data(ShnswMetric metric, float *x, int nnorm, int n, int dim, float *mins,
-			 float *maxs, float *lo, float *scale, uint8_t *codes)
+static Sq8Data
+prepare_data(ShnswMetric metric, float *x, int nnorm, int n, int dim)
 {
+	Sq8Data		d;
+	float	   *mins = malloc(sizeof(float) * dim),
+			   *maxs = malloc(sizeof(float) * dim);
+
+	d.lo = malloc(sizeof(float) * dim);
+	d.scale = malloc(sizeof(float) * dim);
+	d.codes = malloc((size_t) n * dim);
 	if (metric == SHNSW_METRIC_COSINE)
 		for (int i = 0; i < nnorm; i++)
 			shnsw_normalize(x + (size_t) i * dim, dim);
 	sq8_train_init(mins, maxs, dim);
 	for (int i = 0; i < n; i++)
 		sq8_train_add(mins, maxs, x + (size_t) i * dim, dim);
-	sq8_train_finish(mins, maxs, lo, scale, dim);
+	sq8_train_finish(mins, maxs, d.lo, d.scale, dim);
 	for (int i = 0; i < n; i++)
-		sq8_encode(lo, scale, x + (size_t) i * dim, codes + (size_t) i * dim, dim);
+		sq8_encode(d.lo, d.scale, x + (size_t) i * dim, d.codes + (size_t) i * dim, dim);
+	free(mins);
+	free(maxs);
+	return d;
+}
+
+static void
+sq8_data_free(Sq8Data *d)
+{
+	free(d->lo);
+	free(d->scale);
+	free(d->codes);
 }
 
 static void
@@ -482,11 +507,10 @@ test_graph_search(ShnswMetric metric, int n, int dim, int m, int efc, bool use_c
 				k = 10,
 				ef = 40;
 	float	   *x = make_data(n + nq, dim, 30);
-	float	   *mins = malloc(sizeof(float) * dim),
-			   *maxs = malloc(sizeof(float) * dim),
-			   *lo = malloc(sizeof(float) * dim),
-			   *scale = malloc(sizeof(float) * dim);
-	uint8_t    *codes = malloc((size_t) n * dim);
+	Sq8Data		sd;
+	const float *lo,
+			   *scale;
+	const uint8_t *codes;
 	ShnswBuildGraph g;
 	MemIndex	mi;
 	uint32_t   *order = malloc(sizeof(uint32_t) * n);
@@ -497,7 +521,10 @@ test_graph_search(ShnswMetric metric, int n, int dim, int m, int efc, bool use_c
 				unreachable;
 	uint32_t	repaired;
 
-	prepare_data(metric, x, n + nq, n, dim, mins, maxs, lo, scale, codes);
+	sd = prepare_data(metric, x, n + nq, n, dim);
+	lo = sd.lo;
+	scale = sd.scale;
+	codes = sd.codes;
 
 	shnsw_build_init(&g, dim, m, efc, metric, n, use_codes, lo, scale, 42, NULL);
 	for (int i = 0; i < n; i++)
@@ -778,11 +805,7 @@ test_graph_search(ShnswMetric metric, int n, int dim, int m, int efc, bool use_c
 	mem_index_free(&mi);
 	free(order);
 	free(x);
-	free(mins);
-	free(maxs);
-	free(lo);
-	free(scale);
-	free(codes);
+	sq8_data_free(&sd);
 }
 
 /*
@@ -881,11 +904,10 @@ static void
 test_reachability(const char *what, ShnswMetric metric, float *x, int n, int dim, int m,
 				  int efc, bool use_codes, bool want_unreached, SelfSearch self)
 {
-	float	   *mins = malloc(sizeof(float) * dim),
-			   *maxs = malloc(sizeof(float) * dim),
-			   *lo = malloc(sizeof(float) * dim),
-			   *scale = malloc(sizeof(float) * dim);
-	uint8_t    *codes = malloc((size_t) n * dim);
+	Sq8Data		sd;
+	const float *lo,
+			   *scale;
+	const uint8_t *codes;
 	uint8_t    *found_before = malloc(n),
 			   *found_after = malloc(n),
 			   *reached_before = calloc(n, 1);
@@ -902,7 +924,10 @@ test_reachability(const char *what, ShnswMetric metric, float *x, int n, int dim
 				added2 = 0;
 	bool		same;
 
-	prepare_data(metric, x, n, n, dim, mins, maxs, lo, scale, codes);
+	sd = prepare_data(metric, x, n, n, dim);
+	lo = sd.lo;
+	scale = sd.scale;
+	codes = sd.codes;
 
 	build_graph(&g, metric, x, codes, n, dim, m, efc, use_codes, lo, scale, false, NULL);
 	before = graph_reach(&g, reached_before);
@@ -955,11 +980,7 @@ test_reachability(const char *what, ShnswMetric metric, float *x, int n, int dim
 		   repaired_missed, lost);
 
 	shnsw_build_free(&g);
-	free(mins);
-	free(maxs);
-	free(lo);
-	free(scale);
-	free(codes);
+	sq8_data_free(&sd);
 	free(found_before);
 	free(found_after);
 	free(reached_before);
@@ -1231,11 +1252,10 @@ test_search_bounds(void)
 				dim = 8,
 				m = 4;
 	float	   *x = make_data(n + 1, dim, 5);
-	float	   *mins = malloc(sizeof(float) * dim),
-			   *maxs = malloc(sizeof(float) * dim),
-			   *lo = malloc(sizeof(float) * dim),
-			   *scale = malloc(sizeof(float) * dim);
-	uint8_t    *codes = malloc((size_t) n * dim);
+	Sq8Data		sd;
+	const float *lo,
+			   *scale;
+	const uint8_t *codes;
 	uint32_t   *order = malloc(sizeof(uint32_t) * n);
 	ShnswBuildGraph g;
 	MemIndex	mi;
@@ -1249,7 +1269,10 @@ test_search_bounds(void)
 				total;
 	long		before;
 
-	prepare_data(SHNSW_METRIC_L2, x, n + 1, n, dim, mins, maxs, lo, scale, codes);
+	sd = prepare_data(SHNSW_METRIC_L2, x, n + 1, n, dim);
+	lo = sd.lo;
+	scale = sd.scale;
+	codes = sd.codes;
 	shnsw_build_init(&g, dim, m, 16, SHNSW_METRIC_L2, n, false, lo, scale, 7, NULL);
 	before = ninterrupt_checks;
 	for (int i = 0; i < n; i++)
@@ -1316,11 +1339,7 @@ test_search_bounds(void)
 	mem_index_free(&mi);
 	shnsw_build_free(&g);
 	free(x);
-	free(mins);
-	free(maxs);
-	free(lo);
-	free(scale);
-	free(codes);
+	sq8_data_free(&sd);
 	free(order);
 }
 

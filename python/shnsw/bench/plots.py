@@ -16,6 +16,14 @@ OTHER = [dict(color=c, marker=m) for c, m in
          (("tab:red", "s"), ("tab:green", "D"), ("tab:purple", "v"), ("tab:orange", "P"))]
 
 
+def _save(fig, out: Path, name: str) -> Path:
+    """Lay out, write out/name as PNG and close the figure; returns the path."""
+    fig.tight_layout()
+    p = out / name
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    return p
+
 def _style(eng, engines):
     if eng in STYLE:
         return STYLE[eng]
@@ -60,11 +68,7 @@ def recall_qps(res, out: Path):
     fig, ax = plt.subplots(figsize=(7.5, 5))
     _recall_qps_ax(ax, res)
     ax.set_title(_title(res, "Hot: recall vs throughput (labels: ef_search)"), fontsize=10)
-    fig.tight_layout()
-    p = out / "recall_qps_hot.png"
-    fig.savefig(p, dpi=110)
-    plt.close(fig)
-    return p
+    return _save(fig, out, "recall_qps_hot.png")
 
 
 def recall_latency(res, out: Path):
@@ -90,11 +94,7 @@ def recall_latency(res, out: Path):
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
     fig.suptitle(_title(res, "Recall vs p50 latency"), fontsize=10)
-    fig.tight_layout()
-    p = out / "recall_latency.png"
-    fig.savefig(p, dpi=110)
-    plt.close(fig)
-    return p
+    return _save(fig, out, "recall_latency.png")
 
 
 def eic_latency(res, out: Path):
@@ -129,11 +129,7 @@ def eic_latency(res, out: Path):
     a2.set_ylabel("per query")
     a2.set_ylim(bottom=0)
     fig.suptitle(_title(res, f"Cold + {m['delay_us']} us per read, at ef*"), fontsize=10)
-    fig.tight_layout()
-    p = out / "eic_latency.png"
-    fig.savefig(p, dpi=110)
-    plt.close(fig)
-    return p
+    return _save(fig, out, "eic_latency.png")
 
 
 def _ltm_ax(ax, res):
@@ -186,11 +182,7 @@ def ltm_qps(res, out: Path):
     _ltm_ax(ax, res)
     ax.set_title(_title(res, "Index larger than shared_buffers: throughput vs "
                              "shared_buffers / index size"), fontsize=10)
-    fig.tight_layout()
-    p = out / "ltm_qps.png"
-    fig.savefig(p, dpi=110)
-    plt.close(fig)
-    return p
+    return _save(fig, out, "ltm_qps.png")
 
 
 def _eic_ax(ax, res):
@@ -234,11 +226,7 @@ def make_combined(results: list, out: Path) -> dict:
                 ax.set_title(f"{ds['name']} ({ds['metric']})", fontsize=10)
             fig.suptitle(f"{name.split(',')[0]}; m={rs[0]['config']['m']}, "
                          f"ef_construction={rs[0]['config']['ef_construction']}", fontsize=11)
-            fig.tight_layout()
-            p = out / fname
-            fig.savefig(p, dpi=110)
-            plt.close(fig)
-            plots[name] = p
+            plots[name] = _save(fig, out, fname)
         except Exception as e:  # a plot must not lose the run's numbers
             print(f"  plot {name!r} failed: {e}")
     return plots
@@ -264,11 +252,7 @@ def build_size(res, out: Path):
         for i, v in enumerate(vals):
             ax.annotate(f"{v:.3g}", (i, v), ha="center", va="bottom", fontsize=8)
     fig.suptitle(_title(res, "Build, size, inserts"), fontsize=10)
-    fig.tight_layout()
-    p = out / "build_size_insert.png"
-    fig.savefig(p, dpi=110)
-    plt.close(fig)
-    return p
+    return _save(fig, out, "build_size_insert.png")
 
 
 def make_all(res, out: Path) -> dict:
