@@ -113,12 +113,28 @@ typedef struct ShnswScanOpaqueData
 	double		err_abs;		/* SQ8 error, in exact-distance units */
 	double		err_rel;		/* float rounding, relative */
 
+	/* heap read-ahead of the rows returned next (scan_heap_ahead) */
+	int			heap_ahead;		/* returned rows to go before asking again */
+	int			heap_window;	/* rows asked for at a time (ramps up) */
+	BlockNumber heap_prev;		/* heap block of the row returned last */
+
 	/* NULL query: walk every graph page */
 	BlockNumber seq_blk;
 	BlockNumber seq_nblocks;
 } ShnswScanOpaqueData;
 
 typedef ShnswScanOpaqueData *ShnswScanOpaque;
+
+/*
+ * scan_fold_reader adds the reader's figures so far to so->stats and starts
+ * its counters again (heap read-ahead goes on after the search ends).
+ */
+static void
+scan_fold_reader(ShnswScanOpaque so)
+{
+	shnsw_reader_stats_add(&so->stats.io, &so->reader.stats, NULL);
+	MemSet(&so->reader.stats, 0, sizeof(so->reader.stats));
+}
 
 /*
  * scan_fold ends the active search: releases the reader's pins and adds the
@@ -133,6 +149,7 @@ scan_fold(ShnswScanOpaque so)
 	so->stats.nodes_expanded += so->search.nexpanded;
 	so->stats.distances += so->search.ndistances;
 	shnsw_reader_end(&so->reader);
+	scan_fold_reader(so);
 	so->live = false;
 }
 
@@ -148,15 +165,12 @@ shnsw_scan_stats(IndexScanDesc scan)
 	ShnswScanOpaque so = (ShnswScanOpaque) scan->opaque;
 
 	snap = so->stats;
+	shnsw_reader_stats_add(&snap.io, &so->reader.stats, so->live ? &so->reader.la : NULL);
 	if (so->live)
 	{
 		snap.rounds += so->search.rounds;
 		snap.nodes_expanded += so->search.nexpanded;
 		snap.distances += so->search.ndistances;
-		snap.la_samples += so->reader.la.samples;
-		snap.la_distance_sum += so->reader.la.distance_sum;
-		for (int b = 0; b < SHNSW_LA_HIST_BUCKETS; b++)
-			snap.la_hist[b] += so->reader.la.hist[b];
 	}
 	return &snap;
 }
@@ -170,6 +184,7 @@ shnsw_beginscan(Relation index, int nkeys, int norderbys)
 	so->ctx = AllocSetContextCreate(CurrentMemoryContext, "streamhnsw scan",
 									ALLOCSET_DEFAULT_SIZES);
 	so->first = true;
+	so->heap_prev = InvalidBlockNumber;
 	scan->opaque = so;
 	if (norderbys > 0)
 	{
@@ -200,7 +215,12 @@ shnsw_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys, int 
 	if (orderbys && scan->numberOfOrderBys > 0)
 		memmove(scan->orderByData, orderbys, scan->numberOfOrderBys * sizeof(ScanKeyData));
 	scan_fold(so);
+	shnsw_reader_heap_end(&so->reader);
+	scan_fold_reader(so);
 	MemoryContextReset(so->ctx);
+	MemSet(&so->reader, 0, sizeof(so->reader));	/* its memory was in ctx */
+	so->heap_ahead = 0;
+	so->heap_prev = InvalidBlockNumber;
 	/* everything below lived in so->ctx */
 	so->outbuf = NULL;
 	so->outcap = 0;
@@ -536,7 +556,8 @@ scan_setup(IndexScanDesc scan)
 					  info->metric : SHNSW_METRIC_L2, nav, info->lo, info->scale);
 	scan_prepare_bound(so, nav);
 
-	shnsw_reader_init(&so->reader, index, &so->stats);
+	shnsw_reader_init(&so->reader, index);
+	so->stats.io_mode = so->reader.mode;
 	shnsw_page_ops_init(&so->ops, &so->pctx, index, info, &so->reader);
 	shnsw_search_init(&so->search, &so->sq, &so->ops, info->m, 0);
 	shnsw_heap_init(&so->unexpanded, 64, false);
@@ -700,6 +721,49 @@ scan_take(IndexScanDesc scan)
 }
 
 /*
+ * scan_heap_ahead runs before each row the scan returns: the executor is
+ * done with the heap block of the row returned before (its read-ahead pin
+ * is released), and when the rows whose heap blocks were read ahead run
+ * out, the heap blocks of the next rows, nearest first, are asked for
+ * together (streamhnsw.heap_prefetch rows first, then twice as many each
+ * time), so that a LIMIT 10 does not pay ten serial heap reads.
+ */
+static void
+scan_heap_ahead(IndexScanDesc scan, ShnswScanOpaque so)
+{
+	ShnswResult *sorted;
+	ItemPointerData *tids;
+	int			n;
+
+	if (so->heap_prev != InvalidBlockNumber)
+	{
+		shnsw_reader_heap_done(&so->reader, so->heap_prev);
+		so->heap_prev = InvalidBlockNumber;
+	}
+	if (shnsw_heap_prefetch == 0 || scan->heapRelation == NULL || so->nheld == 0 ||
+		so->reader.mode == SHNSW_IO_SYNC)
+		return;
+	if (so->heap_ahead > 0)
+	{
+		so->heap_ahead--;
+		return;
+	}
+	so->heap_window = so->heap_window == 0 ? shnsw_heap_prefetch
+		: Min(so->heap_window * 2, SHNSW_MAX_EF_SEARCH);
+	n = Min(so->heap_window, so->nheld);
+	sorted = palloc(sizeof(ShnswResult) * so->nheld);
+	memcpy(sorted, so->held, sizeof(ShnswResult) * so->nheld);
+	qsort(sorted, so->nheld, sizeof(ShnswResult), result_cmp);
+	tids = palloc(sizeof(ItemPointerData) * n);
+	for (int i = 0; i < n; i++)
+		tids[i] = sorted[i].tid;
+	shnsw_reader_heap_prefetch(&so->reader, scan->heapRelation, tids, n);
+	pfree(tids);
+	pfree(sorted);
+	so->heap_ahead = n - 1;		/* this row is the first of them */
+}
+
+/*
  * scan_null_query returns every indexed row, in index order, for an ORDER BY
  * whose query is NULL (all distances are NULL, so any order is right).
  */
@@ -820,6 +884,8 @@ shnsw_gettuple(IndexScanDesc scan, ScanDirection dir)
 			if (r.round < so->search.rounds)
 				so->stats.held_back++;
 			so->returned_any = true;
+			scan_heap_ahead(scan, so);
+			so->heap_prev = ItemPointerGetBlockNumber(&r.tid);
 			scan->xs_heaptid = r.tid;
 			scan->xs_recheck = false;
 			scan->xs_recheckorderby = false;
@@ -846,6 +912,8 @@ shnsw_endscan(IndexScanDesc scan)
 	ShnswScanOpaque so = (ShnswScanOpaque) scan->opaque;
 
 	scan_fold(so);
+	shnsw_reader_heap_end(&so->reader);
+	scan_fold_reader(so);
 	if (so->stats.scans > 0)
 		shnsw_stats_accumulate(&so->stats);
 	MemoryContextDelete(so->ctx);

@@ -41,18 +41,22 @@ static const struct
 	{"Nodes Expanded", offsetof(ShnswScanStats, nodes_expanded)},
 	{"Distances", offsetof(ShnswScanStats, distances)},
 	{"Re-ranked", offsetof(ShnswScanStats, reranked)},
-	{"Pages Hit", offsetof(ShnswScanStats, pages_hit)},
-	{"Pages Read", offsetof(ShnswScanStats, pages_read)},
-	{"Synchronous Reads", offsetof(ShnswScanStats, sync_reads)},
-	{"Reads Ahead", offsetof(ShnswScanStats, reads_ahead)},
-	{"Speculative Pages", offsetof(ShnswScanStats, spec_issued)},
-	{"Speculative Reads", offsetof(ShnswScanStats, spec_ios)},
-	{"Speculative Used", offsetof(ShnswScanStats, spec_used)},
-	{"Speculative Wasted", offsetof(ShnswScanStats, spec_wasted)},
-	{"Stalls", offsetof(ShnswScanStats, stalls)},
-	{"Wait Nanoseconds", offsetof(ShnswScanStats, wait_ns)},
-	{"Look-ahead Samples", offsetof(ShnswScanStats, la_samples)},
-	{"Look-ahead Distance Sum", offsetof(ShnswScanStats, la_distance_sum)},
+	{"Pages Hit", offsetof(ShnswScanStats, io.pages_hit)},
+	{"Pages Read", offsetof(ShnswScanStats, io.pages_read)},
+	{"Synchronous Reads", offsetof(ShnswScanStats, io.sync_reads)},
+	{"Reads Ahead", offsetof(ShnswScanStats, io.reads_ahead)},
+	{"Speculative Pages", offsetof(ShnswScanStats, io.spec_issued)},
+	{"Speculative Reads", offsetof(ShnswScanStats, io.spec_ios)},
+	{"Speculative Used", offsetof(ShnswScanStats, io.spec_used)},
+	{"Speculative Wasted", offsetof(ShnswScanStats, io.spec_wasted)},
+	{"Waits", offsetof(ShnswScanStats, io.waits)},
+	{"Stalls", offsetof(ShnswScanStats, io.stalls)},
+	{"Wait Nanoseconds", offsetof(ShnswScanStats, io.wait_ns)},
+	{"Known Synchronous Reads", offsetof(ShnswScanStats, io.known_sync)},
+	{"Heap Prefetches", offsetof(ShnswScanStats, io.heap_prefetched)},
+	{"Heap Reads", offsetof(ShnswScanStats, io.heap_reads)},
+	{"Look-ahead Samples", offsetof(ShnswScanStats, io.la_samples)},
+	{"Look-ahead Distance Sum", offsetof(ShnswScanStats, io.la_distance_sum)},
 };
 
 #define NFIELDS lengthof(stat_fields)
@@ -108,8 +112,8 @@ shnsw_stats_accumulate(const ShnswScanStats *st)
 		if (FIELD(st, i) != 0)
 			pg_atomic_fetch_add_u64(&s->fields[i], (int64) FIELD(st, i));
 	for (int b = 0; b < SHNSW_LA_HIST_BUCKETS; b++)
-		if (st->la_hist[b] != 0)
-			pg_atomic_fetch_add_u64(&s->hist[b], (int64) st->la_hist[b]);
+		if (st->io.la_hist[b] != 0)
+			pg_atomic_fetch_add_u64(&s->hist[b], (int64) st->io.la_hist[b]);
 }
 
 /* ---------- EXPLAIN ---------- */
@@ -140,7 +144,7 @@ explain_text_line(ExplainState *es, const char *fmt,...)
 static void
 explain_scan(const ShnswScanStats *st, ExplainState *es)
 {
-	double		avg = st->la_samples ? (double) st->la_distance_sum / st->la_samples : 0.0;
+	double		avg = st->io.la_samples ? (double) st->io.la_distance_sum / st->io.la_samples : 0.0;
 	const char *mode = io_mode_names[st->io_mode];
 
 	if (es->format == EXPLAIN_FORMAT_TEXT)
@@ -155,15 +159,20 @@ explain_scan(const ShnswScanStats *st, ExplainState *es)
 						  " parked rows re-ranked=" UINT64_FORMAT,
 						  st->held_back, st->late_placed, st->late_unplaced, st->parked_reranked);
 		explain_text_line(es, "streamhnsw I/O: mode=%s pages hit=" UINT64_FORMAT " read=" UINT64_FORMAT
-						  " (synchronous=" UINT64_FORMAT ") reads ahead=" UINT64_FORMAT
-						  " speculative=" UINT64_FORMAT " (reads=" UINT64_FORMAT " used=" UINT64_FORMAT
-						  " wasted=" UINT64_FORMAT ") stalls=" UINT64_FORMAT " wait=%.3f ms",
-						  mode, st->pages_hit, st->pages_read, st->sync_reads, st->reads_ahead,
-						  st->spec_issued, st->spec_ios, st->spec_used, st->spec_wasted,
-						  st->stalls, st->wait_ns / 1e6);
+						  " (synchronous=" UINT64_FORMAT " known=" UINT64_FORMAT ") reads ahead="
+						  UINT64_FORMAT " speculative=" UINT64_FORMAT " (reads=" UINT64_FORMAT
+						  " used=" UINT64_FORMAT " wasted=" UINT64_FORMAT ") waits=" UINT64_FORMAT
+						  " stalls=" UINT64_FORMAT " wait=%.3f ms round trips=" UINT64_FORMAT,
+						  mode, st->io.pages_hit, st->io.pages_read, st->io.sync_reads,
+						  st->io.known_sync, st->io.reads_ahead, st->io.spec_issued, st->io.spec_ios,
+						  st->io.spec_used, st->io.spec_wasted, st->io.waits, st->io.stalls,
+						  st->io.wait_ns / 1e6, st->io.waits + st->io.sync_reads);
+		if (st->io.heap_prefetched > 0)
+			explain_text_line(es, "streamhnsw heap: blocks read ahead=" UINT64_FORMAT " (reads="
+							  UINT64_FORMAT ")", st->io.heap_prefetched, st->io.heap_reads);
 		initStringInfo(&hist);
 		for (int b = 0; b < SHNSW_LA_HIST_BUCKETS; b++)
-			appendStringInfo(&hist, "%s%s:" UINT64_FORMAT, b ? " " : "", hist_labels[b], st->la_hist[b]);
+			appendStringInfo(&hist, "%s%s:" UINT64_FORMAT, b ? " " : "", hist_labels[b], st->io.la_hist[b]);
 		explain_text_line(es, "streamhnsw look-ahead: avg distance=%.1f histogram=[%s]", avg, hist.data);
 		pfree(hist.data);
 		return;
@@ -174,12 +183,14 @@ explain_scan(const ShnswScanStats *st, ExplainState *es)
 		char		label[64];
 
 		if (stat_fields[i].offset == offsetof(ShnswScanStats, scans) ||
-			stat_fields[i].offset == offsetof(ShnswScanStats, la_samples) ||
-			stat_fields[i].offset == offsetof(ShnswScanStats, la_distance_sum))
+			stat_fields[i].offset == offsetof(ShnswScanStats, io.la_samples) ||
+			stat_fields[i].offset == offsetof(ShnswScanStats, io.la_distance_sum))
 			continue;
 		snprintf(label, sizeof(label), "streamhnsw %s", stat_fields[i].label);
 		ExplainPropertyInteger(label, NULL, (int64) FIELD(st, i), es);
 	}
+	ExplainPropertyInteger("streamhnsw Round Trips", NULL,
+						   (int64) (st->io.waits + st->io.sync_reads), es);
 	ExplainPropertyInteger("streamhnsw Held Back", NULL, (int64) st->held_back, es);
 	ExplainPropertyInteger("streamhnsw Late Finds Placed", NULL, (int64) st->late_placed, es);
 	ExplainPropertyInteger("streamhnsw Found After Farther Row", NULL, (int64) st->late_unplaced, es);
@@ -190,7 +201,7 @@ explain_scan(const ShnswScanStats *st, ExplainState *es)
 		char		label[64];
 
 		snprintf(label, sizeof(label), "streamhnsw Look-ahead %s", hist_labels[b]);
-		ExplainPropertyInteger(label, NULL, (int64) st->la_hist[b], es);
+		ExplainPropertyInteger(label, NULL, (int64) st->io.la_hist[b], es);
 	}
 }
 
@@ -247,11 +258,11 @@ streamhnsw_stats(PG_FUNCTION_ARGS)
 	{
 		uint64		v = pg_atomic_read_u64(&s->fields[i]);
 
-		if (stat_fields[i].offset == offsetof(ShnswScanStats, la_samples))
+		if (stat_fields[i].offset == offsetof(ShnswScanStats, io.la_samples))
 			samples = v;
-		else if (stat_fields[i].offset == offsetof(ShnswScanStats, la_distance_sum))
+		else if (stat_fields[i].offset == offsetof(ShnswScanStats, io.la_distance_sum))
 			dsum = v;
-		else if (stat_fields[i].offset == offsetof(ShnswScanStats, wait_ns))
+		else if (stat_fields[i].offset == offsetof(ShnswScanStats, io.wait_ns))
 			values[n++] = Float8GetDatum(v / 1e6);
 		else
 			values[n++] = Int64GetDatum((int64) v);
