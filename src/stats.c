@@ -93,8 +93,15 @@ get_shared_stats(void)
 	if (shared_stats == NULL)
 	{
 		bool		found;
+		char		name[64];
 
-		shared_stats = GetNamedDSMSegment("streamhnsw_stats", sizeof(ShnswSharedStats),
+		/*
+		 * The name carries the segment's size: a library built with other
+		 * counters (an upgrade without a server restart) gets a segment of
+		 * its own instead of an error at the end of every scan.
+		 */
+		snprintf(name, sizeof(name), "streamhnsw_stats_%zu", sizeof(ShnswSharedStats));
+		shared_stats = GetNamedDSMSegment(name, sizeof(ShnswSharedStats),
 										  shared_stats_init, &found);
 	}
 	return shared_stats;
