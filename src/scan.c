@@ -52,6 +52,9 @@
 
 #include "streamhnsw.h"
 
+/* parked nodes whose vectors scan_take_ahead reads ahead */
+#define SHNSW_TAKE_AHEAD	15
+
 /* A re-ranked row. */
 typedef struct ShnswResult
 {
@@ -698,6 +701,32 @@ scan_rerank(IndexScanDesc scan, int n)
 }
 
 /*
+ * scan_take_ahead asks the reader, speculatively, for the vector pages of
+ * the nodes parked nearest (the top of the search's parked heap: the next
+ * ones scan_take would re-rank), so that taking them one at a time does not
+ * cost a serial read each on a cold index.
+ */
+static void
+scan_take_ahead(ShnswScanOpaque so)
+{
+	BlockNumber blks[2 * SHNSW_TAKE_AHEAD];
+	int			n = 0;
+	const ShnswHeap *d = &so->search.D;
+
+	if (!so->live)
+		return;
+	for (int i = 0; i < d->n && i < SHNSW_TAKE_AHEAD; i++)
+	{
+		ShnswCand  *c = &so->search.cands[d->a[i].id];
+
+		if (c->state & SHNSW_CAND_EMITTED || c->node_flags & SHNSW_NODE_DELETED)
+			continue;
+		n += shnsw_vector_blocks(c->vec_block, c->vec_offset, so->info->vec_size, blks + n);
+	}
+	shnsw_reader_request(&so->reader, blks, n, true);
+}
+
+/*
  * scan_take re-ranks the nearest node parked by the search without
  * expanding it (the next round will): when the emit bound is the parked
  * nodes' navigation distance less the codes' error, their exact distances
@@ -713,6 +742,7 @@ scan_take(IndexScanDesc scan)
 	if (idx < 0)
 		return false;
 	so->ntaken++;
+	scan_take_ahead(so);
 	so->outbuf[0] = (uint32) idx;
 	scan_rerank(scan, 1);
 	if (!(so->search.cands[idx].node_flags & SHNSW_NODE_DELETED))
@@ -731,8 +761,9 @@ scan_take(IndexScanDesc scan)
 static void
 scan_heap_ahead(IndexScanDesc scan, ShnswScanOpaque so)
 {
-	ShnswResult *sorted;
 	ItemPointerData *tids;
+	int		   *front;
+	int			nfront;
 	int			n;
 
 	if (so->heap_prev != InvalidBlockNumber)
@@ -751,15 +782,61 @@ scan_heap_ahead(IndexScanDesc scan, ShnswScanOpaque so)
 	so->heap_window = so->heap_window == 0 ? shnsw_heap_prefetch
 		: Min(so->heap_window * 2, SHNSW_MAX_EF_SEARCH);
 	n = Min(so->heap_window, so->nheld);
-	sorted = palloc(sizeof(ShnswResult) * so->nheld);
-	memcpy(sorted, so->held, sizeof(ShnswResult) * so->nheld);
-	qsort(sorted, so->nheld, sizeof(ShnswResult), result_cmp);
+
+	/*
+	 * The n nearest held rows, nearest first, without sorting them all (a
+	 * scan can hold thousands): a best-first walk of the held min-heap,
+	 * whose frontier (positions, ordered by their rows) is itself a small
+	 * binary heap.
+	 */
+	front = palloc(sizeof(int) * (n + 1));
 	tids = palloc(sizeof(ItemPointerData) * n);
-	for (int i = 0; i < n; i++)
-		tids[i] = sorted[i].tid;
+	nfront = 0;
+	front[nfront++] = 0;
+	for (int k = 0; k < n && nfront > 0; k++)
+	{
+		int			top = front[0];
+		int			last = front[--nfront];
+		int			i = 0;
+
+		/* pop the frontier's nearest position */
+		for (;;)
+		{
+			int			c = 2 * i + 1;
+
+			if (c >= nfront)
+				break;
+			if (c + 1 < nfront && result_cmp(&so->held[front[c + 1]], &so->held[front[c]]) < 0)
+				c++;
+			if (result_cmp(&so->held[last], &so->held[front[c]]) <= 0)
+				break;
+			front[i] = front[c];
+			i = c;
+		}
+		if (nfront > 0)
+			front[i] = last;
+		tids[k] = so->held[top].tid;
+		/* its children in the held heap join the frontier */
+		for (int child = 2 * top + 1; child <= 2 * top + 2 && child < so->nheld; child++)
+		{
+			int			j = nfront++;
+
+			if (nfront > n + 1)
+			{
+				nfront--;		/* more than n can never be needed */
+				break;
+			}
+			while (j > 0 && result_cmp(&so->held[child], &so->held[front[(j - 1) / 2]]) < 0)
+			{
+				front[j] = front[(j - 1) / 2];
+				j = (j - 1) / 2;
+			}
+			front[j] = child;
+		}
+	}
 	shnsw_reader_heap_prefetch(&so->reader, scan->heapRelation, tids, n);
 	pfree(tids);
-	pfree(sorted);
+	pfree(front);
 	so->heap_ahead = n - 1;		/* this row is the first of them */
 }
 
