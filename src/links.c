@@ -616,7 +616,7 @@ add_searched(ShnswLinker *lk, ShnswRef e, int layer, const uint8 *ecode,
 	}
 	sq8_decode(lk->info->lo, lk->info->scale, ecode, q, lk->dims);
 	shnsw_find_neighbors(lk, q, snap.entry, snap.entry_level, layer,
-						 shnsw_get_ef_construction(lk->index), e, nbrs, nnbrs);
+						 lk->info->ef_construction, e, nbrs, nnbrs);
 	for (int k = 0; k < nnbrs[layer] && n < cap; k++)
 		if (!list_has(cands, n, nbrs[layer][k]) && !shnsw_refset_has(dead, nbrs[layer][k]))
 			cands[n++] = nbrs[layer][k];

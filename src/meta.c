@@ -265,6 +265,7 @@ load_index_info(Relation index)
 	info = palloc0(info_size(meta->dims));
 	info->dims = meta->dims;
 	info->m = meta->m;
+	info->ef_construction = meta->ef_construction;
 	info->metric = (ShnswMetric) meta->metric;
 	info->elemtype = (ShnswElemType) meta->elemtype;
 	info->slot_bits = meta->slot_bits;

@@ -194,6 +194,7 @@ typedef struct ShnswIndexInfo
 {
 	int			dims;
 	int			m;
+	int			ef_construction;	/* the build's; never the reloption */
 	ShnswMetric metric;
 	ShnswElemType elemtype;
 	int			slot_bits;

@@ -609,7 +609,7 @@ link_unreached(VacState *vs, ShnswLinker *lk, ShnswRef **few, int64 *nfew)
 
 				sq8_decode(vs->info->lo, vs->info->scale, code, q, vs->info->dims);
 				shnsw_find_neighbors(lk, q, snap.entry, snap.entry_level, 0,
-									 shnsw_get_ef_construction(vs->index),
+									 vs->info->ef_construction,
 									 vs->live.refs[i], nbrs, nnbrs);
 				for (int k = 0; k < nnbrs[0] && !linked; k++)
 				{
@@ -683,7 +683,7 @@ find_or_link(VacState *vs, ShnswLinker *lk, ShnswRef e, int ef, ShnswRef **redo,
 static void
 link_unfound(VacState *vs, ShnswLinker *lk, const ShnswRef *refs, int64 n)
 {
-	int			ef = shnsw_get_ef_construction(vs->index);
+	int			ef = vs->info->ef_construction;
 	const ShnswRef *cur = refs;
 	ShnswRef   *redo[2] = {NULL, NULL};
 	int64		cap[2] = {0, 0};
