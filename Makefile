@@ -14,7 +14,9 @@ MODULE_big   = streamhnsw
 # One object per concern; see src/README for the layout.
 OBJS = \
 	src/streamhnsw.o \
+	src/port.o \
 	src/handler.o \
+	src/options.o \
 	src/validate.o \
 	src/vector.o \
 	src/meta.o \
@@ -30,7 +32,8 @@ OBJS = \
 	src/quantizer.o \
 	src/lookahead.o \
 	src/reader.o \
-	src/stats.o
+	src/stats.o \
+	src/explain.o
 
 DATA = sql/streamhnsw--$(EXTVERSION).sql
 

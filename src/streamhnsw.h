@@ -404,10 +404,23 @@ extern bool shnsw_refset_has(const ShnswRefSet *set, ShnswRef r);
 extern bool shnsw_repair_list(ShnswLinker *lk, ShnswRef e, int layer, const ShnswRefSet *dead);
 extern bool shnsw_take_recheck(Relation index);
 
-/* ---------- stats.c: EXPLAIN lines and cumulative statistics ---------- */
-extern void shnsw_stats_init(void);
+/* ---------- stats.c: cumulative figures, and the names of the counters ---------- */
+typedef struct ShnswStatField
+{
+	const char *label;			/* EXPLAIN (non-text) and column name */
+	size_t		offset;			/* of a uint64 in ShnswScanStats */
+} ShnswStatField;
+
+extern const ShnswStatField shnsw_stat_fields[];
+extern const int shnsw_stat_nfields;
+
+#define SHNSW_STAT_FIELD(st, i) \
+	(*(uint64 *) ((char *) (st) + shnsw_stat_fields[i].offset))
+
 extern void shnsw_stats_accumulate(const ShnswScanStats *st);
-extern const ShnswScanStats *shnsw_scan_stats(IndexScanDesc scan);
+
+/* ---------- explain.c: EXPLAIN (ANALYZE) lines ---------- */
+extern void shnsw_explain_init(void);
 
 /* ---------- build.c ---------- */
 extern IndexBuildResult *shnsw_build(Relation heap, Relation index, IndexInfo *indexInfo);
@@ -423,6 +436,7 @@ extern IndexScanDesc shnsw_beginscan(Relation index, int nkeys, int norderbys);
 extern void shnsw_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys, int norderbys);
 extern bool shnsw_gettuple(IndexScanDesc scan, ScanDirection dir);
 extern void shnsw_endscan(IndexScanDesc scan);
+extern const ShnswScanStats *shnsw_scan_stats(IndexScanDesc scan);
 
 /* ---------- vacuum.c ---------- */
 extern IndexBulkDeleteResult *shnsw_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
