@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "graph.h"
+#include "neighbors.h"
 
 /* ---------------------------------------------------------------------
  * In-memory construction
@@ -316,34 +317,75 @@ build_search_layer(ShnswBuildGraph *g, const BuildFrom *q, const uint32_t *eps, 
 }
 
 /*
- * The neighbour heuristic: from candidates sorted nearest first (ids/dists
- * relative to the node being linked), keep a candidate only if it is closer
- * to that node than to every candidate already kept. Returns the number kept
- * (at most max), written to sel.
+ * Distances between build candidates for the heuristic: ids are node
+ * numbers; the "from" node is prepared once per candidate a (slot 1).
+ */
+typedef struct BuildCandDist
+{
+	ShnswBuildGraph *g;
+	const uint32_t *ids;
+	int			from;			/* candidate e is prepared for, or -1 */
+	BuildFrom	e;
+} BuildCandDist;
+
+static float
+build_cand_dist(void *arg, int a, int b)
+{
+	BuildCandDist *c = (BuildCandDist *) arg;
+
+	if (c->from != a)
+	{
+		c->e = build_from_node(c->g, c->ids[a], 1);
+		c->from = a;
+	}
+	return build_dist(c->g, &c->e, c->ids[b]);
+}
+
+/*
+ * The neighbour heuristic (neighbors.c) over build candidates ids/dists,
+ * sorted nearest first; writes the kept node numbers to sel.
  */
 static int
 build_select(ShnswBuildGraph *g, const uint32_t *ids, const float *dists, int n,
 			 int max, uint32_t *sel)
 {
-	int			nsel = 0;
+	BuildCandDist c = {g, ids, -1, {NULL, NULL}};
+	int			pos[2 * SHNSW_MAX_M + 1];
+	int		   *p = n <= (int) (sizeof(pos) / sizeof(pos[0])) ? pos : shnsw_alloc(sizeof(int) * n);
+	int			nsel = shnsw_select_heuristic(dists, n, max, build_cand_dist, &c, p);
 
-	for (int k = 0; k < n && nsel < max; k++)
-	{
-		BuildFrom	e = build_from_node(g, ids[k], 1);
-		bool		good = true;
-
-		for (int r = 0; r < nsel; r++)
-		{
-			if (build_dist(g, &e, sel[r]) < dists[k])
-			{
-				good = false;
-				break;
-			}
-		}
-		if (good)
-			sel[nsel++] = ids[k];
-	}
+	for (int k = 0; k < nsel; k++)
+		sel[k] = ids[p[k]];
+	if (p != pos)
+		shnsw_free(p);
 	return nsel;
+}
+
+/* Distances between code candidates: codes[k * dim], decoded per a. */
+typedef struct CodeCandDist
+{
+	const uint8_t *codes;
+	int			dim;
+	ShnswMetric metric;
+	const float *lo;
+	const float *scale;
+	float	   *scratch;
+	Sq8Query	sq;
+	int			from;
+} CodeCandDist;
+
+static float
+code_cand_dist(void *arg, int a, int b)
+{
+	CodeCandDist *c = (CodeCandDist *) arg;
+
+	if (c->from != a)
+	{
+		sq8_decode(c->lo, c->scale, c->codes + (size_t) a * c->dim, c->scratch, c->dim);
+		sq8_prepare_query(&c->sq, c->metric, c->scratch, c->lo, c->scale);
+		c->from = a;
+	}
+	return sq8_distance(&c->sq, c->codes + (size_t) b * c->dim);
 }
 
 int
@@ -351,51 +393,19 @@ shnsw_select_by_codes(const float *d, const uint8_t *codes, int n, int max, int 
 					  ShnswMetric metric, const float *lo, const float *scale,
 					  float *scratch, int *sel)
 {
-	Sq8Query	sq;
-	int			nsel = 0;
+	CodeCandDist c;
 
-	sq.dim = dim;
-	sq.qs = scratch + dim;
-	sq.w = scratch + 2 * dim;
-	for (int k = 0; k < n && nsel < max; k++)
-	{
-		bool		good = true;
-
-		sq8_decode(lo, scale, codes + (size_t) k * dim, scratch, dim);
-		sq8_prepare_query(&sq, metric, scratch, lo, scale);
-		for (int r = 0; r < nsel; r++)
-		{
-			if (sq8_distance(&sq, codes + (size_t) sel[r] * dim) < d[k])
-			{
-				good = false;
-				break;
-			}
-		}
-		if (good)
-			sel[nsel++] = k;
-	}
-	return nsel;
-}
-
-/* Sort (ids, dists) pairs by distance; n is small (at most 2m + 1). */
-static void
-sort_pairs(uint32_t *ids, float *d, int n)
-{
-	for (int i = 1; i < n; i++)
-	{
-		uint32_t	id = ids[i];
-		float		dv = d[i];
-		int			j = i - 1;
-
-		while (j >= 0 && (d[j] > dv || (d[j] == dv && ids[j] > id)))
-		{
-			ids[j + 1] = ids[j];
-			d[j + 1] = d[j];
-			j--;
-		}
-		ids[j + 1] = id;
-		d[j + 1] = dv;
-	}
+	c.codes = codes;
+	c.dim = dim;
+	c.metric = metric;
+	c.lo = lo;
+	c.scale = scale;
+	c.scratch = scratch;
+	c.sq.dim = dim;
+	c.sq.qs = scratch + dim;
+	c.sq.w = scratch + 2 * dim;
+	c.from = -1;
+	return shnsw_select_heuristic(d, n, max, code_cand_dist, &c, sel);
 }
 
 /* Add new to e's list on a layer; if full, re-select with the heuristic. */
@@ -428,7 +438,7 @@ build_add_backlink(ShnswBuildGraph *g, uint32_t e, uint32_t newnode, int layer)
 	}
 	ids[cnt] = newnode;
 	d[cnt] = build_dist(g, &from, newnode);
-	sort_pairs(ids, d, cnt + 1);
+	shnsw_sort_by_distance(ids, d, cnt + 1);
 	nsel = build_select(g, ids, d, cnt + 1, max, sel);
 	memcpy(nb, sel, sizeof(ShnswRef) * nsel);
 	build_set_count(g, e, layer, nsel);
@@ -682,7 +692,7 @@ reach_link_node(ShnswBuildGraph *g, const uint32_t *parent, uint8_t *replaced,
 		d[n] = build_dist(g, &q, nb[k]);
 		n++;
 	}
-	sort_pairs(ids, d, n);
+	shnsw_sort_by_distance(ids, d, n);
 	best = reach_attach_first(g, parent, replaced, ids, n, u, true);
 	if (best != REACH_NONE)
 		return best;

@@ -150,6 +150,25 @@ shnsw_read_node(ShnswLinker *lk, ShnswRef e, int layer, ShnswNodeCopy *out, uint
 
 /* ---------- choosing ---------- */
 
+typedef struct CandOrderArg
+{
+	const ShnswRef *refs;
+	const float *d;
+} CandOrderArg;
+
+/* qsort_arg order of candidate positions: distance, then reference. */
+static int
+cand_order_cmp(const void *a, const void *b, void *arg)
+{
+	const CandOrderArg *oa = (const CandOrderArg *) arg;
+	int			x = *(const int *) a;
+	int			y = *(const int *) b;
+
+	if (oa->d[x] != oa->d[y])
+		return oa->d[x] < oa->d[y] ? -1 : 1;
+	return oa->refs[x] < oa->refs[y] ? -1 : oa->refs[x] > oa->refs[y];
+}
+
 /*
  * Sort candidates (refs, d, codes) by distance and keep those the heuristic
  * chooses, at most max; the result overwrites the first entries of refs, d
@@ -163,20 +182,12 @@ shnsw_select_neighbors(ShnswLinker *lk, ShnswRef *refs, float *d, uint8 *codes, 
 	float	   *sd = palloc(sizeof(float) * Max(n, 1));
 	uint8	   *scodes = palloc((Size) Max(n, 1) * lk->dims);
 	int		   *sel = palloc(sizeof(int) * Max(n, 1));
+	CandOrderArg oa = {refs, d};
 	int			nsel;
 
 	for (int k = 0; k < n; k++)
-	{
-		int			j = k;
-
-		while (j > 0 && (d[order[j - 1]] > d[k] ||
-						 (d[order[j - 1]] == d[k] && refs[order[j - 1]] > refs[k])))
-		{
-			order[j] = order[j - 1];
-			j--;
-		}
-		order[j] = k;
-	}
+		order[k] = k;
+	qsort_arg(order, n, sizeof(int), cand_order_cmp, &oa);
 	for (int k = 0; k < n; k++)
 	{
 		srefs[k] = refs[order[k]];

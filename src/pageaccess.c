@@ -168,6 +168,20 @@ ctx_blocks(ShnswPageCtx *ctx, int n)
 }
 
 /*
+ * sort_by_ref(order, n, refs) sorts positions into refs by reference: a
+ * sort template instance, so the comparison is inlined (this runs for
+ * every node a search expands).
+ */
+#define ST_SORT sort_by_ref
+#define ST_ELEMENT_TYPE int
+#define ST_COMPARE(a, b, refs) \
+	((refs)[*(a)] < (refs)[*(b)] ? -1 : (refs)[*(a)] > (refs)[*(b)] ? 1 : *(a) - *(b))
+#define ST_COMPARE_ARG_TYPE const ShnswRef
+#define ST_SCOPE static
+#define ST_DEFINE
+#include "lib/sort_template.h"
+
+/*
  * read_nodes: call fn for every reference, visiting each distinct page once
  * (pinned and share-locked during the calls, released afterwards).
  */
@@ -179,18 +193,10 @@ shnsw_read_nodes(void *vctx, const ShnswRef *refs, int n, ShnswNodeFn fn, void *
 	int		   *order = n <= lengthof(order_buf) ? order_buf : palloc(sizeof(int) * n);
 	int			i = 0;
 
-	/* sort positions by block (n is small: insertion sort) */
+	/* positions in reference order, so by block */
 	for (int k = 0; k < n; k++)
-	{
-		int			j = k;
-
-		while (j > 0 && refs[order[j - 1]] > refs[k])
-		{
-			order[j] = order[j - 1];
-			j--;
-		}
-		order[j] = k;
-	}
+		order[k] = k;
+	sort_by_ref(order, n, refs);
 
 	/* request every page of this call before reading the first */
 	if (ctx->reader != NULL && n > 1)
