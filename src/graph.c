@@ -408,40 +408,55 @@ shnsw_select_by_codes(const float *d, const uint8_t *codes, int n, int max, int 
 	return shnsw_select_heuristic(d, n, max, code_cand_dist, &c, sel);
 }
 
-/* Add new to e's list on a layer; if full, re-select with the heuristic. */
+/* ShnswListOps over the build graph: the list's owner is prepared (slot 0). */
+typedef struct BuildListArg
+{
+	ShnswBuildGraph *g;
+	uint32_t	owner;
+} BuildListArg;
+
+static void
+build_list_distances(void *arg, const uint32_t *list, int n, float *d)
+{
+	BuildListArg *a = (BuildListArg *) arg;
+	BuildFrom	from = build_from_node(a->g, a->owner, 0);
+
+	for (int k = 0; k < n; k++)
+		d[k] = build_dist(a->g, &from, list[k]);
+}
+
+static int
+build_list_choose(void *arg, uint32_t *list, float *d, int n, int max)
+{
+	BuildListArg *a = (BuildListArg *) arg;
+	uint32_t	sel[2 * SHNSW_MAX_M + 1];
+	int			nsel;
+
+	shnsw_sort_by_distance(list, d, n);
+	nsel = build_select(a->g, list, d, n, max, sel);
+	memcpy(list, sel, sizeof(uint32_t) * nsel);
+	return nsel;
+}
+
+static const ShnswListOps build_list_ops = {build_list_distances, build_list_choose};
+
+/* Add new to e's list on a layer (the back-link rule, neighbors.c). */
 static void
 build_add_backlink(ShnswBuildGraph *g, uint32_t e, uint32_t newnode, int layer)
 {
 	int			max = layer == 0 ? 2 * g->m : g->m;
 	int			cnt;
 	ShnswRef   *nb = shnsw_build_neighbors(g, e, layer, &cnt);
-	uint32_t	ids[2 * SHNSW_MAX_M + 1];
-	float		d[2 * SHNSW_MAX_M + 1];
-	uint32_t	sel[2 * SHNSW_MAX_M + 1];
-	BuildFrom	from;
-	int			nsel;
+	uint32_t	list[2 * SHNSW_MAX_M + 1];
+	BuildListArg arg = {g, e};
+	bool		kept;
 
-	for (int k = 0; k < cnt; k++)
-		if (nb[k] == newnode)
-			return;
-	if (cnt < max)
-	{
-		nb[cnt] = newnode;
-		build_set_count(g, e, layer, cnt + 1);
+	memcpy(list, nb, sizeof(uint32_t) * cnt);
+	cnt = shnsw_backlink(list, cnt, max, newnode, false, &build_list_ops, &arg, &kept);
+	if (cnt < 0)
 		return;
-	}
-	from = build_from_node(g, e, 0);
-	for (int k = 0; k < cnt; k++)
-	{
-		ids[k] = nb[k];
-		d[k] = build_dist(g, &from, nb[k]);
-	}
-	ids[cnt] = newnode;
-	d[cnt] = build_dist(g, &from, newnode);
-	shnsw_sort_by_distance(ids, d, cnt + 1);
-	nsel = build_select(g, ids, d, cnt + 1, max, sel);
-	memcpy(nb, sel, sizeof(ShnswRef) * nsel);
-	build_set_count(g, e, layer, nsel);
+	memcpy(nb, list, sizeof(ShnswRef) * cnt);
+	build_set_count(g, e, layer, cnt);
 }
 
 /* Greedy descent from ep through layers max_level..stop+1; returns the node reached. */

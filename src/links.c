@@ -32,6 +32,7 @@
 #include "storage/bufmgr.h"
 #include "utils/rel.h"
 
+#include "neighbors.h"
 #include "streamhnsw.h"
 
 /* How often a list change is recomputed when others keep changing it. */
@@ -463,6 +464,40 @@ list_has(const ShnswRef *list, int n, ShnswRef r)
 }
 
 /*
+ * ShnswListOps over a copy of a list on a page: the codes of its entries
+ * are read (the last, the new node's, is given), distances are from the
+ * owner's code.
+ */
+typedef struct DiskListArg
+{
+	ShnswLinker *lk;
+	uint8	   *codes;			/* room for max + 1 codes */
+	const uint8 *newcode;
+	const uint8 *ecode;			/* the list's owner */
+} DiskListArg;
+
+static void
+disk_list_distances(void *arg, const uint32_t *list, int n, float *d)
+{
+	DiskListArg *a = (DiskListArg *) arg;
+	ShnswLinker *lk = a->lk;
+
+	shnsw_read_codes(lk, list, n - 1, a->codes);
+	memcpy(a->codes + (Size) (n - 1) * lk->dims, a->newcode, lk->dims);
+	code_distances(lk, a->ecode, a->codes, n, d);
+}
+
+static int
+disk_list_choose(void *arg, uint32_t *list, float *d, int n, int max)
+{
+	DiskListArg *a = (DiskListArg *) arg;
+
+	return shnsw_select_neighbors(a->lk, list, d, a->codes, n, max);
+}
+
+static const ShnswListOps disk_list_ops = {disk_list_distances, disk_list_choose};
+
+/*
  * shnsw_add_backlink adds a link from e to a new node on a layer. If e's
  * list is full, the heuristic chooses among its neighbours and the new
  * node; with force, the new node replaces e's farthest neighbour if the
@@ -480,9 +515,9 @@ shnsw_add_backlink(ShnswLinker *lk, ShnswRef e, int layer, ShnswRef newref,
 	int			max = layer == 0 ? 2 * lk->m : lk->m;
 	ShnswNodeCopy node;
 	ShnswRef	list[2 * SHNSW_MAX_M + 1];
-	float		d[2 * SHNSW_MAX_M + 1];
 	uint8	   *codes = palloc((Size) (max + 1) * lk->dims);
 	uint8	   *ecode = palloc(lk->dims);
+	DiskListArg arg = {lk, codes, newcode, ecode};
 	bool		kept = false;
 	int			attempt;
 
@@ -497,36 +532,10 @@ shnsw_add_backlink(ShnswLinker *lk, ShnswRef e, int layer, ShnswRef newref,
 			break;
 		if (layer > node.level)
 			break;
-		if (list_has(node.list, node.count, newref))
-		{
-			kept = true;
-			break;
-		}
 		memcpy(list, node.list, sizeof(ShnswRef) * node.count);
-		cnt = node.count;
-		if (cnt < max)
-		{
-			list[cnt++] = newref;
-			kept = true;
-		}
-		else
-		{
-			shnsw_read_codes(lk, list, cnt, codes);
-			list[cnt] = newref;
-			memcpy(codes + (Size) cnt * lk->dims, newcode, lk->dims);
-			cnt++;
-			code_distances(lk, ecode, codes, cnt, d);
-			cnt = shnsw_select_neighbors(lk, list, d, codes, cnt, max);
-			kept = list_has(list, cnt, newref);
-			if (!kept && force)
-			{
-				/* nearest first: the last entry is the farthest */
-				list[cnt - 1] = newref;
-				kept = true;
-			}
-			if (!kept)
-				break;			/* nothing to write */
-		}
+		cnt = shnsw_backlink(list, node.count, max, newref, force, &disk_list_ops, &arg, &kept);
+		if (cnt < 0 || !kept)
+			break;				/* holds it already, or nothing to write */
 		if (write_list_if(lk, e, node.upper, layer, node.list, node.count, list, cnt))
 		{
 			for (int k = 0; k < node.count && dropped != NULL; k++)

@@ -68,3 +68,42 @@ shnsw_sort_by_distance(uint32_t *ids, float *d, int n)
 	if (p != buf)
 		shnsw_free(p);
 }
+
+int
+shnsw_backlink(uint32_t *list, int cnt, int max, uint32_t newnode, bool force,
+			   const ShnswListOps *ops, void *arg, bool *kept)
+{
+	float		dbuf[64];
+	float	   *d;
+
+	for (int k = 0; k < cnt; k++)
+	{
+		if (list[k] == newnode)
+		{
+			*kept = true;
+			return -1;
+		}
+	}
+	if (cnt < max)
+	{
+		list[cnt] = newnode;
+		*kept = true;
+		return cnt + 1;
+	}
+	d = cnt + 1 <= 64 ? dbuf : shnsw_alloc(sizeof(float) * (cnt + 1));
+	list[cnt] = newnode;
+	ops->distances(arg, list, cnt + 1, d);
+	cnt = ops->choose(arg, list, d, cnt + 1, max);
+	if (d != dbuf)
+		shnsw_free(d);
+	*kept = false;
+	for (int k = 0; k < cnt && !*kept; k++)
+		*kept = list[k] == newnode;
+	if (!*kept && force)
+	{
+		/* nearest first: the last entry is the farthest */
+		list[cnt - 1] = newnode;
+		*kept = true;
+	}
+	return cnt;
+}
