@@ -855,7 +855,7 @@ shnsw_build_layout_order(const ShnswBuildGraph *g, uint32_t *order)
  */
 
 void
-shnsw_search_init(ShnswSearch *s, const Sq8Query *q, const ShnswPageOps *ops, int m,
+shnsw_search_init(ShnswSearch *s, const Sq8Query *q, const ShnswNodeSource *ops, int m,
 				  uint32_t max_discovered)
 {
 	memset(s, 0, sizeof(*s));

@@ -47,7 +47,7 @@ shnsw_linker_init(ShnswLinker *lk, Relation index, ShnswIndexInfo *info)
 	lk->m = info->m;
 	lk->scratch = palloc(sizeof(float) * 3 * info->dims);
 	lk->given_up = 0;
-	shnsw_page_ops_init(&lk->ops, &lk->pctx, index, info, NULL);
+	shnsw_buffer_source_init(&lk->ops, &lk->pctx, index, info, NULL);
 }
 
 /*

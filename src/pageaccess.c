@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * pageaccess.c
- *	  ShnswPageOps over shared buffers: how the pure search reads node
- *	  records, upper-layer records and exact vectors.
+ *	  The node source over shared buffers (nodesource.h): how the pure
+ *	  search reads node records and upper-layer records; exact vectors.
  *
  * Each call pins and share-locks one page at a time and releases it before
  * moving on, so a scan never holds more than one buffer lock here (the
@@ -304,8 +304,14 @@ shnsw_prefetch(void *vctx, const ShnswRef *refs, int n, bool speculative)
 	shnsw_reader_request(ctx->reader, blks, n, speculative);
 }
 
+/*
+ * shnsw_buffer_source_init fills ops with the node source over shared
+ * buffers; ctx (the caller's, living as long as ops) holds its state.
+ * reader, if not NULL, is the scan's read pipeline (reads ahead);
+ * otherwise every page is read when it is needed.
+ */
 void
-shnsw_page_ops_init(ShnswPageOps *ops, ShnswPageCtx *ctx, Relation index,
+shnsw_buffer_source_init(ShnswNodeSource *ops, ShnswPageCtx *ctx, Relation index,
 					const ShnswIndexInfo *info, ShnswReader *reader)
 {
 	ctx->index = index;

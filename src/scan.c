@@ -79,7 +79,7 @@ typedef struct ShnswScanOpaqueData
 	ShnswReader reader;
 	ShnswScanStats stats;		/* folded figures of finished searches */
 	ShnswPageCtx pctx;
-	ShnswPageOps ops;
+	ShnswNodeSource ops;
 	ShnswSearch search;
 	ShnswRef	start;
 	int			round_ef;
@@ -537,7 +537,7 @@ scan_setup(IndexScanDesc scan)
 	scan_prepare_bound(so, nav);
 
 	shnsw_reader_init(&so->reader, index, &so->stats);
-	shnsw_page_ops_init(&so->ops, &so->pctx, index, info, &so->reader);
+	shnsw_buffer_source_init(&so->ops, &so->pctx, index, info, &so->reader);
 	shnsw_search_init(&so->search, &so->sq, &so->ops, info->m, 0);
 	shnsw_heap_init(&so->unexpanded, 64, false);
 	so->first_floor = get_float8_infinity();

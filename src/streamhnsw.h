@@ -323,7 +323,7 @@ extern void shnsw_reader_request(ShnswReader *r, const BlockNumber *blocks, int 
 extern Buffer shnsw_reader_get(ShnswReader *r, BlockNumber blk);
 extern void shnsw_reader_end(ShnswReader *r);
 
-/* ---------- pageaccess.c: ShnswPageOps over shared buffers ---------- */
+/* ---------- pageaccess.c: ShnswNodeSource over shared buffers ---------- */
 typedef struct ShnswPageCtx
 {
 	Relation	index;
@@ -337,7 +337,7 @@ typedef struct ShnswPageCtx
 	BlockNumber nblocks;		/* relation length last seen (only grows) */
 } ShnswPageCtx;
 
-extern void shnsw_page_ops_init(ShnswPageOps *ops, ShnswPageCtx *ctx, Relation index,
+extern void shnsw_buffer_source_init(ShnswNodeSource *ops, ShnswPageCtx *ctx, Relation index,
 								const ShnswIndexInfo *info, ShnswReader *reader);
 extern void shnsw_read_vector(Relation index, ShnswReader *reader, BlockNumber blk,
 							  uint16 offset, int size, char *out);
@@ -360,7 +360,7 @@ typedef struct ShnswLinker
 	Relation	index;
 	ShnswIndexInfo *info;		/* the owner's copy (insert, VACUUM) */
 	ShnswPageCtx pctx;
-	ShnswPageOps ops;
+	ShnswNodeSource ops;
 	int			dims;
 	int			m;
 	float	   *scratch;		/* 3 * dims floats */
