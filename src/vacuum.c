@@ -454,6 +454,132 @@ vac_mem_limit(void)
 	return (Size) kb * 1024;
 }
 
+/* Pass 4's walk: what it knows about the live nodes (indexes into vs->live). */
+typedef struct ReachWalk
+{
+	int64		n;
+	bool		copy_lists;		/* lists copied into start/adj, or read from pages */
+	int64	   *start;			/* node i's list is adj[start[i] .. start[i + 1] - 1] */
+	int32	   *adj;
+	bool	   *reached;
+	bool	   *expanded;		/* when reading from pages */
+	int32	   *stack;
+} ReachWalk;
+
+/*
+ * reach_copy_lists reads the live nodes' layer-0 lists, as indexes into the
+ * live set, into rw (when they are copied), and counts their incoming links
+ * into indeg (if not NULL, for pass 4b). One page at a time.
+ */
+static void
+reach_copy_lists(VacState *vs, ReachWalk *rw, uint8 *indeg)
+{
+	int64		n = rw->n;
+	int			maxdeg = 2 * vs->info->m;
+	BlockNumber nblocks = RelationGetNumberOfBlocks(vs->index);
+	int64		nadj = 0,
+				next = 0;
+
+	for (BlockNumber blk = SHNSW_METAPAGE_BLKNO + 1;
+		 (rw->copy_lists || indeg != NULL) && blk < nblocks && next < n; blk++)
+	{
+		Buffer		buf;
+		Page		page;
+
+		vac_delay(vs);
+		if (!read_graph_page(vs, blk, &buf))
+			continue;
+		page = BufferGetPage(buf);
+		for (int s = 0; s < ShnswPageGetOpaque(page)->nslots && next < n; s++)
+		{
+			ShnswNodeHeader *h = shnsw_page_node(page, s, vs->info->node_size);
+			ShnswRef   *nb = shnsw_node_neighbors(h);
+
+			/* nodes placed since pass 1 are not in the set: skip them */
+			if (vs->live.refs[next] != shnsw_make_ref(blk, s, vs->info->slot_bits))
+				continue;
+			if (rw->start != NULL)
+				rw->start[next] = nadj;
+			if (!(h->flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)))
+			{
+				for (int k = 0; k < Min(h->nneighbors, maxdeg); k++)
+				{
+					int64		j = live_index(vs, nb[k]);
+
+					if (j < 0)
+						continue;
+					if (rw->adj != NULL)
+						rw->adj[nadj++] = (int32) j;
+					if (indeg != NULL && indeg[j] < SHNSW_FEW_INLINKS)
+						indeg[j]++;
+				}
+			}
+			next++;
+		}
+		UnlockReleaseBuffer(buf);
+	}
+	if (rw->start != NULL)
+	{
+		while (next < n)
+			rw->start[next++] = nadj;	/* not found on its page any more */
+		rw->start[n] = nadj;
+	}
+}
+
+/* reach_walk marks what the walk reaches from live node i. */
+static void
+reach_walk(VacState *vs, ShnswLinker *lk, ReachWalk *rw, int64 i)
+{
+	if (rw->copy_lists)
+		reach_from(i, rw->start, rw->adj, rw->reached, rw->stack);
+	else
+		walk_lists(vs, lk, i, rw->reached, rw->expanded, rw->stack);
+}
+
+/*
+ * reach_attach links unreached live node i from a reached node: the first
+ * of its own neighbours that is reached, else the nearest reached node a
+ * search from the entry point finds (forced). Returns true if it linked it.
+ */
+static bool
+reach_attach(VacState *vs, ShnswLinker *lk, ReachWalk *rw, int64 i,
+			 const ShnswMetaSnapshot *snap, uint8 *code, float *q)
+{
+	ShnswNodeCopy node;
+	bool		linked = false;
+
+	shnsw_read_node(lk, vs->live.refs[i], 0, &node, code);
+	if (node.flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE))
+		return false;
+	for (int k = 0; k < node.count && !linked; k++)
+	{
+		int64		j = live_index(vs, node.list[k]);
+
+		if (j >= 0 && rw->reached[j])
+			linked = shnsw_add_backlink(lk, node.list[k], 0, vs->live.refs[i], code,
+										true, NULL, NULL);
+	}
+	if (!linked)
+	{
+		ShnswRef   *nbrs[1];
+		int			nnbrs[1];
+
+		sq8_decode(vs->info->lo, vs->info->scale, code, q, vs->info->dims);
+		shnsw_find_neighbors(lk, q, snap->entry, snap->entry_level, 0,
+							 vs->info->ef_construction,
+							 vs->live.refs[i], nbrs, nnbrs);
+		for (int k = 0; k < nnbrs[0] && !linked; k++)
+		{
+			int64		j = live_index(vs, nbrs[0][k]);
+
+			if (j >= 0 && rw->reached[j])
+				linked = shnsw_add_backlink(lk, nbrs[0][k], 0, vs->live.refs[i], code,
+											true, NULL, NULL);
+		}
+	}
+	return linked;
+}
+
 /*
  * Pass 4: every live node must be reachable on layer 0 from the entry point,
  * or no search finds it. The heuristic (at any insert), a repair, or links
@@ -479,88 +605,34 @@ link_unreached(VacState *vs, ShnswLinker *lk, ShnswRef **few, int64 *nfew)
 	Size		sets = sizeof(ShnswRef) * (Size) (vs->capdead + vs->captofree + vs->caplive);
 	Size		walk = (Size) Max(n, 1) * (1 + sizeof(int32)) + (few != NULL ? (Size) Max(n, 1) : 0);
 	Size		lists = sizeof(int64) * (Size) (n + 1) + sizeof(int32) * (Size) Max(n * maxdeg, 1);
-	bool		copy_lists = sets + walk + lists <= vac_mem_limit();
-	int64	   *start = NULL;
-	int32	   *adj = NULL;
+	ReachWalk	rw = {0};
 	uint8	   *indeg = NULL;
-	bool	   *reached = palloc_extended(Max(n, 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
-	bool	   *expanded = NULL;
-	int32	   *stack;
-	BlockNumber nblocks = RelationGetNumberOfBlocks(vs->index);
 	ShnswMetaSnapshot snap;
 	uint8	   *code = palloc(vs->info->dims);
 	float	   *q = palloc(sizeof(float) * vs->info->dims);
-	ShnswNodeCopy node;
-	int64		nadj = 0,
-				next = 0,
-				entry;
+	int64		entry;
 
-	if (copy_lists)
+	rw.n = n;
+	rw.copy_lists = sets + walk + lists <= vac_mem_limit();
+	rw.reached = palloc_extended(Max(n, 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	if (rw.copy_lists)
 	{
-		start = palloc_extended(sizeof(int64) * (n + 1), MCXT_ALLOC_HUGE);
-		adj = palloc_extended(sizeof(int32) * Max(n * maxdeg, 1), MCXT_ALLOC_HUGE);
-		stack = palloc_extended(sizeof(int32) * Max(n, 1), MCXT_ALLOC_HUGE);
+		rw.start = palloc_extended(sizeof(int64) * (n + 1), MCXT_ALLOC_HUGE);
+		rw.adj = palloc_extended(sizeof(int32) * Max(n * maxdeg, 1), MCXT_ALLOC_HUGE);
+		rw.stack = palloc_extended(sizeof(int32) * Max(n, 1), MCXT_ALLOC_HUGE);
 	}
 	else
 	{
-		expanded = palloc_extended(Max(n, 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
-		stack = palloc(sizeof(int32) * Min(Max(n, 1), SHNSW_WALK_STACK));
+		rw.expanded = palloc_extended(Max(n, 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+		rw.stack = palloc(sizeof(int32) * Min(Max(n, 1), SHNSW_WALK_STACK));
 	}
-	if (!copy_lists)
+	if (!rw.copy_lists)
 		ereport(DEBUG2,
 				(errmsg("index \"%s\": pass 4 reads neighbour lists from pages (copying them would take %zu kB)",
 						RelationGetRelationName(vs->index), lists / 1024)));
 	if (few != NULL)
 		indeg = palloc_extended(Max(n, 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
-
-	/*
-	 * the live nodes' layer-0 lists, as indexes into the live set (when they
-	 * are copied), and their incoming links (for pass 4b)
-	 */
-	for (BlockNumber blk = SHNSW_METAPAGE_BLKNO + 1;
-		 (copy_lists || indeg != NULL) && blk < nblocks && next < n; blk++)
-	{
-		Buffer		buf;
-		Page		page;
-
-		vac_delay(vs);
-		if (!read_graph_page(vs, blk, &buf))
-			continue;
-		page = BufferGetPage(buf);
-		for (int s = 0; s < ShnswPageGetOpaque(page)->nslots && next < n; s++)
-		{
-			ShnswNodeHeader *h = shnsw_page_node(page, s, vs->info->node_size);
-			ShnswRef   *nb = shnsw_node_neighbors(h);
-
-			/* nodes placed since pass 1 are not in the set: skip them */
-			if (vs->live.refs[next] != shnsw_make_ref(blk, s, vs->info->slot_bits))
-				continue;
-			if (start != NULL)
-				start[next] = nadj;
-			if (!(h->flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)))
-			{
-				for (int k = 0; k < Min(h->nneighbors, maxdeg); k++)
-				{
-					int64		j = live_index(vs, nb[k]);
-
-					if (j < 0)
-						continue;
-					if (adj != NULL)
-						adj[nadj++] = (int32) j;
-					if (indeg != NULL && indeg[j] < SHNSW_FEW_INLINKS)
-						indeg[j]++;
-				}
-			}
-			next++;
-		}
-		UnlockReleaseBuffer(buf);
-	}
-	if (start != NULL)
-	{
-		while (next < n)
-			start[next++] = nadj;	/* not found on its page any more */
-		start[n] = nadj;
-	}
+	reach_copy_lists(vs, &rw, indeg);
 
 	/* the live nodes with few incoming links, for pass 4b */
 	if (few != NULL)
@@ -579,68 +651,32 @@ link_unreached(VacState *vs, ShnswLinker *lk, ShnswRef **few, int64 *nfew)
 	{
 		MemoryContext old = MemoryContextSwitchTo(vs->tmpcxt);
 
-		if (copy_lists)
-			reach_from(entry, start, adj, reached, stack);
-		else
-			walk_lists(vs, lk, entry, reached, expanded, stack);
+		reach_walk(vs, lk, &rw, entry);
 		for (int64 i = 0; i < n; i++)
 		{
-			bool		linked = false;
-
-			if (reached[i])
+			if (rw.reached[i])
 				continue;
 			vac_delay(vs);
 			MemoryContextReset(vs->tmpcxt);
-			shnsw_read_node(lk, vs->live.refs[i], 0, &node, code);
-			if (node.flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE))
-				continue;
-			for (int k = 0; k < node.count && !linked; k++)
+			if (reach_attach(vs, lk, &rw, i, &snap, code, q))
 			{
-				int64		j = live_index(vs, node.list[k]);
-
-				if (j >= 0 && reached[j])
-					linked = shnsw_add_backlink(lk, node.list[k], 0, vs->live.refs[i], code,
-												true, NULL, NULL);
-			}
-			if (!linked)
-			{
-				ShnswRef   *nbrs[1];
-				int			nnbrs[1];
-
-				sq8_decode(vs->info->lo, vs->info->scale, code, q, vs->info->dims);
-				shnsw_find_neighbors(lk, q, snap.entry, snap.entry_level, 0,
-									 vs->info->ef_construction,
-									 vs->live.refs[i], nbrs, nnbrs);
-				for (int k = 0; k < nnbrs[0] && !linked; k++)
-				{
-					int64		j = live_index(vs, nbrs[0][k]);
-
-					if (j >= 0 && reached[j])
-						linked = shnsw_add_backlink(lk, nbrs[0][k], 0, vs->live.refs[i], code,
-													true, NULL, NULL);
-				}
-			}
-			if (linked)
-			{
+				/* what it reaches through the new link is reached now */
 				vs->unreached++;
-				if (copy_lists)
-					reach_from(i, start, adj, reached, stack);
-				else
-					walk_lists(vs, lk, i, reached, expanded, stack);
+				reach_walk(vs, lk, &rw, i);
 			}
 		}
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(vs->tmpcxt);
 	}
-	if (start != NULL)
+	if (rw.start != NULL)
 	{
-		pfree(start);
-		pfree(adj);
+		pfree(rw.start);
+		pfree(rw.adj);
 	}
-	pfree(reached);
-	if (expanded != NULL)
-		pfree(expanded);
-	pfree(stack);
+	pfree(rw.reached);
+	if (rw.expanded != NULL)
+		pfree(rw.expanded);
+	pfree(rw.stack);
 	pfree(code);
 	pfree(q);
 }
