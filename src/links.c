@@ -648,6 +648,42 @@ add_searched(ShnswLinker *lk, ShnswRef e, int layer, const uint8 *ecode,
 }
 
 /*
+ * repair_fill makes the repaired list into out and returns its length. It
+ * keeps every live neighbour of node and fills the deleted ones' (gone[])
+ * places, up to the old length: first with the heuristic's choices
+ * chosen[0..nchosen-1], nearest first, then with the nearest candidates of
+ * pool it passed over (lists grow by back-links, unpruned until full, so
+ * the heuristic alone keeps far fewer; recall falls without them). Dropping
+ * no live link means a VACUUM interrupted after this leaves no node harder
+ * to find than before it.
+ */
+static int
+repair_fill(const ShnswNodeCopy *node, const bool *gone, const ShnswRef *chosen, int nchosen,
+			const ShnswRef *pool, const float *pool_d, int npool, int max, ShnswRef *out)
+{
+	int			nout = 0;
+
+	for (int k = 0; k < node->count; k++)
+		if (!gone[k])
+			out[nout++] = node->list[k];
+	for (int k = 0; k < nchosen && nout < Min(node->count, max); k++)
+		if (!list_has(out, nout, chosen[k]))
+			out[nout++] = chosen[k];
+	while (nout < Min(node->count, max))
+	{
+		int			best = -1;
+
+		for (int k = 0; k < npool; k++)
+			if (!list_has(out, nout, pool[k]) && (best < 0 || pool_d[k] < pool_d[best]))
+				best = k;
+		if (best < 0)
+			break;
+		out[nout++] = pool[best];
+	}
+	return nout;
+}
+
+/*
  * shnsw_repair_list rewrites node e's list on a layer if it names deleted
  * nodes (members of dead, a sorted set): the live neighbours stay, and the
  * deleted ones are replaced by nodes of the two-hop neighbourhood through
@@ -741,33 +777,7 @@ shnsw_repair_list(ShnswLinker *lk, ShnswRef e, int layer, const ShnswRefSet *dea
 		npool = n;
 		n = shnsw_select_neighbors(lk, cands, d, codes, n, max);
 
-		/*
-		 * The new list keeps every live neighbour and fills the deleted
-		 * ones' places, up to the old length: first with the heuristic's
-		 * choices, nearest first, then with the nearest candidates it passed
-		 * over (lists grow by back-links, unpruned until full, so the
-		 * heuristic alone keeps far fewer; recall falls without them).
-		 * Dropping no live link means a VACUUM interrupted after this leaves
-		 * no node harder to find than before it.
-		 */
-		nout = 0;
-		for (int k = 0; k < node.count; k++)
-			if (!gone[k])
-				out[nout++] = node.list[k];
-		for (int k = 0; k < n && nout < Min(node.count, max); k++)
-			if (!list_has(out, nout, cands[k]))
-				out[nout++] = cands[k];
-		while (nout < Min(node.count, max))
-		{
-			int			best = -1;
-
-			for (int k = 0; k < npool; k++)
-				if (!list_has(out, nout, pool[k]) && (best < 0 || pool_d[k] < pool_d[best]))
-					best = k;
-			if (best < 0)
-				break;
-			out[nout++] = pool[best];
-		}
+		nout = repair_fill(&node, gone, cands, n, pool, pool_d, npool, max, out);
 		if (write_list_if(lk, e, node.upper, layer, node.list, node.count, out, nout))
 		{
 			changed = true;
