@@ -3,31 +3,13 @@
  * insert.c
  *	  aminsert: add one row to the graph.
  *
- * An insert finds the new node's neighbours with the same SQ8 search as a
- * scan (width ef_construction), chooses them with the neighbour heuristic
- * on codes, writes the node, its exact vector and its upper-layer record,
- * then adds a link back from each neighbour, re-selecting that neighbour's
- * list when it is full. Last, it checks that a search for the new vector,
- * as a scan makes it, finds the node, and links it from the nearest node
- * that search reached if not.
- *
- * A level-0 node (most of them) takes a slot from the free list that VACUUM
- * keeps, with that slot's exact-vector space; other nodes are appended.
- *
- * Locking (src/README, Locking): inserts hold a heavyweight ShareLock on
- * the metapage's page number (LockPage), so they run concurrently with each
- * other; an insert into an empty index, training and retraining the
- * quantizer take it in ExclusiveLock mode. Scans and VACUUM never take it.
- * Buffer locks: a new node is written under exclusive locks on its graph
- * page, vector page(s), upper page and then the metapage, always in that
- * order, for one WAL record; those pages are pinned (read, or extended)
- * before the first is locked, so no lock is held across a read or an
- * extension. Every other change locks one page at a time,
- * and neighbour lists change by compare-and-write (links.c). A scan waits
- * at most for one page modification. The node is written before any
- * neighbour links to it; each back-link is a record of its own. A crash in
- * between leaves a node that fewer neighbours point to, belonging to a
- * transaction that never committed.
+ * The algorithm is src/README's "Inserts", its locks "Locking" (a
+ * heavyweight lock on the metapage's page number, ShareLock for inserts,
+ * ExclusiveLock to insert into an empty index or train the quantizer;
+ * buffer locks in the order graph -> vector -> upper -> metapage), its WAL
+ * "WAL and crash safety". insert_node is the outline: insert_start,
+ * shnsw_find_neighbors (links.c), place_in_free_slot or append_node,
+ * link_back, insert_publish.
  *
  *-------------------------------------------------------------------------
  */
@@ -302,32 +284,6 @@ retrain_due(Relation index)
 }
 
 /*
- * The first vector into an index built empty trains the quantizer: for
- * cosine, the unit range [-1, 1]; otherwise a range around the vector.
- * Later values outside it are clamped until the index retrains as it grows
- * (quantizer.c).
- */
-static void
-train_from_first(InsertState *is, const float *nav)
-{
-	int			dims = is->dims;
-	float	   *stream = palloc(sizeof(float) * 2 * dims);
-
-	for (int i = 0; i < dims; i++)
-	{
-		float		r = is->info->metric == SHNSW_METRIC_COSINE ? 1.0f : 2.0f * Max(fabsf(nav[i]), 1.0f);
-		float		c = is->info->metric == SHNSW_METRIC_COSINE ? 0.0f : nav[i];
-
-		stream[i] = c - r;
-		stream[dims + i] = (2.0f * r) / 255.0f;
-	}
-	shnsw_write_quant(is->index, is->info->quant_start, dims, stream, stream + dims);
-	memcpy(is->info->lo, stream, sizeof(float) * dims);
-	memcpy(is->info->scale, stream + dims, sizeof(float) * dims);
-	pfree(stream);
-}
-
-/*
  * Nodes that the new node's back-links took out of lists may have lost
  * their last near in-link: the new node links to them while its list has
  * room (shnsw_adopt), and each one it has no room for gets the search
@@ -388,7 +344,7 @@ insert_start(InsertState *is, const float *nav, ItemPointer heap_tid, InsertStar
 	{
 		GenericXLogState *state;
 
-		train_from_first(is, nav);
+		shnsw_train_from_first(index, is->info, nav);
 		metabuf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
 		LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
 		state = GenericXLogStart(index);

@@ -38,6 +38,10 @@
 /* How often a list change is recomputed when others keep changing it. */
 #define SHNSW_LIST_RETRIES 8
 
+/*
+ * shnsw_linker_init sets lk up to change lists of index (insert, VACUUM);
+ * info is the caller's copy of the description and must outlive lk.
+ */
 void
 shnsw_linker_init(ShnswLinker *lk, Relation index, ShnswIndexInfo *info)
 {

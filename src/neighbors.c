@@ -12,6 +12,7 @@
 #include "port.h"
 #include "pqueue.h"
 
+/* The neighbour heuristic (neighbors.h). */
 int
 shnsw_select_heuristic(const float *d, int n, int max, ShnswCandDistFn dist, void *arg,
 					   int *sel)
@@ -48,6 +49,7 @@ pair_cmp(const void *a, const void *b)
 	return x->id < y->id ? -1 : x->id > y->id;
 }
 
+/* Sort (ids, d) pairs by distance, then id (neighbors.h). */
 void
 shnsw_sort_by_distance(uint32_t *ids, float *d, int n)
 {
@@ -69,6 +71,7 @@ shnsw_sort_by_distance(uint32_t *ids, float *d, int n)
 		shnsw_free(p);
 }
 
+/* The back-link rule (neighbors.h). */
 int
 shnsw_backlink(uint32_t *list, int cnt, int max, uint32_t newnode, bool force,
 			   const ShnswListOps *ops, void *arg, bool *kept)

@@ -21,6 +21,7 @@ shnsw_alloc(size_t size)
 	return MemoryContextAllocHuge(CurrentMemoryContext, Max(size, 1));
 }
 
+/* Zeroed, in the current memory context. */
 void *
 shnsw_alloc0(size_t size)
 {
@@ -28,12 +29,14 @@ shnsw_alloc0(size_t size)
 									  MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 }
 
+/* Resize a chunk from shnsw_alloc or shnsw_alloc0. */
 void *
 shnsw_realloc(void *ptr, size_t size)
 {
 	return repalloc_huge(ptr, Max(size, 1));
 }
 
+/* Free a chunk from shnsw_alloc, shnsw_alloc0 or shnsw_realloc. */
 void
 shnsw_free(void *ptr)
 {

@@ -264,6 +264,7 @@ extern int	shnsw_nodes_per_page(int node_size);
 extern void shnsw_write_quant(Relation index, BlockNumber quant_start, int dims,
 							  const float *lo, const float *scale);
 extern void shnsw_retrain(Relation index);
+extern void shnsw_train_from_first(Relation index, ShnswIndexInfo *info, const float *nav);
 
 /* ---------- what a scan did (EXPLAIN, streamhnsw_stats()) ---------- */
 typedef struct ShnswScanStats

@@ -4,51 +4,11 @@
  *	  VACUUM: remove the nodes of dead heap tuples, repair the neighbour
  *	  lists that pointed at them, and make their space reusable.
  *
- * ambulkdelete makes these passes:
- *
- *	1. mark: every graph page is checked against the dead heap TIDs; dead
- *	   nodes are flagged DELETED (one WAL record per page, together with the
- *	   metapage's count), after which no scan returns them. The pass
- *	   collects the sorted set of all deleted nodes and the live node of
- *	   highest level.
- *	2. repair: every live node whose list, on any layer, names a deleted
- *	   node keeps its live neighbours and gets the deleted ones replaced by
- *	   nodes of the two-hop neighbourhood through them (links.c), so the
- *	   graph stays connected around the holes.
- *	3. entry point: if the entry point is deleted, the live node of highest
- *	   level takes its place.
- *	4. reach: a walk from the entry point over the live nodes' layer-0
- *	   lists; a node it misses (the heuristic, a repair or concurrent
- *	   inserts can cut nodes off) gets a link from a reached node.
- *	4b. find: a search for each live node's own vector; a node it misses
- *	   gets a link from the nearest node that search reached.
- *	5. free: deleted nodes go on the free list (flag FREE, level 0, no
- *	   neighbours; the list links through neighbors[0]), one WAL record per
- *	   page with the metapage. Inserts of level-0 nodes take slots from it,
- *	   with their exact-vector space (insert.c).
- *
- * amvacuumcleanup of a VACUUM that had no dead heap tuples runs passes 1
- * (finding nothing to mark), 4 and 4b, the last only for nodes with few
- * incoming links, so that a table that only takes inserts gets its checks
- * too; for every node if a list change ran out of retries since the last
- * VACUUM (the metapage's SHNSW_META_RECHECK, links.c).
- *
- * ambulkdelete is called only when the heap has dead tuples; all passes
- * run then, even if none of them are in this index, so that nodes inserted
- * during an earlier VACUUM get their checks too.
- *
- * Memory: the node sets (4 bytes per node); pass 4 copies the layer-0
- * lists only if they fit in maintenance_work_mem, else walks them on the
- * pages; the work of each page or node runs in tmpcxt, reset after it.
- *
- * Locking: no heavyweight lock; inserts and scans go on throughout. Each
- * page is locked only while it is read or changed; when a graph page and
- * the metapage change together, the graph page is locked first, as inserts
- * do. A scan that still holds a reference to a node freed (or even reused)
- * meanwhile reads whatever the slot holds then: a freed node is flagged
- * deleted and never returned; a reused one is a valid node of its own.
- * Any heap TID a scan took from a node before it was marked is dead to
- * every snapshot, so the heap check rejects it.
+ * The passes (mark, repair, entry point, reach, find, free), what
+ * amvacuumcleanup runs when there were no dead tuples, the memory bounds
+ * and the interlock with scans are described in src/README, "VACUUM" and
+ * "Locking": no heavyweight lock; each page is locked only while it is
+ * read or changed, a graph page before the metapage when both change.
  *
  *-------------------------------------------------------------------------
  */
@@ -829,6 +789,12 @@ none_dead(ItemPointer tid, void *state)
 	return false;
 }
 
+/*
+ * shnsw_bulkdelete is ambulkdelete: marks the nodes of dead heap tuples,
+ * repairs the lists that name them, relinks what became unreachable and
+ * frees the slots (src/README, VACUUM). No heavyweight lock; one page
+ * locked at a time, besides the metapage.
+ */
 IndexBulkDeleteResult *
 shnsw_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 				 IndexBulkDeleteCallback callback, void *callback_state)
@@ -901,6 +867,10 @@ shnsw_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 	return stats;
 }
 
+/*
+ * shnsw_vacuumcleanup is amvacuumcleanup: after a VACUUM without dead
+ * tuples, links nodes that concurrent inserts cut off; reports the counts.
+ */
 IndexBulkDeleteResult *
 shnsw_vacuumcleanup(IndexVacuumInfo *info, IndexBulkDeleteResult *stats)
 {
