@@ -6,11 +6,8 @@
  *
  *-------------------------------------------------------------------------
  */
-#include <stdlib.h>
-
 #include "neighbors.h"
 #include "port.h"
-#include "pqueue.h"
 
 /* The neighbour heuristic (neighbors.h). */
 int
@@ -37,38 +34,30 @@ shnsw_select_heuristic(const float *d, int n, int max, ShnswCandDistFn dist, voi
 	return nsel;
 }
 
-/* qsort order of pairs: distance, then id. */
-static int
-pair_cmp(const void *a, const void *b)
-{
-	const ShnswPair *x = (const ShnswPair *) a;
-	const ShnswPair *y = (const ShnswPair *) b;
-
-	if (x->d != y->d)
-		return x->d < y->d ? -1 : 1;
-	return x->id < y->id ? -1 : x->id > y->id;
-}
-
-/* Sort (ids, d) pairs by distance, then id (neighbors.h). */
+/*
+ * Sort (ids, d) pairs by distance, then id (neighbors.h). The lists sorted
+ * here are short (at most 2m + 1 in the build's back-links, about 2m in its
+ * reachability pass), so an insertion sort: measured faster than qsort on
+ * the build's hot path.
+ */
 void
 shnsw_sort_by_distance(uint32_t *ids, float *d, int n)
 {
-	ShnswPair	buf[64];
-	ShnswPair  *p = n <= 64 ? buf : shnsw_alloc(sizeof(ShnswPair) * n);
+	for (int i = 1; i < n; i++)
+	{
+		uint32_t	id = ids[i];
+		float		dv = d[i];
+		int			j = i - 1;
 
-	for (int k = 0; k < n; k++)
-	{
-		p[k].d = d[k];
-		p[k].id = ids[k];
+		while (j >= 0 && (d[j] > dv || (d[j] == dv && ids[j] > id)))
+		{
+			ids[j + 1] = ids[j];
+			d[j + 1] = d[j];
+			j--;
+		}
+		ids[j + 1] = id;
+		d[j + 1] = dv;
 	}
-	qsort(p, n, sizeof(ShnswPair), pair_cmp);
-	for (int k = 0; k < n; k++)
-	{
-		d[k] = p[k].d;
-		ids[k] = p[k].id;
-	}
-	if (p != buf)
-		shnsw_free(p);
 }
 
 /* The back-link rule (neighbors.h). */
