@@ -24,6 +24,7 @@
 
 #include "graph.h"
 #include "neighbors.h"
+#include "reach.h"
 
 /* ---------------------------------------------------------------------
  * In-memory construction
@@ -756,48 +757,81 @@ reach_link_node(ShnswBuildGraph *g, const uint32_t *parent, uint8_t *replaced,
 	return best;
 }
 
+/* The build's side of the walk-and-attach (reach.h): a breadth-first tree. */
+typedef struct BuildReach
+{
+	ShnswBuildGraph *g;
+	uint32_t   *parent;			/* tree parent of each reached node */
+	uint32_t   *queue;			/* reached nodes, in walk order */
+	uint8_t    *replaced;
+	uint32_t	tail;
+} BuildReach;
+
+static void
+build_reach_walk(void *arg, int64_t i)
+{
+	BuildReach *r = (BuildReach *) arg;
+
+	if (r->parent[i] == REACH_NONE)
+		r->parent[i] = (uint32_t) i;	/* the entry point: its own root */
+	r->queue[r->tail] = (uint32_t) i;
+	r->tail = reach_walk(r->g, r->parent, r->queue, r->tail, r->tail + 1);
+}
+
+static bool
+build_reach_reached(void *arg, int64_t i)
+{
+	return ((BuildReach *) arg)->parent[i] != REACH_NONE;
+}
+
+static bool
+build_reach_attach(void *arg, int64_t i)
+{
+	BuildReach *r = (BuildReach *) arg;
+	uint32_t	p = reach_link_node(r->g, r->parent, r->replaced, r->queue, r->tail, (uint32_t) i);
+
+	if (p == REACH_NONE)
+		return false;			/* cannot happen; see reach_link_node */
+	r->parent[i] = p;
+	return true;
+}
+
+static bool
+build_reach_done(void *arg)
+{
+	BuildReach *r = (BuildReach *) arg;
+
+	return r->tail >= r->g->n;
+}
+
+static const ShnswReachOps build_reach_ops = {
+	build_reach_walk, build_reach_reached, build_reach_attach, build_reach_done, NULL
+};
+
 uint32_t
 shnsw_build_ensure_reachable(ShnswBuildGraph *g)
 {
-	uint32_t   *parent;
-	uint32_t   *queue;
-	uint8_t    *replaced;
-	uint32_t	tail;
-	uint32_t	added = 0;
+	BuildReach	r;
+	uint32_t	added;
 
 	if (g->n < 2)
 		return 0;
-	parent = shnsw_alloc(sizeof(uint32_t) * g->n);
-	queue = shnsw_alloc(sizeof(uint32_t) * g->n);
-	replaced = shnsw_alloc0(g->n);
-	memset(parent, 0xFF, sizeof(uint32_t) * g->n);
-	parent[g->entry] = g->entry;
-	queue[0] = g->entry;
-	tail = reach_walk(g, parent, queue, 0, 1);
+	r.g = g;
+	r.parent = shnsw_alloc(sizeof(uint32_t) * g->n);
+	r.queue = shnsw_alloc(sizeof(uint32_t) * g->n);
+	r.replaced = shnsw_alloc0(g->n);
+	r.tail = 0;
+	memset(r.parent, 0xFF, sizeof(uint32_t) * g->n);
 
 	/*
 	 * One pass suffices: each unreached node, in node order, is linked from
-	 * a reached node, and the walk continues from it (picking up any part of
-	 * the graph only it leads to); replaced links are never tree links.
+	 * a reached node, and the walk continues from it; replaced links are
+	 * never tree links.
 	 */
-	for (uint32_t u = 0; u < g->n && tail < g->n; u++)
-	{
-		uint32_t	p;
-
-		shnsw_check_interrupts();
-		if (parent[u] != REACH_NONE)
-			continue;
-		p = reach_link_node(g, parent, replaced, queue, tail, u);
-		if (p == REACH_NONE)
-			continue;			/* cannot happen; see reach_link_node */
-		added++;
-		parent[u] = p;
-		queue[tail] = u;
-		tail = reach_walk(g, parent, queue, tail, tail + 1);
-	}
-	shnsw_free(parent);
-	shnsw_free(queue);
-	shnsw_free(replaced);
+	added = (uint32_t) shnsw_reach_all(g->n, g->entry, &build_reach_ops, &r);
+	shnsw_free(r.parent);
+	shnsw_free(r.queue);
+	shnsw_free(r.replaced);
 	return added;
 }
 

@@ -355,7 +355,7 @@ extern void shnsw_check_node(Relation index, BlockNumber blk, int slot, const Sh
 extern ShnswUpperHeader *shnsw_upper_record(Relation index, Page page, BlockNumber blk,
 											OffsetNumber off, int m);
 
-/* ---------- links.c: neighbour lists on disk (insert, vacuum) ---------- */
+/* ---------- choose.c and links.c: neighbour lists on disk (insert, vacuum) ---------- */
 typedef struct ShnswLinker
 {
 	Relation	index;
@@ -385,6 +385,7 @@ typedef struct ShnswRefSet
 	int64		n;
 } ShnswRefSet;
 
+/* choose.c: reading and choosing */
 extern void shnsw_linker_init(ShnswLinker *lk, Relation index, ShnswIndexInfo *info);
 extern void shnsw_read_codes(ShnswLinker *lk, const ShnswRef *refs, int n, uint8 *codes);
 extern void shnsw_read_node(ShnswLinker *lk, ShnswRef e, int layer, ShnswNodeCopy *out,
@@ -394,14 +395,18 @@ extern int	shnsw_select_neighbors(ShnswLinker *lk, ShnswRef *refs, float *d, uin
 extern void shnsw_find_neighbors(ShnswLinker *lk, const float *q, ShnswRef entry,
 								 int entry_level, int level, int ef, ShnswRef exclude,
 								 ShnswRef **nbrs, int *nnbrs);
+extern void shnsw_code_distances(ShnswLinker *lk, const uint8 *ecode, const uint8 *codes, int n,
+								 float *d);
+extern int	shnsw_ref_cmp(const void *a, const void *b);
+extern bool shnsw_refset_has(const ShnswRefSet *set, ShnswRef r);
+
+/* links.c: changing lists */
 extern bool shnsw_make_findable(ShnswLinker *lk, ShnswRef e, int ef, bool copies,
 								ShnswRef *dropped, int *ndropped);
 extern bool shnsw_add_backlink(ShnswLinker *lk, ShnswRef e, int layer, ShnswRef newref,
 							   const uint8 *newcode, bool force, ShnswRef *dropped,
 							   int *ndropped);
 extern int	shnsw_adopt(ShnswLinker *lk, ShnswRef e, ShnswRef *refs, int n);
-extern int	shnsw_ref_cmp(const void *a, const void *b);
-extern bool shnsw_refset_has(const ShnswRefSet *set, ShnswRef r);
 extern bool shnsw_repair_list(ShnswLinker *lk, ShnswRef e, int layer, const ShnswRefSet *dead);
 extern bool shnsw_take_recheck(Relation index);
 

@@ -22,6 +22,7 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
+#include "reach.h"
 #include "streamhnsw.h"
 
 typedef struct VacState
@@ -540,6 +541,53 @@ reach_attach(VacState *vs, ShnswLinker *lk, ReachWalk *rw, int64 i,
 	return linked;
 }
 
+/* Pass 4's side of the walk-and-attach (reach.h). */
+typedef struct VacReach
+{
+	VacState   *vs;
+	ShnswLinker *lk;
+	ReachWalk  *rw;
+	const ShnswMetaSnapshot *snap;
+	uint8	   *code;			/* dims bytes of scratch */
+	float	   *q;				/* dims floats of scratch */
+} VacReach;
+
+static void
+vac_reach_walk(void *arg, int64_t i)
+{
+	VacReach   *r = (VacReach *) arg;
+
+	reach_walk(r->vs, r->lk, r->rw, i);
+}
+
+static bool
+vac_reach_reached(void *arg, int64_t i)
+{
+	return ((VacReach *) arg)->rw->reached[i];
+}
+
+static bool
+vac_reach_attach(void *arg, int64_t i)
+{
+	VacReach   *r = (VacReach *) arg;
+
+	return reach_attach(r->vs, r->lk, r->rw, i, r->snap, r->code, r->q);
+}
+
+/* The work of each unreached node runs in tmpcxt, reset before it. */
+static void
+vac_reach_step(void *arg, int64_t i)
+{
+	VacReach   *r = (VacReach *) arg;
+
+	vac_delay(r->vs);
+	MemoryContextReset(r->vs->tmpcxt);
+}
+
+static const ShnswReachOps vac_reach_ops = {
+	vac_reach_walk, vac_reach_reached, vac_reach_attach, NULL, vac_reach_step
+};
+
 /*
  * Pass 4: every live node must be reachable on layer 0 from the entry point,
  * or no search finds it. The heuristic (at any insert), a repair, or links
@@ -610,21 +658,9 @@ link_unreached(VacState *vs, ShnswLinker *lk, ShnswRef **few, int64 *nfew)
 	if (entry >= 0)
 	{
 		MemoryContext old = MemoryContextSwitchTo(vs->tmpcxt);
+		VacReach	r = {vs, lk, &rw, &snap, code, q};
 
-		reach_walk(vs, lk, &rw, entry);
-		for (int64 i = 0; i < n; i++)
-		{
-			if (rw.reached[i])
-				continue;
-			vac_delay(vs);
-			MemoryContextReset(vs->tmpcxt);
-			if (reach_attach(vs, lk, &rw, i, &snap, code, q))
-			{
-				/* what it reaches through the new link is reached now */
-				vs->unreached++;
-				reach_walk(vs, lk, &rw, i);
-			}
-		}
+		vs->unreached += shnsw_reach_all(n, entry, &vac_reach_ops, &r);
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(vs->tmpcxt);
 	}
