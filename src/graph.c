@@ -38,6 +38,7 @@ shnsw_build_node_bytes(int dim, int m, bool use_codes)
 
 	sz += use_codes ? (size_t) dim : (size_t) dim * sizeof(float);
 	sz += sizeof(ShnswRef) * 2 * m + sizeof(uint16_t) + sizeof(uint8_t);
+	sz += (sizeof(float) + sizeof(uint8_t)) * 2 * m;	/* dist0, pruned0 */
 	sz += sizeof(uint32_t *) + sizeof(uint32_t);
 	/* expected upper-layer storage: about 1/(m-1) nodes per upper layer */
 	sz += (sizeof(uint32_t) * (m + 1) * 2) / (m > 1 ? (size_t) (m - 1) : 1);
@@ -92,6 +93,8 @@ shnsw_build_init(ShnswBuildGraph *g, int dim, int m, int ef_construction,
 	g->levels = shnsw_alloc(g->cap);
 	g->nbr0 = shnsw_alloc(sizeof(ShnswRef) * (size_t) g->cap * 2 * m);
 	g->cnt0 = shnsw_alloc0(sizeof(uint16_t) * (size_t) g->cap);
+	g->dist0 = shnsw_alloc(sizeof(float) * (size_t) g->cap * 2 * m);
+	g->pruned0 = shnsw_alloc(sizeof(uint8_t) * (size_t) g->cap * 2 * m);
 	g->upper = shnsw_alloc0(sizeof(uint32_t *) * (size_t) g->cap);
 	g->vis = shnsw_alloc0(sizeof(uint32_t) * (size_t) g->cap);
 	g->qbuf = shnsw_alloc(sizeof(float) * dim);
@@ -120,6 +123,8 @@ shnsw_build_free(ShnswBuildGraph *g)
 	shnsw_free(g->levels);
 	shnsw_free(g->nbr0);
 	shnsw_free(g->cnt0);
+	shnsw_free(g->dist0);
+	shnsw_free(g->pruned0);
 	shnsw_free(g->upper);
 	shnsw_free(g->vis);
 	shnsw_free(g->qbuf);
@@ -316,34 +321,71 @@ build_search_layer(ShnswBuildGraph *g, const BuildFrom *q, const uint32_t *eps, 
 }
 
 /*
- * The neighbour heuristic: from candidates sorted nearest first (ids/dists
- * relative to the node being linked), keep a candidate only if it is closer
- * to that node than to every candidate already kept. Returns the number kept
- * (at most max), written to sel.
+ * The neighbour heuristic, keeping pruned connections: from candidates
+ * sorted nearest first (ids/dists relative to the node being linked), a
+ * candidate is chosen if it is closer to that node than to every candidate
+ * chosen before it, until max are chosen; the list is then filled up to
+ * max with the candidates passed over, nearest first (as pgvector does: a
+ * list of the heuristic's choices alone holds a fraction of 2m, and both
+ * recall and reachability fall with the degree). The result, nearest first,
+ * goes to sel/seld with pr[k] = 1 for the filled ones; returns its length.
  */
 static int
 build_select(ShnswBuildGraph *g, const uint32_t *ids, const float *dists, int n,
-			 int max, uint32_t *sel)
+			 int max, uint32_t *sel, float *seld, uint8_t *pr)
 {
-	int			nsel = 0;
+	uint32_t	kept[2 * SHNSW_MAX_M];
+	uint32_t	passed[2 * SHNSW_MAX_M];
+	float		keptd[2 * SHNSW_MAX_M];
+	float		passedd[2 * SHNSW_MAX_M];
+	int			nkept = 0,
+				npassed = 0,
+				a = 0,
+				b = 0,
+				out = 0;
 
-	for (int k = 0; k < n && nsel < max; k++)
+	for (int k = 0; k < n && nkept < max; k++)
 	{
 		BuildFrom	e = build_from_node(g, ids[k], 1);
 		bool		good = true;
 
-		for (int r = 0; r < nsel; r++)
+		for (int r = 0; r < nkept; r++)
 		{
-			if (build_dist(g, &e, sel[r]) < dists[k])
+			if (build_dist(g, &e, kept[r]) < dists[k])
 			{
 				good = false;
 				break;
 			}
 		}
 		if (good)
-			sel[nsel++] = ids[k];
+		{
+			kept[nkept] = ids[k];
+			keptd[nkept++] = dists[k];
+		}
+		else if (npassed < max)
+		{
+			passed[npassed] = ids[k];
+			passedd[npassed++] = dists[k];
+		}
 	}
-	return nsel;
+	/* all the chosen ones and the nearest passed-over ones, merged */
+	npassed = nkept + npassed > max ? max - nkept : npassed;
+	while (a < nkept || b < npassed)
+	{
+		if (b >= npassed || (a < nkept && keptd[a] <= passedd[b]))
+		{
+			sel[out] = kept[a];
+			seld[out] = keptd[a++];
+			pr[out++] = 0;
+		}
+		else
+		{
+			sel[out] = passed[b];
+			seld[out] = passedd[b++];
+			pr[out++] = 1;
+		}
+	}
+	return out;
 }
 
 int
@@ -351,28 +393,34 @@ shnsw_select_by_codes(const float *d, const uint8_t *codes, int n, int max, int 
 					  ShnswMetric metric, const float *lo, const float *scale,
 					  float *scratch, int *sel)
 {
-	Sq8Query	sq;
+	/*
+	 * The chosen candidates are prepared as queries, once each, and each
+	 * candidate's distance to them computed from its code: the distances
+	 * are symmetric, and the heuristic chooses far fewer than it examines.
+	 */
+	Sq8Query	chosen[2 * SHNSW_MAX_M];
 	int			nsel = 0;
 
-	sq.dim = dim;
-	sq.qs = scratch + dim;
-	sq.w = scratch + 2 * dim;
 	for (int k = 0; k < n && nsel < max; k++)
 	{
 		bool		good = true;
 
-		sq8_decode(lo, scale, codes + (size_t) k * dim, scratch, dim);
-		sq8_prepare_query(&sq, metric, scratch, lo, scale);
 		for (int r = 0; r < nsel; r++)
 		{
-			if (sq8_distance(&sq, codes + (size_t) sel[r] * dim) < d[k])
+			if (sq8_distance(&chosen[r], codes + (size_t) k * dim) < d[k])
 			{
 				good = false;
 				break;
 			}
 		}
 		if (good)
+		{
+			chosen[nsel].dim = dim;
+			chosen[nsel].w = scratch;
+			chosen[nsel].qs = scratch + (size_t) (1 + nsel) * dim;
+			sq8_prepare_code(&chosen[nsel], metric, codes + (size_t) k * dim, lo, scale);
 			sel[nsel++] = k;
+		}
 	}
 	return nsel;
 }
@@ -398,26 +446,108 @@ sort_pairs(uint32_t *ids, float *d, int n)
 	}
 }
 
-/* Add new to e's list on a layer; if full, re-select with the heuristic. */
+/*
+ * Add node c, at distance dc from e, to e's list ids/d/pr (*cnt entries,
+ * nearest first, pr as build_select leaves it) on a layer whose lists hold
+ * up to max. The result is what build_select would keep from the list and
+ * c, computed from the list's cached distances and flags with at most one
+ * distance per chosen entry: c is passed over if an entry chosen before it
+ * is closer to it than e is; if chosen, it passes over the chosen entries
+ * after it that are closer to it than to e. A full list then drops its
+ * farthest passed-over entry (c itself, if that is c), or, if every entry
+ * is chosen, its farthest. So lists stay full. (One thing is not
+ * recomputed: an entry passed over only because of one that c now passes
+ * over stays passed over; that only makes it the first to go.)
+ */
 static void
-build_add_backlink(ShnswBuildGraph *g, uint32_t e, uint32_t newnode, int layer)
+build_keep_update(ShnswBuildGraph *g, ShnswRef *ids, float *d, uint8_t *pr, int *cnt,
+				  int max, uint32_t c, float dc)
+{
+	int			n = *cnt;
+	int			p = 0;
+	int			victim = -1;
+	bool		cpr = false;
+	BuildFrom	from;
+
+	while (p < n && (d[p] < dc || (d[p] == dc && ids[p] < c)))
+		p++;
+	if (n == max && p == n)
+	{
+		/* c would be the farthest: it stays out unless it is chosen and ... */
+		for (int k = n - 1; k >= 0 && victim < 0; k--)
+			if (pr[k])
+				victim = k;
+		if (victim < 0)
+			return;				/* ... a passed-over entry can make room */
+	}
+	from = build_from_node(g, c, 1);
+	for (int k = 0; k < p; k++)
+	{
+		if (!pr[k] && build_dist(g, &from, ids[k]) < dc)
+		{
+			cpr = true;
+			break;
+		}
+	}
+	if (n == max && p == n && cpr)
+		return;
+	if (!cpr)
+		for (int k = p; k < n; k++)
+			if (!pr[k] && build_dist(g, &from, ids[k]) < d[k])
+				pr[k] = 1;
+	if (n == max)
+	{
+		victim = -1;
+		for (int k = n - 1; k >= 0 && victim < 0; k--)
+			if (pr[k])
+				victim = k;
+		if (cpr && (victim < 0 || victim < p))
+			return;				/* c is the farthest passed-over one */
+		if (victim < 0)
+			victim = n - 1;
+		/* take the victim out */
+		memmove(ids + victim, ids + victim + 1, sizeof(ShnswRef) * (n - 1 - victim));
+		memmove(d + victim, d + victim + 1, sizeof(float) * (n - 1 - victim));
+		memmove(pr + victim, pr + victim + 1, n - 1 - victim);
+		n--;
+		if (victim < p)
+			p--;
+	}
+	memmove(ids + p + 1, ids + p, sizeof(ShnswRef) * (n - p));
+	memmove(d + p + 1, d + p, sizeof(float) * (n - p));
+	memmove(pr + p + 1, pr + p, n - p);
+	ids[p] = c;
+	d[p] = dc;
+	pr[p] = cpr;
+	*cnt = n + 1;
+}
+
+/*
+ * Add a link e -> c on a layer (dc: their distance), keeping e's list full
+ * (build_keep_update). Layer-0 lists keep their distances and flags
+ * (dist0, pruned0); an upper list (m entries, one node in m has one) has
+ * them computed here.
+ */
+static void
+build_add_backlink(ShnswBuildGraph *g, uint32_t e, uint32_t c, int layer, float dc)
 {
 	int			max = layer == 0 ? 2 * g->m : g->m;
 	int			cnt;
 	ShnswRef   *nb = shnsw_build_neighbors(g, e, layer, &cnt);
-	uint32_t	ids[2 * SHNSW_MAX_M + 1];
-	float		d[2 * SHNSW_MAX_M + 1];
-	uint32_t	sel[2 * SHNSW_MAX_M + 1];
+	uint32_t	ids[2 * SHNSW_MAX_M];
+	float		d[2 * SHNSW_MAX_M];
+	uint8_t		pr[2 * SHNSW_MAX_M];
 	BuildFrom	from;
-	int			nsel;
 
 	for (int k = 0; k < cnt; k++)
-		if (nb[k] == newnode)
+		if (nb[k] == c)
 			return;
-	if (cnt < max)
+	if (layer == 0)
 	{
-		nb[cnt] = newnode;
-		build_set_count(g, e, layer, cnt + 1);
+		size_t		off = (size_t) e * 2 * g->m;
+
+		build_keep_update(g, nb, g->dist0 + off, g->pruned0 + off, &cnt, max, c, dc);
+		g->cnt0[e] = (uint16_t) cnt;
 		return;
 	}
 	from = build_from_node(g, e, 0);
@@ -426,12 +556,19 @@ build_add_backlink(ShnswBuildGraph *g, uint32_t e, uint32_t newnode, int layer)
 		ids[k] = nb[k];
 		d[k] = build_dist(g, &from, nb[k]);
 	}
-	ids[cnt] = newnode;
-	d[cnt] = build_dist(g, &from, newnode);
-	sort_pairs(ids, d, cnt + 1);
-	nsel = build_select(g, ids, d, cnt + 1, max, sel);
-	memcpy(nb, sel, sizeof(ShnswRef) * nsel);
-	build_set_count(g, e, layer, nsel);
+	sort_pairs(ids, d, cnt);
+	for (int k = 0; k < cnt; k++)
+	{
+		BuildFrom	x = build_from_node(g, ids[k], 1);
+
+		pr[k] = 0;
+		for (int r = 0; r < k && !pr[k]; r++)
+			if (!pr[r] && build_dist(g, &x, ids[r]) < d[k])
+				pr[k] = 1;
+	}
+	build_keep_update(g, ids, d, pr, &cnt, max, c, dc);
+	memcpy(nb, ids, sizeof(ShnswRef) * cnt);
+	build_set_count(g, e, layer, cnt);
 }
 
 /* Greedy descent from ep through layers max_level..stop+1; returns the node reached. */
@@ -476,6 +613,8 @@ shnsw_build_link(ShnswBuildGraph *g, uint32_t i)
 	uint32_t   *res;
 	float	   *resd;
 	uint32_t	sel[2 * SHNSW_MAX_M];
+	float		seld[2 * SHNSW_MAX_M];
+	uint8_t		selpr[2 * SHNSW_MAX_M];
 	int			nres = 1;
 	BuildFrom	q;
 
@@ -517,12 +656,17 @@ shnsw_build_link(ShnswBuildGraph *g, uint32_t i)
 			nres = build_search_layer(g, &q, prev, nres, l, efc, res, resd);
 			shnsw_free(prev);
 		}
-		nsel = build_select(g, res, resd, nres, max, sel);
+		nsel = build_select(g, res, resd, nres, max, sel, seld, selpr);
 		mine = shnsw_build_neighbors(g, i, l, &cnt);
 		memcpy(mine, sel, sizeof(ShnswRef) * nsel);
 		build_set_count(g, i, l, nsel);
+		if (l == 0)
+		{
+			memcpy(g->dist0 + (size_t) i * 2 * g->m, seld, sizeof(float) * nsel);
+			memcpy(g->pruned0 + (size_t) i * 2 * g->m, selpr, nsel);
+		}
 		for (int k = 0; k < nsel; k++)
-			build_add_backlink(g, sel[k], i, l);
+			build_add_backlink(g, sel[k], i, l, seld[k]);
 	}
 
 	if (level > g->max_level)
