@@ -44,7 +44,8 @@ shnsw_linker_init(ShnswLinker *lk, Relation index, ShnswIndexInfo *info)
 	lk->info = info;
 	lk->dims = info->dims;
 	lk->m = info->m;
-	lk->scratch = palloc(sizeof(float) * 3 * info->dims);
+	/* shnsw_select_by_codes: (1 + max) * dims with max up to 2m + 1 */
+	lk->scratch = palloc(sizeof(float) * (2 * info->m + 2) * info->dims);
 	lk->given_up = 0;
 	shnsw_page_ops_init(&lk->ops, &lk->pctx, index, info, NULL);
 }
@@ -152,11 +153,16 @@ shnsw_read_node(ShnswLinker *lk, ShnswRef e, int layer, ShnswNodeCopy *out, uint
 
 /*
  * Sort candidates (refs, d, codes) by distance and keep those the heuristic
- * chooses, at most max; the result overwrites the first entries of refs, d
- * and codes (nearest first). Returns how many were kept.
+ * chooses, at most max; with fill, the list is then filled up to max with
+ * the candidates the heuristic passed over, nearest first (pruned
+ * connections are kept, as graph.c's build_select does). The result
+ * overwrites the first entries of refs, d and codes (nearest first).
+ * Returns how many were kept; *nchosen (if not NULL) says how many of them
+ * the heuristic chose.
  */
 int
-shnsw_select_neighbors(ShnswLinker *lk, ShnswRef *refs, float *d, uint8 *codes, int n, int max)
+shnsw_select_neighbors(ShnswLinker *lk, ShnswRef *refs, float *d, uint8 *codes, int n, int max,
+					   bool fill, int *nchosen)
 {
 	int		   *order = palloc(sizeof(int) * Max(n, 1));
 	ShnswRef   *srefs = palloc(sizeof(ShnswRef) * Max(n, 1));
@@ -185,6 +191,28 @@ shnsw_select_neighbors(ShnswLinker *lk, ShnswRef *refs, float *d, uint8 *codes, 
 	}
 	nsel = shnsw_select_by_codes(sd, scodes, n, max, lk->dims, lk->info->metric,
 								 lk->info->lo, lk->info->scale, lk->scratch, sel);
+	if (nchosen != NULL)
+		*nchosen = nsel;
+	if (fill && nsel < Min(n, max))
+	{
+		/* every candidate was examined: the chosen ones and the nearest others */
+		int			nfill = Min(n, max) - nsel,
+					out = 0,
+					next = 0;
+
+		for (int k = 0; k < n; k++)
+		{
+			if (next < nsel && sel[next] == k)
+				order[out++] = sel[next++];
+			else if (nfill > 0)
+			{
+				order[out++] = k;
+				nfill--;
+			}
+		}
+		memcpy(sel, order, sizeof(int) * out);
+		nsel = out;
+	}
 	for (int k = 0; k < nsel; k++)
 	{
 		refs[k] = srefs[sel[k]];
@@ -208,8 +236,7 @@ code_distances(ShnswLinker *lk, const uint8 *ecode, const uint8 *codes, int n, f
 	sq.dim = lk->dims;
 	sq.qs = lk->scratch + lk->dims;
 	sq.w = lk->scratch + 2 * lk->dims;
-	sq8_decode(lk->info->lo, lk->info->scale, ecode, lk->scratch, lk->dims);
-	sq8_prepare_query(&sq, lk->info->metric, lk->scratch, lk->info->lo, lk->info->scale);
+	sq8_prepare_code(&sq, lk->info->metric, ecode, lk->info->lo, lk->info->scale);
 	for (int k = 0; k < n; k++)
 		d[k] = sq8_distance(&sq, codes + (Size) k * lk->dims);
 }
@@ -267,7 +294,7 @@ shnsw_find_neighbors(ShnswLinker *lk, const float *q, ShnswRef entry, int entry_
 			d[nlive++] = c->d;
 		}
 		shnsw_read_codes(lk, refs, nlive, codes);
-		nnbrs[l] = shnsw_select_neighbors(lk, refs, d, codes, nlive, max);
+		nnbrs[l] = shnsw_select_neighbors(lk, refs, d, codes, nlive, max, true, NULL);
 		nbrs[l] = refs;
 		pfree(d);
 		pfree(codes);
@@ -480,6 +507,7 @@ shnsw_add_backlink(ShnswLinker *lk, ShnswRef e, int layer, ShnswRef newref,
 	for (attempt = 0; attempt < SHNSW_LIST_RETRIES; attempt++)
 	{
 		int			cnt;
+		int			nchosen = max;
 
 		shnsw_read_node(lk, e, layer, &node, ecode);
 		if (node.flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE))
@@ -505,20 +533,30 @@ shnsw_add_backlink(ShnswLinker *lk, ShnswRef e, int layer, ShnswRef newref,
 			memcpy(codes + (Size) cnt * lk->dims, newcode, lk->dims);
 			cnt++;
 			code_distances(lk, ecode, codes, cnt, d);
-			cnt = shnsw_select_neighbors(lk, list, d, codes, cnt, max);
+			cnt = shnsw_select_neighbors(lk, list, d, codes, cnt, max, true, &nchosen);
 			kept = list_has(list, cnt, newref);
 			if (!kept && force)
 			{
 				/* nearest first: the last entry is the farthest */
 				list[cnt - 1] = newref;
 				kept = true;
+				nchosen = max;
 			}
 			if (!kept)
 				break;			/* nothing to write */
 		}
 		if (write_list_if(lk, e, node.upper, layer, node.list, node.count, list, cnt))
 		{
-			for (int k = 0; k < node.count && dropped != NULL; k++)
+			/*
+			 * Under L2 and cosine, a node the heuristic passed over is
+			 * closer to one of e's chosen neighbours than to e: losing this
+			 * link does not cut it off, and the caller need not find it
+			 * another. Inner product is not a metric (that neighbour need
+			 * not link to it): every node taken out is reported.
+			 */
+			if (lk->info->metric == SHNSW_METRIC_IP)
+				nchosen = max;
+			for (int k = 0; k < node.count && dropped != NULL && nchosen >= max; k++)
 				if (!list_has(list, cnt, node.list[k]))
 					dropped[(*ndropped)++] = node.list[k];
 			goto done;
@@ -719,7 +757,7 @@ shnsw_repair_list(ShnswLinker *lk, ShnswRef e, int layer, const ShnswRefSet *dea
 		memcpy(pool, cands, sizeof(ShnswRef) * n);
 		memcpy(pool_d, d, sizeof(float) * n);
 		npool = n;
-		n = shnsw_select_neighbors(lk, cands, d, codes, n, max);
+		n = shnsw_select_neighbors(lk, cands, d, codes, n, max, false, NULL);
 
 		/*
 		 * The new list keeps every live neighbour and fills the deleted
