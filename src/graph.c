@@ -325,14 +325,14 @@ build_search_layer(ShnswBuildGraph *g, const BuildFrom *q, const uint32_t *eps, 
  * sorted nearest first (ids/dists relative to the node being linked), a
  * candidate is chosen if it is closer to that node than to every candidate
  * chosen before it, until max are chosen; the list is then filled up to
- * max with the candidates passed over, nearest first (as pgvector does: a
- * list of the heuristic's choices alone holds a fraction of 2m, and both
- * recall and reachability fall with the degree). The result, nearest first,
- * goes to sel/seld with pr[k] = 1 for the filled ones; returns its length.
+ * fill (<= max) with the candidates passed over, nearest first (a list of
+ * the heuristic's choices alone holds a fraction of 2m, and both recall and
+ * reachability fall with the degree). The result, nearest first, goes to
+ * sel/seld with pr[k] = 1 for the filled ones; returns its length.
  */
 static int
 build_select(ShnswBuildGraph *g, const uint32_t *ids, const float *dists, int n,
-			 int max, uint32_t *sel, float *seld, uint8_t *pr)
+			 int max, int fill, uint32_t *sel, float *seld, uint8_t *pr)
 {
 	uint32_t	kept[2 * SHNSW_MAX_M];
 	uint32_t	passed[2 * SHNSW_MAX_M];
@@ -369,7 +369,7 @@ build_select(ShnswBuildGraph *g, const uint32_t *ids, const float *dists, int n,
 		}
 	}
 	/* all the chosen ones and the nearest passed-over ones, merged */
-	npassed = nkept + npassed > max ? max - nkept : npassed;
+	npassed = nkept >= fill ? 0 : nkept + npassed > fill ? fill - nkept : npassed;
 	while (a < nkept || b < npassed)
 	{
 		if (b >= npassed || (a < nkept && keptd[a] <= passedd[b]))
@@ -656,7 +656,16 @@ shnsw_build_link(ShnswBuildGraph *g, uint32_t i)
 			nres = build_search_layer(g, &q, prev, nres, l, efc, res, resd);
 			shnsw_free(prev);
 		}
-		nsel = build_select(g, res, resd, nres, max, sel, seld, selpr);
+		/*
+		 * A new list is filled to half its capacity: back-links fill the
+		 * rest unpruned, and a node far from all its neighbours (an
+		 * outlier) keeps in-links from nodes nearer to the queries that
+		 * pass by (filled to capacity at once, every back-link competes
+		 * for a place, outliers lose them, and a strict-order scan finds
+		 * such a row only after farther ones: 1 row of 1,500 in
+		 * test_scan_order's cosine case).
+		 */
+		nsel = build_select(g, res, resd, nres, max, max / 2, sel, seld, selpr);
 		mine = shnsw_build_neighbors(g, i, l, &cnt);
 		memcpy(mine, sel, sizeof(ShnswRef) * nsel);
 		build_set_count(g, i, l, nsel);

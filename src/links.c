@@ -153,16 +153,16 @@ shnsw_read_node(ShnswLinker *lk, ShnswRef e, int layer, ShnswNodeCopy *out, uint
 
 /*
  * Sort candidates (refs, d, codes) by distance and keep those the heuristic
- * chooses, at most max; with fill, the list is then filled up to max with
- * the candidates the heuristic passed over, nearest first (pruned
- * connections are kept, as graph.c's build_select does). The result
+ * chooses, at most max; the list is then filled up to fill (<= max; 0:
+ * not) with the candidates the heuristic passed over, nearest first
+ * (pruned connections are kept, as graph.c's build_select does). The result
  * overwrites the first entries of refs, d and codes (nearest first).
  * Returns how many were kept; *nchosen (if not NULL) says how many of them
  * the heuristic chose.
  */
 int
 shnsw_select_neighbors(ShnswLinker *lk, ShnswRef *refs, float *d, uint8 *codes, int n, int max,
-					   bool fill, int *nchosen)
+					   int fill, int *nchosen)
 {
 	int		   *order = palloc(sizeof(int) * Max(n, 1));
 	ShnswRef   *srefs = palloc(sizeof(ShnswRef) * Max(n, 1));
@@ -193,10 +193,10 @@ shnsw_select_neighbors(ShnswLinker *lk, ShnswRef *refs, float *d, uint8 *codes, 
 								 lk->info->lo, lk->info->scale, lk->scratch, sel);
 	if (nchosen != NULL)
 		*nchosen = nsel;
-	if (fill && nsel < Min(n, max))
+	if (nsel < Min(n, fill))
 	{
 		/* every candidate was examined: the chosen ones and the nearest others */
-		int			nfill = Min(n, max) - nsel,
+		int			nfill = Min(n, fill) - nsel,
 					out = 0,
 					next = 0;
 
@@ -294,7 +294,8 @@ shnsw_find_neighbors(ShnswLinker *lk, const float *q, ShnswRef entry, int entry_
 			d[nlive++] = c->d;
 		}
 		shnsw_read_codes(lk, refs, nlive, codes);
-		nnbrs[l] = shnsw_select_neighbors(lk, refs, d, codes, nlive, max, true, NULL);
+		/* half full: see graph.c, shnsw_build_link */
+		nnbrs[l] = shnsw_select_neighbors(lk, refs, d, codes, nlive, max, 0, NULL);
 		nbrs[l] = refs;
 		pfree(d);
 		pfree(codes);
@@ -533,7 +534,7 @@ shnsw_add_backlink(ShnswLinker *lk, ShnswRef e, int layer, ShnswRef newref,
 			memcpy(codes + (Size) cnt * lk->dims, newcode, lk->dims);
 			cnt++;
 			code_distances(lk, ecode, codes, cnt, d);
-			cnt = shnsw_select_neighbors(lk, list, d, codes, cnt, max, true, &nchosen);
+			cnt = shnsw_select_neighbors(lk, list, d, codes, cnt, max, max, &nchosen);
 			kept = list_has(list, cnt, newref);
 			if (!kept && force)
 			{
@@ -757,7 +758,7 @@ shnsw_repair_list(ShnswLinker *lk, ShnswRef e, int layer, const ShnswRefSet *dea
 		memcpy(pool, cands, sizeof(ShnswRef) * n);
 		memcpy(pool_d, d, sizeof(float) * n);
 		npool = n;
-		n = shnsw_select_neighbors(lk, cands, d, codes, n, max, false, NULL);
+		n = shnsw_select_neighbors(lk, cands, d, codes, n, max, 0, NULL);
 
 		/*
 		 * The new list keeps every live neighbour and fills the deleted

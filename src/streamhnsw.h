@@ -388,7 +388,7 @@ extern void shnsw_read_codes(ShnswLinker *lk, const ShnswRef *refs, int n, uint8
 extern void shnsw_read_node(ShnswLinker *lk, ShnswRef e, int layer, ShnswNodeCopy *out,
 							uint8 *code);
 extern int	shnsw_select_neighbors(ShnswLinker *lk, ShnswRef *refs, float *d, uint8 *codes,
-								   int n, int max, bool fill, int *nchosen);
+								   int n, int max, int fill, int *nchosen);
 extern void shnsw_find_neighbors(ShnswLinker *lk, const float *q, ShnswRef entry,
 								 int entry_level, int level, int ef, ShnswRef exclude,
 								 ShnswRef **nbrs, int *nnbrs);

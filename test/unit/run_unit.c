@@ -896,7 +896,7 @@ typedef enum SelfSearch
  * shnsw_build_ensure_reachable on built graphs: before it, some nodes may be
  * unreachable (want_unreached > 0: the data is chosen so that some are; < 0:
  * cases that left nodes unreachable before lists kept their pruned
- * connections, and must not any more); after
+ * connections, and must not any more; 0: either); after
  * it, a walk from the entry point reaches every node, every node but the
  * entry has an incoming link, lists stay within 2m, the repair is
  * deterministic and idempotent, and searches for the nodes' own vectors
@@ -1157,7 +1157,7 @@ test_reachability_cases(void)
 	free(x);
 	x = make_data(2000, 16, 30);
 	test_reachability("cosine clustered m=4", SHNSW_METRIC_COSINE, x, 2000, 16, 4, 40, false,
-					  -1, SELF_REPAIRED);
+					  0, SELF_REPAIRED);
 	free(x);
 }
 
