@@ -573,6 +573,41 @@ done:
 }
 
 /*
+ * shnsw_replace_link replaces old by newref in live node e's layer-0 list
+ * (VACUUM's pass 4, which chose old as a node other links also reach).
+ * Returns false, changing nothing, if e's list does not hold old (any
+ * more), or already holds newref. Running out of retries is recorded
+ * (gave_up). Holds no lock on return.
+ */
+bool
+shnsw_replace_link(ShnswLinker *lk, ShnswRef e, ShnswRef old, ShnswRef newref)
+{
+	ShnswNodeCopy node;
+	ShnswRef	list[2 * SHNSW_MAX_M];
+
+	for (int attempt = 0; attempt < SHNSW_LIST_RETRIES; attempt++)
+	{
+		int			at = -1;
+
+		shnsw_read_node(lk, e, 0, &node, NULL);
+		if ((node.flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)) || e == newref ||
+			list_has(node.list, node.count, newref))
+			return false;
+		for (int k = 0; k < node.count && at < 0; k++)
+			if (node.list[k] == old)
+				at = k;
+		if (at < 0)
+			return false;
+		memcpy(list, node.list, sizeof(ShnswRef) * node.count);
+		list[at] = newref;
+		if (write_list_if(lk, e, node.upper, 0, node.list, node.count, list, node.count))
+			return true;
+	}
+	gave_up(lk);
+	return false;
+}
+
+/*
  * shnsw_adopt appends to node e's layer-0 list those of refs[0..n-1] it
  * does not hold yet, while it has room: an insert gives a link to the
  * nodes its back-links took out of its neighbours' lists, which might

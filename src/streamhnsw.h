@@ -398,6 +398,7 @@ extern bool shnsw_add_backlink(ShnswLinker *lk, ShnswRef e, int layer, ShnswRef 
 							   const uint8 *newcode, bool force, ShnswRef *dropped,
 							   int *ndropped);
 extern int	shnsw_adopt(ShnswLinker *lk, ShnswRef e, ShnswRef *refs, int n);
+extern bool shnsw_replace_link(ShnswLinker *lk, ShnswRef e, ShnswRef old, ShnswRef newref);
 extern int	shnsw_ref_cmp(const void *a, const void *b);
 extern bool shnsw_refset_has(const ShnswRefSet *set, ShnswRef r);
 extern bool shnsw_repair_list(ShnswLinker *lk, ShnswRef e, int layer, const ShnswRefSet *dead);
