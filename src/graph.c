@@ -23,6 +23,8 @@
 #include <string.h>
 
 #include "graph.h"
+#include "neighbors.h"
+#include "reach.h"
 
 /* ---------------------------------------------------------------------
  * In-memory construction
@@ -321,253 +323,196 @@ build_search_layer(ShnswBuildGraph *g, const BuildFrom *q, const uint32_t *eps, 
 }
 
 /*
- * The neighbour heuristic, keeping pruned connections: from candidates
- * sorted nearest first (ids/dists relative to the node being linked), a
- * candidate is chosen if it is closer to that node than to every candidate
- * chosen before it, until max are chosen; the list is then filled up to
- * fill (<= max) with the candidates passed over, nearest first (a list of
- * the heuristic's choices alone holds a fraction of 2m, and both recall and
- * reachability fall with the degree). The result, nearest first, goes to
- * sel/seld with pr[k] = 1 for the filled ones; returns its length.
+ * Distances between build candidates for the heuristic: ids are node
+ * numbers; the "from" node is prepared once per candidate a (slot 1).
+ */
+typedef struct BuildCandDist
+{
+	ShnswBuildGraph *g;
+	const uint32_t *ids;
+	int			from;			/* candidate e is prepared for, or -1 */
+	BuildFrom	e;
+} BuildCandDist;
+
+static float
+build_cand_dist(void *arg, int a, int b)
+{
+	BuildCandDist *c = (BuildCandDist *) arg;
+
+	if (c->from != a)
+	{
+		c->e = build_from_node(c->g, c->ids[a], 1);
+		c->from = a;
+	}
+	return build_dist(c->g, &c->e, c->ids[b]);
+}
+
+/*
+ * The neighbour heuristic (neighbors.c) over build candidates ids/dists,
+ * sorted nearest first, filled up to fill with the ones passed over; writes
+ * the kept node numbers to sel (nearest first), and, if seld is not NULL,
+ * their distances to seld and passed-over flags to passed; *nchosen (may
+ * be NULL) says how many the heuristic chose.
  */
 static int
 build_select(ShnswBuildGraph *g, const uint32_t *ids, const float *dists, int n,
-			 int max, int fill, uint32_t *sel, float *seld, uint8_t *pr)
+			 int max, int fill, uint32_t *sel, float *seld, uint8_t *passed, int *nchosen)
 {
-	uint32_t	kept[2 * SHNSW_MAX_M];
-	uint32_t	passed[2 * SHNSW_MAX_M];
-	float		keptd[2 * SHNSW_MAX_M];
-	float		passedd[2 * SHNSW_MAX_M];
-	int			nkept = 0,
-				npassed = 0,
-				a = 0,
-				b = 0,
-				out = 0;
+	BuildCandDist c = {g, ids, -1, {NULL, NULL}};
+	int			pos[2 * SHNSW_MAX_M + 1];
+	int		   *p = n <= (int) (sizeof(pos) / sizeof(pos[0])) ? pos : shnsw_alloc(sizeof(int) * n);
+	int			nsel = shnsw_select_heuristic(dists, n, max, fill, build_cand_dist, &c, p,
+											  passed, nchosen);
 
-	for (int k = 0; k < n && nkept < max; k++)
+	for (int k = 0; k < nsel; k++)
 	{
-		BuildFrom	e = build_from_node(g, ids[k], 1);
-		bool		good = true;
-
-		for (int r = 0; r < nkept; r++)
-		{
-			if (build_dist(g, &e, kept[r]) < dists[k])
-			{
-				good = false;
-				break;
-			}
-		}
-		if (good)
-		{
-			kept[nkept] = ids[k];
-			keptd[nkept++] = dists[k];
-		}
-		else if (npassed < max)
-		{
-			passed[npassed] = ids[k];
-			passedd[npassed++] = dists[k];
-		}
+		sel[k] = ids[p[k]];
+		if (seld != NULL)
+			seld[k] = dists[p[k]];
 	}
-	/* all the chosen ones and the nearest passed-over ones, merged */
-	npassed = nkept >= fill ? 0 : nkept + npassed > fill ? fill - nkept : npassed;
-	while (a < nkept || b < npassed)
-	{
-		if (b >= npassed || (a < nkept && keptd[a] <= passedd[b]))
-		{
-			sel[out] = kept[a];
-			seld[out] = keptd[a++];
-			pr[out++] = 0;
-		}
-		else
-		{
-			sel[out] = passed[b];
-			seld[out] = passedd[b++];
-			pr[out++] = 1;
-		}
-	}
-	return out;
-}
-
-int
-shnsw_select_by_codes(const float *d, const uint8_t *codes, int n, int max, int dim,
-					  ShnswMetric metric, const float *lo, const float *scale,
-					  float *scratch, int *sel)
-{
-	/*
-	 * The chosen candidates are prepared as queries, once each, and each
-	 * candidate's distance to them computed from its code: the distances
-	 * are symmetric, and the heuristic chooses far fewer than it examines.
-	 */
-	Sq8Query	chosen[2 * SHNSW_MAX_M];
-	int			nsel = 0;
-
-	for (int k = 0; k < n && nsel < max; k++)
-	{
-		bool		good = true;
-
-		for (int r = 0; r < nsel; r++)
-		{
-			if (sq8_distance(&chosen[r], codes + (size_t) k * dim) < d[k])
-			{
-				good = false;
-				break;
-			}
-		}
-		if (good)
-		{
-			chosen[nsel].dim = dim;
-			chosen[nsel].w = scratch;
-			chosen[nsel].qs = scratch + (size_t) (1 + nsel) * dim;
-			sq8_prepare_code(&chosen[nsel], metric, codes + (size_t) k * dim, lo, scale);
-			sel[nsel++] = k;
-		}
-	}
+	if (p != pos)
+		shnsw_free(p);
 	return nsel;
 }
 
-/* Sort (ids, dists) pairs by distance; n is small (at most 2m + 1). */
-static void
-sort_pairs(uint32_t *ids, float *d, int n)
+/*
+ * Distances between code candidates: codes[k * dim]. The heuristic asks
+ * for the distance from each candidate to the chosen ones; the distances
+ * are symmetric, so each chosen candidate is prepared as a query once,
+ * from its code, and measured to the others' codes (it chooses far fewer
+ * than it examines).
+ */
+typedef struct CodeCandDist
 {
-	for (int i = 1; i < n; i++)
-	{
-		uint32_t	id = ids[i];
-		float		dv = d[i];
-		int			j = i - 1;
+	const uint8_t *codes;
+	int			dim;
+	ShnswMetric metric;
+	const float *lo;
+	const float *scale;
+	float	   *scratch;		/* (1 + max) * dim floats */
+	int			nprep;
+	int			prepared[2 * SHNSW_MAX_M + 1];	/* candidate of each query */
+	Sq8Query	sq[2 * SHNSW_MAX_M + 1];
+} CodeCandDist;
 
-		while (j >= 0 && (d[j] > dv || (d[j] == dv && ids[j] > id)))
-		{
-			ids[j + 1] = ids[j];
-			d[j + 1] = d[j];
-			j--;
-		}
-		ids[j + 1] = id;
-		d[j + 1] = dv;
+static float
+code_cand_dist(void *arg, int a, int b)
+{
+	CodeCandDist *c = (CodeCandDist *) arg;
+	int			q = 0;
+
+	/* b is a chosen candidate: the heuristic chooses them in order */
+	while (q < c->nprep && c->prepared[q] != b)
+		q++;
+	if (q == c->nprep)
+	{
+		c->sq[q].dim = c->dim;
+		c->sq[q].w = c->scratch;
+		c->sq[q].qs = c->scratch + (size_t) (1 + q) * c->dim;
+		sq8_prepare_code(&c->sq[q], c->metric, c->codes + (size_t) b * c->dim, c->lo, c->scale);
+		c->prepared[q] = b;
+		c->nprep++;
 	}
+	return sq8_distance(&c->sq[q], c->codes + (size_t) a * c->dim);
 }
 
-/*
- * Add node c, at distance dc from e, to e's list ids/d/pr (*cnt entries,
- * nearest first, pr as build_select leaves it) on a layer whose lists hold
- * up to max. The result is what build_select would keep from the list and
- * c, computed from the list's cached distances and flags with at most one
- * distance per chosen entry: c is passed over if an entry chosen before it
- * is closer to it than e is; if chosen, it passes over the chosen entries
- * after it that are closer to it than to e. A full list then drops its
- * farthest passed-over entry (c itself, if that is c), or, if every entry
- * is chosen, its farthest. So lists stay full. (One thing is not
- * recomputed: an entry passed over only because of one that c now passes
- * over stays passed over; that only makes it the first to go.)
- */
-static void
-build_keep_update(ShnswBuildGraph *g, ShnswRef *ids, float *d, uint8_t *pr, int *cnt,
-				  int max, uint32_t c, float dc)
+int
+shnsw_select_by_codes(const float *d, const uint8_t *codes, int n, int max, int fill, int dim,
+					  ShnswMetric metric, const float *lo, const float *scale,
+					  float *scratch, int *sel, int *nchosen)
 {
-	int			n = *cnt;
-	int			p = 0;
-	int			victim = -1;
-	bool		cpr = false;
-	BuildFrom	from;
+	CodeCandDist c;
 
-	while (p < n && (d[p] < dc || (d[p] == dc && ids[p] < c)))
-		p++;
-	if (n == max && p == n)
-	{
-		/* c would be the farthest: it stays out unless it is chosen and ... */
-		for (int k = n - 1; k >= 0 && victim < 0; k--)
-			if (pr[k])
-				victim = k;
-		if (victim < 0)
-			return;				/* ... a passed-over entry can make room */
-	}
-	from = build_from_node(g, c, 1);
-	for (int k = 0; k < p; k++)
-	{
-		if (!pr[k] && build_dist(g, &from, ids[k]) < dc)
-		{
-			cpr = true;
-			break;
-		}
-	}
-	if (n == max && p == n && cpr)
-		return;
-	if (!cpr)
-		for (int k = p; k < n; k++)
-			if (!pr[k] && build_dist(g, &from, ids[k]) < d[k])
-				pr[k] = 1;
-	if (n == max)
-	{
-		victim = -1;
-		for (int k = n - 1; k >= 0 && victim < 0; k--)
-			if (pr[k])
-				victim = k;
-		if (cpr && (victim < 0 || victim < p))
-			return;				/* c is the farthest passed-over one */
-		if (victim < 0)
-			victim = n - 1;
-		/* take the victim out */
-		memmove(ids + victim, ids + victim + 1, sizeof(ShnswRef) * (n - 1 - victim));
-		memmove(d + victim, d + victim + 1, sizeof(float) * (n - 1 - victim));
-		memmove(pr + victim, pr + victim + 1, n - 1 - victim);
-		n--;
-		if (victim < p)
-			p--;
-	}
-	memmove(ids + p + 1, ids + p, sizeof(ShnswRef) * (n - p));
-	memmove(d + p + 1, d + p, sizeof(float) * (n - p));
-	memmove(pr + p + 1, pr + p, n - p);
-	ids[p] = c;
-	d[p] = dc;
-	pr[p] = cpr;
-	*cnt = n + 1;
+	c.codes = codes;
+	c.dim = dim;
+	c.metric = metric;
+	c.lo = lo;
+	c.scale = scale;
+	c.scratch = scratch;
+	c.nprep = 0;
+	return shnsw_select_heuristic(d, n, max, fill, code_cand_dist, &c, sel, NULL, nchosen);
 }
 
-/*
- * Add a link e -> c on a layer (dc: their distance), keeping e's list full
- * (build_keep_update). Layer-0 lists keep their distances and flags
- * (dist0, pruned0); an upper list (m entries, one node in m has one) has
- * them computed here.
- */
+/* ShnswListOps over the build graph: the list's owner is prepared (slot 0). */
+typedef struct BuildListArg
+{
+	ShnswBuildGraph *g;
+	uint32_t	owner;
+	int			layer;
+	uint32_t	from;			/* node fx is prepared for (build_node_dist) */
+	BuildFrom	fx;
+} BuildListArg;
+
 static void
-build_add_backlink(ShnswBuildGraph *g, uint32_t e, uint32_t c, int layer, float dc)
+build_list_distances(void *arg, const uint32_t *list, int n, float *d)
+{
+	BuildListArg *a = (BuildListArg *) arg;
+	BuildFrom	from = build_from_node(a->g, a->owner, 0);
+
+	for (int k = 0; k < n; k++)
+		d[k] = build_dist(a->g, &from, list[k]);
+}
+
+static int
+build_list_choose(void *arg, uint32_t *list, float *d, int n, int max, int *nchosen)
+{
+	BuildListArg *a = (BuildListArg *) arg;
+	uint32_t	sel[2 * SHNSW_MAX_M + 1];
+	int			nsel;
+
+	shnsw_sort_by_distance(list, d, n);
+	nsel = build_select(a->g, list, d, n, max, max, sel, NULL, NULL, nchosen);
+	memcpy(list, sel, sizeof(uint32_t) * nsel);
+	return nsel;
+}
+
+/* A layer-0 list's cached distances and flags (dist0, pruned0). */
+static bool
+build_list_cache(void *arg, float **d, uint8_t **passed)
+{
+	BuildListArg *a = (BuildListArg *) arg;
+	size_t		off = (size_t) a->owner * 2 * a->g->m;
+
+	if (a->layer != 0)
+		return false;
+	*d = a->g->dist0 + off;
+	*passed = a->g->pruned0 + off;
+	return true;
+}
+
+static float
+build_node_dist(void *arg, uint32_t x, uint32_t y)
+{
+	BuildListArg *a = (BuildListArg *) arg;
+
+	if (a->from != x)
+	{
+		a->fx = build_from_node(a->g, x, 1);
+		a->from = x;
+	}
+	return build_dist(a->g, &a->fx, y);
+}
+
+static const ShnswListOps build_list_ops = {
+	build_list_distances, build_list_choose, build_list_cache, build_node_dist
+};
+
+/* Add new to e's list on a layer (the back-link rule, neighbors.c). */
+static void
+build_add_backlink(ShnswBuildGraph *g, uint32_t e, uint32_t newnode, int layer)
 {
 	int			max = layer == 0 ? 2 * g->m : g->m;
 	int			cnt;
 	ShnswRef   *nb = shnsw_build_neighbors(g, e, layer, &cnt);
-	uint32_t	ids[2 * SHNSW_MAX_M];
-	float		d[2 * SHNSW_MAX_M];
-	uint8_t		pr[2 * SHNSW_MAX_M];
-	BuildFrom	from;
+	uint32_t	list[2 * SHNSW_MAX_M + 1];
+	BuildListArg arg = {g, e, layer, UINT32_MAX, {NULL, NULL}};
+	bool		kept;
 
-	for (int k = 0; k < cnt; k++)
-		if (nb[k] == c)
-			return;
-	if (layer == 0)
-	{
-		size_t		off = (size_t) e * 2 * g->m;
-
-		build_keep_update(g, nb, g->dist0 + off, g->pruned0 + off, &cnt, max, c, dc);
-		g->cnt0[e] = (uint16_t) cnt;
+	memcpy(list, nb, sizeof(uint32_t) * cnt);
+	cnt = shnsw_backlink(list, cnt, max, newnode, false, &build_list_ops, &arg, &kept, NULL);
+	if (cnt < 0)
 		return;
-	}
-	from = build_from_node(g, e, 0);
-	for (int k = 0; k < cnt; k++)
-	{
-		ids[k] = nb[k];
-		d[k] = build_dist(g, &from, nb[k]);
-	}
-	sort_pairs(ids, d, cnt);
-	for (int k = 0; k < cnt; k++)
-	{
-		BuildFrom	x = build_from_node(g, ids[k], 1);
-
-		pr[k] = 0;
-		for (int r = 0; r < k && !pr[k]; r++)
-			if (!pr[r] && build_dist(g, &x, ids[r]) < d[k])
-				pr[k] = 1;
-	}
-	build_keep_update(g, ids, d, pr, &cnt, max, c, dc);
-	memcpy(nb, ids, sizeof(ShnswRef) * cnt);
+	memcpy(nb, list, sizeof(ShnswRef) * cnt);
 	build_set_count(g, e, layer, cnt);
 }
 
@@ -657,7 +602,8 @@ shnsw_build_link(ShnswBuildGraph *g, uint32_t i)
 			shnsw_free(prev);
 		}
 		/*
-		 * A new list is filled to half its capacity: back-links fill the
+		 * Pruned connections are kept (src/README, Departures), but a new
+		 * list is filled to half its capacity only: back-links fill the
 		 * rest unpruned, and a node far from all its neighbours (an
 		 * outlier) keeps in-links from nodes nearer to the queries that
 		 * pass by (filled to capacity at once, every back-link competes
@@ -665,17 +611,18 @@ shnsw_build_link(ShnswBuildGraph *g, uint32_t i)
 		 * such a row only after farther ones: 1 row of 1,500 in
 		 * test_scan_order's cosine case).
 		 */
-		nsel = build_select(g, res, resd, nres, max, max / 2, sel, seld, selpr);
+		nsel = build_select(g, res, resd, nres, max, max / 2, sel, seld, selpr, NULL);
 		mine = shnsw_build_neighbors(g, i, l, &cnt);
 		memcpy(mine, sel, sizeof(ShnswRef) * nsel);
 		build_set_count(g, i, l, nsel);
 		if (l == 0)
 		{
+			/* the cache build_list_cache gives the back-link rule */
 			memcpy(g->dist0 + (size_t) i * 2 * g->m, seld, sizeof(float) * nsel);
 			memcpy(g->pruned0 + (size_t) i * 2 * g->m, selpr, nsel);
 		}
 		for (int k = 0; k < nsel; k++)
-			build_add_backlink(g, sel[k], i, l, seld[k]);
+			build_add_backlink(g, sel[k], i, l);
 	}
 
 	if (level > g->max_level)
@@ -835,7 +782,7 @@ reach_link_node(ShnswBuildGraph *g, const uint32_t *parent, uint8_t *replaced,
 		d[n] = build_dist(g, &q, nb[k]);
 		n++;
 	}
-	sort_pairs(ids, d, n);
+	shnsw_sort_by_distance(ids, d, n);
 	best = reach_attach_first(g, parent, replaced, ids, n, u, true);
 	if (best != REACH_NONE)
 		return best;
@@ -884,76 +831,112 @@ reach_link_node(ShnswBuildGraph *g, const uint32_t *parent, uint8_t *replaced,
 	return best;
 }
 
+/* The build's side of the walk-and-attach (reach.h): a breadth-first tree. */
+typedef struct BuildReach
+{
+	ShnswBuildGraph *g;
+	uint32_t   *parent;			/* tree parent of each reached node */
+	uint32_t   *queue;			/* reached nodes, in walk order */
+	uint8_t    *replaced;
+	uint32_t	tail;
+	uint32_t   *adopted;		/* nodes the repair linked, in order */
+	uint32_t	nadopted;
+	uint32_t	nadopted_next;	/* first of them that may take a link */
+} BuildReach;
+
+static void
+build_reach_walk(void *arg, int64_t i)
+{
+	BuildReach *r = (BuildReach *) arg;
+
+	if (r->parent[i] == REACH_NONE)
+		r->parent[i] = (uint32_t) i;	/* the entry point: its own root */
+	r->queue[r->tail] = (uint32_t) i;
+	r->tail = reach_walk(r->g, r->parent, r->queue, r->tail, r->tail + 1);
+}
+
+static bool
+build_reach_reached(void *arg, int64_t i)
+{
+	return ((BuildReach *) arg)->parent[i] != REACH_NONE;
+}
+
+static bool
+build_reach_attach(void *arg, int64_t i)
+{
+	BuildReach *r = (BuildReach *) arg;
+	uint32_t	p = REACH_NONE;
+
+	/*
+	 * Under inner product most nodes can be unreached (interior points are
+	 * no node's near neighbour: 8,400 of 10,000 3-d points), and once every
+	 * reached node near them has given up its one entry, giving each a
+	 * link from its nearest reached node costs the nodes searches go
+	 * through more and more entries: recall@20 fell from 1.0 to 0.80. Then
+	 * they hang off the nodes the repair linked before (each list holds up
+	 * to 2m tree links), leaving the lists searches use as they were.
+	 */
+	if (r->g->metric == SHNSW_METRIC_IP)
+	{
+		p = reach_link_node(r->g, r->parent, r->replaced, r->queue, r->tail, (uint32_t) i, true);
+		while (p == REACH_NONE && r->nadopted_next < r->nadopted)
+		{
+			if (reach_attach(r->g, r->parent, r->replaced, r->adopted[r->nadopted_next],
+							 (uint32_t) i, false))
+				p = r->adopted[r->nadopted_next];
+			else
+				r->nadopted_next++;
+		}
+	}
+	if (p == REACH_NONE)
+		p = reach_link_node(r->g, r->parent, r->replaced, r->queue, r->tail, (uint32_t) i, false);
+	if (p == REACH_NONE)
+		return false;			/* cannot happen; see reach_link_node */
+	r->parent[i] = p;
+	r->adopted[r->nadopted++] = (uint32_t) i;
+	return true;
+}
+
+static bool
+build_reach_done(void *arg)
+{
+	BuildReach *r = (BuildReach *) arg;
+
+	return r->tail >= r->g->n;
+}
+
+static const ShnswReachOps build_reach_ops = {
+	build_reach_walk, build_reach_reached, build_reach_attach, build_reach_done, NULL
+};
+
 uint32_t
 shnsw_build_ensure_reachable(ShnswBuildGraph *g)
 {
-	uint32_t   *parent;
-	uint32_t   *queue;
-	uint8_t    *replaced;
-	uint32_t   *adopted;		/* nodes the repair linked, in order */
-	uint32_t	nadopted = 0,
-				nadopted_next = 0;
-	uint32_t	tail;
-	uint32_t	added = 0;
+	BuildReach	r;
+	uint32_t	added;
 
 	if (g->n < 2)
 		return 0;
-	parent = shnsw_alloc(sizeof(uint32_t) * g->n);
-	queue = shnsw_alloc(sizeof(uint32_t) * g->n);
-	replaced = shnsw_alloc0(g->n);
-	adopted = shnsw_alloc(sizeof(uint32_t) * g->n);
-	memset(parent, 0xFF, sizeof(uint32_t) * g->n);
-	parent[g->entry] = g->entry;
-	queue[0] = g->entry;
-	tail = reach_walk(g, parent, queue, 0, 1);
+	r.g = g;
+	r.parent = shnsw_alloc(sizeof(uint32_t) * g->n);
+	r.queue = shnsw_alloc(sizeof(uint32_t) * g->n);
+	r.replaced = shnsw_alloc0(g->n);
+	r.tail = 0;
+	r.adopted = shnsw_alloc(sizeof(uint32_t) * g->n);
+	r.nadopted = 0;
+	r.nadopted_next = 0;
+	memset(r.parent, 0xFF, sizeof(uint32_t) * g->n);
 
 	/*
 	 * One pass suffices: each unreached node, in node order, is linked from
-	 * a reached node, and the walk continues from it (picking up any part of
-	 * the graph only it leads to); replaced links are never tree links.
+	 * a reached node, and the walk continues from it; replaced links are
+	 * never tree links.
 	 */
-	for (uint32_t u = 0; u < g->n && tail < g->n; u++)
-	{
-		uint32_t	p = REACH_NONE;
-
-		shnsw_check_interrupts();
-		if (parent[u] != REACH_NONE)
-			continue;
-
-		/*
-		 * Under inner product most nodes can be unreached (interior points
-		 * are no node's near neighbour: 8,400 of 10,000 3-d points), and
-		 * once every reached node near them has given up its one entry,
-		 * giving each a link from its nearest reached node costs the nodes
-		 * searches go through more and more entries: recall@20 fell from
-		 * 1.0 to 0.80. Then they hang off one another instead (each list
-		 * holds up to 2m tree links), leaving the lists searches use as
-		 * they were.
-		 */
-		if (g->metric == SHNSW_METRIC_IP)
-			p = reach_link_node(g, parent, replaced, queue, tail, u, true);
-		if (g->metric == SHNSW_METRIC_IP)
-			while (nadopted_next < nadopted && p == REACH_NONE)
-			{
-				if (reach_attach(g, parent, replaced, adopted[nadopted_next], u, false))
-					p = adopted[nadopted_next];
-				else
-					nadopted_next++;
-			}
-		if (p == REACH_NONE)
-			p = reach_link_node(g, parent, replaced, queue, tail, u, false);
-		if (p == REACH_NONE)
-			continue;			/* cannot happen; see reach_link_node */
-		added++;
-		adopted[nadopted++] = u;
-		parent[u] = p;
-		queue[tail] = u;
-		tail = reach_walk(g, parent, queue, tail, tail + 1);
-	}
-	shnsw_free(parent);
-	shnsw_free(queue);
-	shnsw_free(replaced);
-	shnsw_free(adopted);
+	added = (uint32_t) shnsw_reach_all(g->n, g->entry, &build_reach_ops, &r);
+	shnsw_free(r.parent);
+	shnsw_free(r.queue);
+	shnsw_free(r.replaced);
+	shnsw_free(r.adopted);
 	return added;
 }
 
@@ -1011,7 +994,7 @@ shnsw_build_layout_order(const ShnswBuildGraph *g, uint32_t *order)
  */
 
 void
-shnsw_search_init(ShnswSearch *s, const Sq8Query *q, const ShnswPageOps *ops, int m,
+shnsw_search_init(ShnswSearch *s, const Sq8Query *q, const ShnswNodeSource *ops, int m,
 				  uint32_t max_discovered)
 {
 	memset(s, 0, sizeof(*s));
