@@ -507,11 +507,15 @@ reach_walk(VacState *vs, ShnswLinker *lk, ReachWalk *rw, int64 i)
  * link_over_shared links unreached live node i (its list in *node) from a
  * reached neighbour of its own whose list is full, over the entry of that
  * list with the most incoming links (at least two, so the node it names
- * keeps another), keeping the copied lists and counts up to date. A link
- * forced over a list's farthest entry instead can cut off the node that
- * entry named, and under inner product the next walk links that one over
- * another, walk after walk (20 of 1,000 rows of a vacuumed index stayed
- * unreachable). Returns whether it linked i.
+ * keeps another), keeping the copied lists and counts up to date. Under
+ * inner product, a link forced over a list's farthest entry instead cuts
+ * off the node that entry named (the farthest is a short vector, linked
+ * from that list only), and the next walk links that one over another,
+ * walk after walk (20 of 1,000 rows of a vacuumed index stayed
+ * unreachable). Not under L2 and cosine: there the entry that goes is
+ * chosen by distance, and the one with most in-links can be the one a
+ * search for it needs (2 rows of 17,000 not found after concurrent
+ * inserts and a VACUUM). Returns whether it linked i.
  */
 static bool
 link_over_shared(VacState *vs, ShnswLinker *lk, ReachWalk *rw, int64 i,
@@ -561,7 +565,7 @@ reach_attach(VacState *vs, ShnswLinker *lk, ReachWalk *rw, int64 i,
 	shnsw_read_node(lk, vs->live.refs[i], 0, &node, code);
 	if (node.flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE))
 		return false;
-	if (rw->copy_lists)
+	if (rw->copy_lists && vs->info->metric == SHNSW_METRIC_IP)
 		linked = link_over_shared(vs, lk, rw, i, &node);
 	for (int k = 0; k < node.count && !linked; k++)
 	{
