@@ -26,7 +26,8 @@ shnsw_linker_init(ShnswLinker *lk, Relation index, ShnswIndexInfo *info)
 	lk->info = info;
 	lk->dims = info->dims;
 	lk->m = info->m;
-	lk->scratch = palloc(sizeof(float) * 3 * info->dims);
+	/* shnsw_select_by_codes: (1 + max) * dims, max up to 2m + 1 */
+	lk->scratch = palloc(sizeof(float) * (2 * info->m + 2) * info->dims);
 	lk->given_up = 0;
 	shnsw_buffer_source_init(&lk->ops, &lk->pctx, index, info, NULL);
 }
@@ -107,11 +108,14 @@ cand_order_cmp(const void *a, const void *b, void *arg)
 
 /*
  * Sort candidates (refs, d, codes) by distance and keep those the heuristic
- * chooses, at most max; the result overwrites the first entries of refs, d
- * and codes (nearest first). Returns how many were kept.
+ * chooses, at most max, filled up to fill (<= max; 0: not) with the ones it
+ * passed over, nearest first; the result overwrites the first entries of
+ * refs, d and codes (nearest first). Returns how many were kept; *nchosen
+ * (may be NULL) says how many of them the heuristic chose.
  */
 int
-shnsw_select_neighbors(ShnswLinker *lk, ShnswRef *refs, float *d, uint8 *codes, int n, int max)
+shnsw_select_neighbors(ShnswLinker *lk, ShnswRef *refs, float *d, uint8 *codes, int n, int max,
+					   int fill, int *nchosen)
 {
 	int		   *order = palloc(sizeof(int) * Max(n, 1));
 	ShnswRef   *srefs = palloc(sizeof(ShnswRef) * Max(n, 1));
@@ -130,8 +134,8 @@ shnsw_select_neighbors(ShnswLinker *lk, ShnswRef *refs, float *d, uint8 *codes, 
 		sd[k] = d[order[k]];
 		memcpy(scodes + (Size) k * lk->dims, codes + (Size) order[k] * lk->dims, lk->dims);
 	}
-	nsel = shnsw_select_by_codes(sd, scodes, n, max, lk->dims, lk->info->metric,
-								 lk->info->lo, lk->info->scale, lk->scratch, sel);
+	nsel = shnsw_select_by_codes(sd, scodes, n, max, fill, lk->dims, lk->info->metric,
+								 lk->info->lo, lk->info->scale, lk->scratch, sel, nchosen);
 	for (int k = 0; k < nsel; k++)
 	{
 		refs[k] = srefs[sel[k]];
@@ -214,7 +218,8 @@ shnsw_find_neighbors(ShnswLinker *lk, const float *q, ShnswRef entry, int entry_
 			d[nlive++] = c->d;
 		}
 		shnsw_read_codes(lk, refs, nlive, codes);
-		nnbrs[l] = shnsw_select_neighbors(lk, refs, d, codes, nlive, max);
+		/* no fill: inserts do not fill new lists (src/README, Departures) */
+		nnbrs[l] = shnsw_select_neighbors(lk, refs, d, codes, nlive, max, 0, NULL);
 		nbrs[l] = refs;
 		pfree(d);
 		pfree(codes);

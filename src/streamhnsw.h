@@ -325,7 +325,7 @@ typedef struct ShnswLinker
 	ShnswNodeSource ops;
 	int			dims;
 	int			m;
-	float	   *scratch;		/* 3 * dims floats */
+	float	   *scratch;		/* (2m + 2) * dims floats */
 	int64		given_up;		/* list changes that ran out of retries */
 } ShnswLinker;
 
@@ -352,7 +352,7 @@ extern void shnsw_read_codes(ShnswLinker *lk, const ShnswRef *refs, int n, uint8
 extern void shnsw_read_node(ShnswLinker *lk, ShnswRef e, int layer, ShnswNodeCopy *out,
 							uint8 *code);
 extern int	shnsw_select_neighbors(ShnswLinker *lk, ShnswRef *refs, float *d, uint8 *codes,
-								   int n, int max);
+								   int n, int max, int fill, int *nchosen);
 extern void shnsw_find_neighbors(ShnswLinker *lk, const float *q, ShnswRef entry,
 								 int entry_level, int level, int ef, ShnswRef exclude,
 								 ShnswRef **nbrs, int *nnbrs);
@@ -368,6 +368,7 @@ extern bool shnsw_add_backlink(ShnswLinker *lk, ShnswRef e, int layer, ShnswRef 
 							   const uint8 *newcode, bool force, ShnswRef *dropped,
 							   int *ndropped);
 extern int	shnsw_adopt(ShnswLinker *lk, ShnswRef e, ShnswRef *refs, int n);
+extern bool shnsw_replace_link(ShnswLinker *lk, ShnswRef e, ShnswRef old, ShnswRef newref);
 extern bool shnsw_repair_list(ShnswLinker *lk, ShnswRef e, int layer, const ShnswRefSet *dead);
 extern bool shnsw_take_recheck(Relation index);
 
