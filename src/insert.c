@@ -669,6 +669,114 @@ insert_publish(Relation index)
 }
 
 /*
+ * add_duplicate adds heap_tid to node ref if that node is live, has room
+ * for another row and holds exactly value (vec_size bytes); returns true
+ * if it did. The node's header is read under a share lock, its vector
+ * page(s) pinned with no lock held, then the graph page is locked
+ * exclusively, the header checked again and the vector compared under a
+ * share lock on its page(s) (graph page before vector pages, the order of
+ * src/README, Locking): so the row goes only to a node that holds its
+ * value at the moment it is added. One WAL record.
+ */
+static bool
+add_duplicate(InsertState *is, ShnswRef ref, const struct varlena *value, ItemPointer heap_tid)
+{
+	Relation	index = is->index;
+	int			node_size = is->info->node_size;
+	int			vec_size = is->info->vec_size;
+	BlockNumber blk = shnsw_ref_block(ref, is->info->slot_bits);
+	int			slot = shnsw_ref_slot(ref, is->info->slot_bits);
+	Buffer		gbuf,
+				vbuf[2];
+	BlockNumber vblk;
+	uint16		voff;
+	int			nv;
+	bool		done = false;
+	Page		page;
+	ShnswNodeHeader *h;
+
+	if (VARSIZE_ANY(value) != (Size) vec_size)
+		return false;
+	gbuf = ReadBuffer(index, blk);
+	LockBuffer(gbuf, BUFFER_LOCK_SHARE);
+	page = BufferGetPage(gbuf);
+	shnsw_check_page(index, page, blk, SHNSW_PAGE_GRAPH);
+	if (slot >= shnsw_graph_nslots(index, page, blk, node_size))
+	{
+		UnlockReleaseBuffer(gbuf);
+		return false;
+	}
+	h = shnsw_page_node(page, slot, node_size);
+	shnsw_check_node(index, blk, slot, h, is->m, is->info->slot_bits, vec_size, &is->nblocks);
+	if ((h->flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)) ||
+		h->extra_tids >= SHNSW_NODE_TIDS - 1)
+	{
+		UnlockReleaseBuffer(gbuf);
+		return false;
+	}
+	vblk = h->vec_block;
+	voff = h->vec_offset;
+	LockBuffer(gbuf, BUFFER_LOCK_UNLOCK);
+
+	nv = voff + vec_size > (int) SHNSW_PAGE_CAPACITY ? 2 : 1;
+	for (int k = 0; k < nv; k++)
+	{
+		if (vblk + k == blk || vblk + k == SHNSW_METAPAGE_BLKNO)
+			shnsw_corrupt(index, blk, "vector block", vblk + k);
+		vbuf[k] = ReadBuffer(index, vblk + k);
+	}
+
+	LockBuffer(gbuf, BUFFER_LOCK_EXCLUSIVE);
+	page = BufferGetPage(gbuf);
+	h = shnsw_page_node(page, slot, node_size);
+	if (!(h->flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)) &&
+		h->extra_tids < SHNSW_NODE_TIDS - 1 &&
+		h->vec_block == vblk && h->vec_offset == voff)
+	{
+		const char *v = (const char *) value;
+		int			at = 0;
+		int			off = voff;
+		bool		same = true;
+
+		for (int k = 0; k < nv && same; k++)
+		{
+			Page		vpage;
+			int			chunk = Min(vec_size - at, (int) SHNSW_PAGE_CAPACITY - off);
+
+			LockBuffer(vbuf[k], BUFFER_LOCK_SHARE);
+			vpage = BufferGetPage(vbuf[k]);
+			shnsw_check_page(index, vpage, vblk + k, SHNSW_PAGE_VECTOR);
+			if (chunk <= 0 ||
+				off + chunk > ((PageHeader) vpage)->pd_lower - MAXALIGN(SizeOfPageHeaderData))
+				same = false;
+			else
+				same = memcmp(PageGetContents(vpage) + off, v + at, chunk) == 0;
+			LockBuffer(vbuf[k], BUFFER_LOCK_UNLOCK);
+			at += chunk;
+			off = 0;
+		}
+		if (same)
+		{
+			GenericXLogState *state = GenericXLogStart(index);
+			ItemPointerData tids[SHNSW_NODE_TIDS];
+			int			n;
+
+			page = GenericXLogRegisterBuffer(state, gbuf, 0);
+			h = shnsw_page_node(page, slot, node_size);
+			n = shnsw_node_tids(index, blk, h, node_size, tids);
+			tids[n++] = *heap_tid;
+			shnsw_node_set_tids(h, node_size, tids, n);
+			GenericXLogFinish(state);
+			done = true;
+		}
+	}
+	UnlockReleaseBuffer(gbuf);
+	for (int k = 0; k < nv; k++)
+		ReleaseBuffer(vbuf[k]);
+	return done;
+}
+
+/*
  * insert_node does the work of one insert, under the insert lock (either
  * mode): find neighbours, place the node (a slot VACUUM freed, for a level-0
  * node, if there is one; else at the end), link it back, publish. Returns
@@ -694,9 +802,20 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 	/* find neighbours */
 	MemSet(nnbrs, 0, sizeof(nnbrs));
 	level = shnsw_random_level(&st.rng, 1.0 / log((double) Max(is->m, 2)), SHNSW_MAX_LEVEL);
+	is->lk.dup_code = code;
+	is->lk.ndups = 0;
 	if (st.entry != SHNSW_INVALID_REF)
 		shnsw_find_neighbors(&is->lk, nav, st.entry, st.entry_level, level, st.efc,
 							 SHNSW_INVALID_REF, nbrs, nnbrs);
+	is->lk.dup_code = NULL;
+
+	/* a node that holds the same vector takes the row, if it has room */
+	for (int k = 0; k < is->lk.ndups; k++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (add_duplicate(is, is->lk.dups[k], value, heap_tid))
+			return insert_publish(is->index);
+	}
 
 	/* place the node, its vector and its upper record; update the metapage */
 	nn.heap_tid = heap_tid;
