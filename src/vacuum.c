@@ -799,11 +799,14 @@ free_nodes(VacState *vs, BlockNumber blk, const ShnswRef *refs, int n)
 		Assert(h->flags & SHNSW_NODE_DELETED);
 		if (h->flags & SHNSW_NODE_FREE)
 			continue;
+		/*
+		 * The slot keeps its upper record (if it has one), as it keeps its
+		 * vector space: the node that reuses the slot rewrites it in place
+		 * if it is large enough (insert.c). Its lists stay readable for a
+		 * scan that still holds the old node.
+		 */
 		h->flags |= SHNSW_NODE_FREE;
 		h->level = 0;
-		h->upper_blk_hi = 0xFFFF;
-		h->upper_blk_lo = 0xFFFF;
-		h->upper_off = InvalidOffsetNumber;
 		h->nneighbors = 0;
 		shnsw_node_neighbors(h)[0] = meta->free_head;
 		meta->free_head = refs[k];
