@@ -638,10 +638,12 @@ scan_node_tids(IndexScanDesc scan, ShnswRef ref, ItemPointerData *tids)
 	Relation	index = scan->indexRelation;
 	BlockNumber blk = shnsw_ref_block(ref, so->info->slot_bits);
 	int			slot = shnsw_ref_slot(ref, so->info->slot_bits);
-	Buffer		buf = ReadBuffer(index, blk);
+	Buffer		buf;
 	Page		page;
 	int			n = 1;
 
+	/* through the read pipeline, as the vectors are (never a wait in batch mode) */
+	buf = shnsw_reader_get(&so->reader, blk);
 	LockBuffer(buf, BUFFER_LOCK_SHARE);
 	page = BufferGetPage(buf);
 	shnsw_check_page(index, page, blk, SHNSW_PAGE_GRAPH);
