@@ -29,6 +29,8 @@ shnsw_linker_init(ShnswLinker *lk, Relation index, ShnswIndexInfo *info)
 	/* shnsw_select_by_codes: (1 + max) * dims, max up to 2m + 1 */
 	lk->scratch = palloc(sizeof(float) * (2 * info->m + 2) * info->dims);
 	lk->given_up = 0;
+	lk->dup_code = NULL;
+	lk->ndups = 0;
 	shnsw_buffer_source_init(&lk->ops, &lk->pctx, index, info, NULL);
 }
 
@@ -91,18 +93,40 @@ typedef struct CandOrderArg
 {
 	const ShnswRef *refs;
 	const float *d;
+	uint32		salt;
 } CandOrderArg;
 
-/* qsort_arg order of candidate positions: distance, then reference. */
+/* A reference's rank among candidates at the same distance. */
+static inline uint32
+tie_rank(ShnswRef r, uint32 salt)
+{
+	uint32		h = (r ^ salt) * 0x9E3779B1u;
+
+	return h ^ (h >> 15);
+}
+
+/*
+ * qsort_arg order of candidate positions: distance, then a rank that
+ * depends on the whole candidate set. Exact ties are copies of one vector
+ * (code distance 0): ordered by reference, every list of copies would keep
+ * the same lowest ones, and copies added later would lose all their
+ * in-links; a set-dependent order spreads the links among them.
+ */
 static int
 cand_order_cmp(const void *a, const void *b, void *arg)
 {
 	const CandOrderArg *oa = (const CandOrderArg *) arg;
 	int			x = *(const int *) a;
 	int			y = *(const int *) b;
+	uint32		rx,
+				ry;
 
 	if (oa->d[x] != oa->d[y])
 		return oa->d[x] < oa->d[y] ? -1 : 1;
+	rx = tie_rank(oa->refs[x], oa->salt);
+	ry = tie_rank(oa->refs[y], oa->salt);
+	if (rx != ry)
+		return rx < ry ? -1 : 1;
 	return oa->refs[x] < oa->refs[y] ? -1 : oa->refs[x] > oa->refs[y];
 }
 
@@ -122,11 +146,14 @@ shnsw_select_neighbors(ShnswLinker *lk, ShnswRef *refs, float *d, uint8 *codes, 
 	float	   *sd = palloc(sizeof(float) * Max(n, 1));
 	uint8	   *scodes = palloc((Size) Max(n, 1) * lk->dims);
 	int		   *sel = palloc(sizeof(int) * Max(n, 1));
-	CandOrderArg oa = {refs, d};
+	CandOrderArg oa = {refs, d, 0};
 	int			nsel;
 
 	for (int k = 0; k < n; k++)
+	{
 		order[k] = k;
+		oa.salt += refs[k] * 0x85EBCA6Bu;	/* the same for any order of the set */
+	}
 	qsort_arg(order, n, sizeof(int), cand_order_cmp, &oa);
 	for (int k = 0; k < n; k++)
 	{
@@ -199,6 +226,7 @@ shnsw_find_neighbors(ShnswLinker *lk, const float *q, ShnswRef entry, int entry_
 		ShnswRef   *refs;
 		float	   *d;
 		uint8	   *codes;
+		bool	   *room;
 
 		if (l > 0)
 			n = shnsw_search_upper_layer(&s, ep, l, ef, out);
@@ -207,6 +235,7 @@ shnsw_find_neighbors(ShnswLinker *lk, const float *q, ShnswRef entry, int entry_
 		refs = palloc(sizeof(ShnswRef) * Max(n, 1));
 		d = palloc(sizeof(float) * Max(n, 1));
 		codes = palloc((Size) Max(n, 1) * dims);
+		room = palloc(sizeof(bool) * Max(n, 1));
 		/* deleted nodes are waypoints for the search, never neighbours */
 		for (int k = 0; k < n; k++)
 		{
@@ -214,10 +243,17 @@ shnsw_find_neighbors(ShnswLinker *lk, const float *q, ShnswRef entry, int entry_
 
 			if ((c->node_flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)) || c->ref == exclude)
 				continue;
+			room[nlive] = c->extra_tids < SHNSW_NODE_TIDS - 1;
 			refs[nlive] = c->ref;
 			d[nlive++] = c->d;
 		}
 		shnsw_read_codes(lk, refs, nlive, codes);
+		/* nodes that may hold the same vector and have room for its row */
+		for (int k = 0; l == 0 && lk->dup_code != NULL && k < nlive; k++)
+			if (room[k] && lk->ndups < SHNSW_MAX_DUPS &&
+				memcmp(codes + (Size) k * dims, lk->dup_code, dims) == 0)
+				lk->dups[lk->ndups++] = refs[k];
+		pfree(room);
 		/* no fill: inserts do not fill new lists (src/README, Departures) */
 		nnbrs[l] = shnsw_select_neighbors(lk, refs, d, codes, nlive, max, 0, NULL);
 		nbrs[l] = refs;

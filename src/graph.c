@@ -1190,6 +1190,7 @@ search_add_cand(ShnswSearch *s, ShnswRef ref, float d, const ShnswNodeHeader *no
 	c->state = 0;
 	c->tid_blk = shnsw_node_tid_block(node);
 	c->tid_off = node->tid_off;
+	c->extra_tids = (uint8_t) (node->extra_tids < SHNSW_NODE_TIDS ? node->extra_tids : 0);
 	c->vec_block = node->vec_block;
 	c->vec_offset = node->vec_offset;
 	c->level = node->level;

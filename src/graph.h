@@ -161,6 +161,7 @@ typedef struct ShnswCand
 	uint16_t	vec_offset;
 	uint8_t		level;			/* node's highest layer */
 	uint8_t		nbr_count;		/* its layer-0 neighbours, saved ... */
+	uint8_t		extra_tids;		/* its heap TIDs beyond the header's */
 	uint32_t	nbr_start;		/* ... at nbrs[nbr_start] when read */
 	ShnswUpperLoc upper;		/* its upper-layer record, if level > 0 */
 } ShnswCand;

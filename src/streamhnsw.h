@@ -311,12 +311,18 @@ pg_noreturn extern void shnsw_corrupt(Relation index, BlockNumber blk, const cha
 extern void shnsw_check_block(Relation index, BlockNumber blk, BlockNumber *nblocks,
 							  BlockNumber from, const char *field);
 extern int	shnsw_graph_nslots(Relation index, Page page, BlockNumber blk, int node_size);
+extern int	shnsw_node_tids(Relation index, BlockNumber blk, const ShnswNodeHeader *h,
+							int node_size, ItemPointerData *tids);
+extern void shnsw_node_set_tids(ShnswNodeHeader *h, int node_size, const ItemPointerData *tids,
+								int n);
 extern void shnsw_check_node(Relation index, BlockNumber blk, int slot, const ShnswNodeHeader *h,
 							 int m, int slot_bits, int vec_size, BlockNumber *nblocks);
 extern ShnswUpperHeader *shnsw_upper_record(Relation index, Page page, BlockNumber blk,
 											OffsetNumber off, int m);
 
 /* ---------- choose.c and links.c: neighbour lists on disk (insert, vacuum) ---------- */
+#define SHNSW_MAX_DUPS 64
+
 typedef struct ShnswLinker
 {
 	Relation	index;
@@ -327,6 +333,10 @@ typedef struct ShnswLinker
 	int			m;
 	float	   *scratch;		/* (2m + 2) * dims floats */
 	int64		given_up;		/* list changes that ran out of retries */
+	/* an insert's duplicate check (shnsw_find_neighbors, layer 0) */
+	const uint8 *dup_code;		/* if set: collect nodes with this code ... */
+	ShnswRef	dups[SHNSW_MAX_DUPS];	/* ... that had room for a row */
+	int			ndups;
 } ShnswLinker;
 
 /* What shnsw_read_node copies out of a node record. */

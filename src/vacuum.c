@@ -131,9 +131,9 @@ begin_page_and_meta(VacState *vs, Buffer buf, Buffer *metabuf, GenericXLogState 
 }
 
 /*
- * Pass 1 on one graph page: mark its dead nodes deleted and collect the
- * page's deleted nodes. Enters with the page share-locked and pinned;
- * releases both.
+ * Pass 1 on one graph page: mark its dead nodes deleted, drop the dead heap
+ * TIDs of nodes that keep live ones, and collect the page's deleted and
+ * live nodes. Enters with the page share-locked and pinned; releases both.
  */
 static void
 mark_page(VacState *vs, BlockNumber blk, Buffer buf, IndexBulkDeleteResult *stats,
@@ -141,65 +141,104 @@ mark_page(VacState *vs, BlockNumber blk, Buffer buf, IndexBulkDeleteResult *stat
 {
 	Page		page = BufferGetPage(buf);
 	int			nslots = ShnswPageGetOpaque(page)->nslots;
-	int			dead[SHNSW_MAX_NODES_PER_PAGE];
-	int			ndead = 0;
+	int			node_size = vs->info->node_size;
+	int			touched[SHNSW_MAX_NODES_PER_PAGE];
+	int			ntouched = 0;
+	uint8		state[SHNSW_MAX_NODES_PER_PAGE];	/* 0 live, 1 deleted, 2 free */
+	int			level[SHNSW_MAX_NODES_PER_PAGE];
+	int			nrows[SHNSW_MAX_NODES_PER_PAGE];	/* a live node's rows */
 
 	for (int s = 0; s < nslots; s++)
 	{
-		ShnswNodeHeader *h = shnsw_page_node(page, s, vs->info->node_size);
-		ShnswRef	ref = shnsw_make_ref(blk, s, vs->info->slot_bits);
-		ItemPointerData tid;
+		ShnswNodeHeader *h = shnsw_page_node(page, s, node_size);
+		ItemPointerData tids[SHNSW_NODE_TIDS];
+		int			ntids;
 
 		shnsw_check_node(vs->index, blk, s, h, vs->info->m, vs->info->slot_bits,
 						 vs->info->vec_size, &vs->nblocks);
+		level[s] = h->level;
 		if (h->flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE))
 		{
-			push_ref(&vs->dead.refs, &vs->dead.n, &vs->capdead, ref);
-			if (!(h->flags & SHNSW_NODE_FREE))
-				push_ref(&vs->tofree, &vs->ntofree, &vs->captofree, ref);
+			state[s] = (h->flags & SHNSW_NODE_FREE) ? 2 : 1;
 			continue;
 		}
-		ItemPointerSet(&tid, shnsw_node_tid_block(h), h->tid_off);
-		if (callback(&tid, callback_state))
+		state[s] = 0;
+		ntids = shnsw_node_tids(vs->index, blk, h, node_size, tids);
+		nrows[s] = ntids;
+		for (int t = 0; t < ntids; t++)
 		{
-			dead[ndead++] = s;
-			push_ref(&vs->dead.refs, &vs->dead.n, &vs->capdead, ref);
-			push_ref(&vs->tofree, &vs->ntofree, &vs->captofree, ref);
-		}
-		else
-		{
-			stats->num_index_tuples++;
-			push_ref(&vs->live.refs, &vs->live.n, &vs->caplive, ref);
-			if (h->level > vs->bestlevel)
+			if (callback(&tids[t], callback_state))
 			{
-				vs->best = ref;
-				vs->bestlevel = h->level;
+				touched[ntouched++] = s;
+				break;
 			}
 		}
 	}
 	LockBuffer(buf, BUFFER_LOCK_UNLOCK);
 
-	if (ndead > 0)
+	if (ntouched > 0)
 	{
-		GenericXLogState *state;
+		GenericXLogState *xstate;
 		Buffer		metabuf;
 		ShnswMetaPage meta;
+		int			ndead = 0;
 
 		/*
-		 * The flags and the metapage's count change in one WAL record, so an
-		 * interrupted VACUUM leaves them consistent. Only VACUUM changes a
-		 * live node's flags, and one VACUUM runs at a time, so the slots
-		 * still hold the nodes found dead above.
+		 * Decide again under the exclusive lock: an insert may have added a
+		 * row to a node since (a duplicate), and a node keeps its slot while
+		 * any row is live. The flags, the TIDs and the metapage's count
+		 * change in one WAL record, so an interrupted VACUUM leaves them
+		 * consistent. Only VACUUM marks nodes deleted, and one VACUUM runs at
+		 * a time.
 		 */
-		meta = begin_page_and_meta(vs, buf, &metabuf, &state, &page);
-		for (int k = 0; k < ndead; k++)
-			shnsw_page_node(page, dead[k], vs->info->node_size)->flags |= SHNSW_NODE_DELETED;
+		meta = begin_page_and_meta(vs, buf, &metabuf, &xstate, &page);
+		for (int k = 0; k < ntouched; k++)
+		{
+			ShnswNodeHeader *h = shnsw_page_node(page, touched[k], node_size);
+			ItemPointerData tids[SHNSW_NODE_TIDS];
+			int			ntids = shnsw_node_tids(vs->index, blk, h, node_size, tids);
+			int			nlive = 0;
+
+			for (int t = 0; t < ntids; t++)
+				if (!callback(&tids[t], callback_state))
+					tids[nlive++] = tids[t];
+			stats->tuples_removed += ntids - nlive;
+			if (nlive == 0)
+			{
+				h->flags |= SHNSW_NODE_DELETED;
+				state[touched[k]] = 1;
+				ndead++;
+			}
+			else
+				shnsw_node_set_tids(h, node_size, tids, nlive);
+			nrows[touched[k]] = nlive;
+		}
 		meta->deleted_count += ndead;
 		meta->cache_generation++;
-		GenericXLogFinish(state);
+		GenericXLogFinish(xstate);
 		UnlockReleaseBuffer(metabuf);
 		LockBuffer(buf, BUFFER_LOCK_UNLOCK);
-		stats->tuples_removed += ndead;
+	}
+
+	/* the page's nodes in slot order, so that the sets come out sorted */
+	for (int s = 0; s < nslots; s++)
+	{
+		ShnswRef	ref = shnsw_make_ref(blk, s, vs->info->slot_bits);
+
+		if (state[s] != 0)
+		{
+			push_ref(&vs->dead.refs, &vs->dead.n, &vs->capdead, ref);
+			if (state[s] == 1)
+				push_ref(&vs->tofree, &vs->ntofree, &vs->captofree, ref);
+			continue;
+		}
+		stats->num_index_tuples += nrows[s];
+		push_ref(&vs->live.refs, &vs->live.n, &vs->caplive, ref);
+		if (level[s] > vs->bestlevel)
+		{
+			vs->best = ref;
+			vs->bestlevel = level[s];
+		}
 	}
 	ReleaseBuffer(buf);
 }
@@ -841,11 +880,14 @@ free_nodes(VacState *vs, BlockNumber blk, const ShnswRef *refs, int n)
 		Assert(h->flags & SHNSW_NODE_DELETED);
 		if (h->flags & SHNSW_NODE_FREE)
 			continue;
+		/*
+		 * The slot keeps its upper record (if it has one), as it keeps its
+		 * vector space: the node that reuses the slot rewrites it in place
+		 * if it is large enough (insert.c). Its lists stay readable for a
+		 * scan that still holds the old node.
+		 */
 		h->flags |= SHNSW_NODE_FREE;
 		h->level = 0;
-		h->upper_blk_hi = 0xFFFF;
-		h->upper_blk_lo = 0xFFFF;
-		h->upper_off = InvalidOffsetNumber;
 		h->nneighbors = 0;
 		shnsw_node_neighbors(h)[0] = meta->free_head;
 		meta->free_head = refs[k];
