@@ -30,7 +30,8 @@ OBJS = \
 	src/quantizer.o \
 	src/lookahead.o \
 	src/reader.o \
-	src/stats.o
+	src/stats.o \
+	src/shmgraph.o
 
 DATA = sql/streamhnsw--$(EXTVERSION).sql
 

@@ -33,6 +33,7 @@
 #include "graph.h"
 #include "kernels.h"
 #include "lookahead.h"
+#include "shmgraph.h"
 
 #define STREAMHNSW_VERSION "0.1.0"
 
@@ -215,6 +216,7 @@ typedef struct ShnswMetaSnapshot
 	uint64		node_count;
 	uint64		cache_generation;
 	uint32		quant_version;
+	uint64		lsn;			/* the metapage's LSN */
 } ShnswMetaSnapshot;
 
 /* ---------- handler.c: handler, options, GUCs, cost ---------- */
@@ -290,6 +292,9 @@ typedef struct ShnswScanStats
 	uint64		la_samples;
 	uint64		la_distance_sum;
 	uint64		la_hist[SHNSW_LA_HIST_BUCKETS];
+	int			shared_graph;	/* SHNSW_SHM_*: did the scan search the image */
+	uint64		image_nodes;	/* node records read from the image */
+	uint64		image_fallback_nodes;	/* ... and through buffers instead */
 } ShnswScanStats;
 
 /* ---------- reader.c: the scan's read pipeline ---------- */
