@@ -230,7 +230,10 @@ static void
 shm_exit_callback(int code, Datum arg)
 {
 	if (pending_slot >= 0 && ctl != NULL)
+	{
+		LWLockReleaseAll();
 		release_pending();
+	}
 }
 
 /*
@@ -335,7 +338,7 @@ local_attach(ShmEntry *e)
 		if (local_images[i].image_id == e->image_id)
 			return &local_images[i];
 	if (nlocal == lengthof(local_images))
-		return NULL;
+		return NULL;			/* the caller treats the image as unusable */
 	seg = dsm_attach(e->handle);
 	if (seg == NULL)
 		return NULL;
@@ -972,6 +975,14 @@ image_build(Relation index, const ShnswIndexInfo *info, bool explicit, int *stat
 
 	LWLockAcquire(&ctl->lock, LW_EXCLUSIVE);
 	e = &ctl->entries[slot];
+	if (e->image_id != img->image_id || e->state != ENTRY_BUILDING)
+	{
+		/* a writer could not copy a change into it and dropped it */
+		pending_slot = -1;
+		LWLockRelease(&ctl->lock);
+		*status = SHNSW_SHM_STALE;
+		return NULL;
+	}
 	e->state = ENTRY_READY;
 	e->builder_pid = 0;
 	e->builds++;
@@ -1380,16 +1391,22 @@ lookup_or_build(Relation index, const ShnswIndexInfo *info, uint64 lsn, uint64 g
 		unpin_handles(&h, 1);
 		if (refresh)
 		{
+			bool		kept;
+
 			image_refresh(index, li, info->vec_size);
 			LWLockAcquire(&ctl->lock, LW_EXCLUSIVE);
 			e = &ctl->entries[pending_slot];
-			e->state = ENTRY_READY;
-			e->builder_pid = 0;
-			e->refreshes++;
+			kept = e->image_id == pending_image_id && e->state == ENTRY_REFRESHING;
+			if (kept)
+			{
+				e->state = ENTRY_READY;
+				e->builder_pid = 0;
+				e->refreshes++;
+			}
 			pending_slot = -1;
 			pending_refresh = false;
 			LWLockRelease(&ctl->lock);
-			if (image_current(li->img, lsn, gen))
+			if (kept && image_current(li->img, lsn, gen))
 			{
 				*status = SHNSW_SHM_USED;
 				return li;
@@ -1531,7 +1548,40 @@ write_through(TrackedXlog *t)
 	LWLockAcquire(&ctl->lock, LW_SHARED);
 	e = find_entry(t->rel);
 	if (e != NULL && e->state >= ENTRY_BUILDING && e->image_id != 0)
+	{
 		li = local_attach(e);
+		if (li == NULL)
+		{
+			/*
+			 * This backend cannot map the image (its table of mappings is
+			 * full): the change cannot be copied, so the image must go.
+			 */
+			uint64		id = e->image_id;
+			dsm_handle	h = DSM_HANDLE_INVALID;
+
+			LWLockRelease(&ctl->lock);
+			LWLockAcquire(&ctl->lock, LW_EXCLUSIVE);
+			e = find_entry(t->rel);
+			if (e != NULL && e->image_id == id && e->state >= ENTRY_BUILDING)
+			{
+				if (e->state == ENTRY_READY)
+				{
+					e->invalidations++;
+					h = drop_segment(e);
+				}
+				else
+				{
+					/* a build or refresh in progress: it must not finish */
+					e->invalidations++;
+					e->state = ENTRY_READY;
+					h = drop_segment(e);
+				}
+			}
+			LWLockRelease(&ctl->lock);
+			unpin_handles(&h, 1);
+			return;
+		}
+	}
 	LWLockRelease(&ctl->lock);
 	if (li == NULL)
 		return;
