@@ -773,6 +773,30 @@ image_build(Relation index, const ShnswIndexInfo *info, bool explicit, int *stat
 			e = lru;
 		if (e == NULL)
 		{
+			/* the table is full of images: take the least recently used one's */
+			for (int i = 0; i < SHM_MAX_IMAGES; i++)
+			{
+				ShmEntry   *o = &ctl->entries[i];
+
+				if (o->state != ENTRY_READY)
+					continue;
+				if (!explicit &&
+					!TimestampDifferenceExceeds((TimestampTz) pg_atomic_read_u64(&o->last_used),
+												GetCurrentTimestamp(), SHM_IDLE_SECS * 1000))
+					continue;
+				if (lru == NULL ||
+					pg_atomic_read_u64(&o->last_used) < pg_atomic_read_u64(&lru->last_used))
+					lru = o;
+			}
+			if (lru != NULL)
+			{
+				unpin[nunpin++] = drop_segment(lru);
+				lru->state = ENTRY_FREE;
+				e = lru;
+			}
+		}
+		if (e == NULL)
+		{
 			LWLockRelease(&ctl->lock);
 			unpin_handles(unpin, nunpin);
 			*status = SHNSW_SHM_UNAVAILABLE;
@@ -842,7 +866,7 @@ image_build(Relation index, const ShnswIndexInfo *info, bool explicit, int *stat
 	e = &ctl->entries[slot];
 	if (size > budget || !make_room(size, e, !explicit, unpin, &nunpin))
 	{
-		*status = SHNSW_SHM_TOO_BIG;
+		*status = size > budget ? SHNSW_SHM_TOO_BIG : SHNSW_SHM_FULL;
 		e->state = ENTRY_EMPTY;
 		e->builder_pid = 0;
 		note_failure(e, *status, nblocks);
@@ -1301,6 +1325,8 @@ shnsw_shm_status_name(int status)
 			return "not used (no dynamic shared memory for it)";
 		case SHNSW_SHM_MISSING:
 			return "not used (no image)";
+		case SHNSW_SHM_FULL:
+			return "not used (the cache is full of images in use)";
 	}
 	return "?";
 }

@@ -37,6 +37,7 @@ struct ShnswScanStats;
 #define SHNSW_SHM_TOO_BIG		5	/* larger than streamhnsw.shared_cache_size */
 #define SHNSW_SHM_UNAVAILABLE	6	/* no dynamic shared memory, or not here */
 #define SHNSW_SHM_MISSING		7	/* none, and this scan did not build one */
+#define SHNSW_SHM_FULL			8	/* no room without evicting images in use */
 
 extern bool shnsw_shared_cache;
 extern int	shnsw_shared_cache_size;
