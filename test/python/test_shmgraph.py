@@ -304,3 +304,38 @@ def test_standby_identical_and_refreshed():
                 st = cache_row(s, "sg_rep_idx")
                 assert st["refreshes"] >= 1 and st["state"] == "ready", st
                 assert "shared graph: used" in explain_shared(s, "sg_rep", queries[1])
+
+
+def test_fallback_when_dsm_fails():
+    """Dynamic shared memory that cannot be had (here: mmap segments in a
+    directory the server may not write, small segments from
+    min_dynamic_shared_memory): scans and streamhnsw_cache_load fall back to
+    the buffer path, never an error."""
+    import os
+    # a 12 MB image; the DSM registry's own small segments (its table, the
+    # statistics, this cache's registry) come from min_dynamic_shared_memory
+    rows, queries = data.clustered(60000, 32, seed=81, n_queries=10)
+    with Cluster(name="shnsw-sg-nodsm",
+                 settings={"dynamic_shared_memory_type": "mmap",
+                           "min_dynamic_shared_memory": "8MB"}) as c:
+        c.execute("CREATE EXTENSION streamhnsw CASCADE")
+        with c.connect() as conn:
+            data.load(conn, "sg_nodsm", rows)
+            conn.execute("CREATE INDEX sg_nodsm_idx ON sg_nodsm USING streamhnsw (embedding vector_l2_ops)")
+        dyn = os.path.join(c.datadir, "pg_dynshmem")
+        mode = os.stat(dyn).st_mode
+        os.chmod(dyn, 0o500)
+        try:
+            with c.connect() as conn:
+                assert "no dynamic shared memory" in explain_shared(conn, "sg_nodsm", queries[0])
+                assert conn.execute("SELECT streamhnsw_cache_load('sg_nodsm_idx')").fetchone()[0] is None
+                same_on_off(conn, "sg_nodsm", queries)
+                # writes with no image go on as before
+                conn.execute("INSERT INTO sg_nodsm SELECT id + 1000000, embedding FROM sg_nodsm LIMIT 50")
+                same_on_off(conn, "sg_nodsm", queries)
+        finally:
+            os.chmod(dyn, mode)
+        with c.connect() as conn:
+            # once memory can be had again (after the retry delay, or on request)
+            assert conn.execute("SELECT streamhnsw_cache_load('sg_nodsm_idx')").fetchone()[0] > 0
+            assert "shared graph: used" in explain_shared(conn, "sg_nodsm", queries[1])
