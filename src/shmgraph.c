@@ -177,6 +177,20 @@ static uint64 local_epoch = 0;
 static int	active_scans = 0;	/* image scans begun in this transaction */
 static bool callbacks_registered = false;
 
+/* GenericXLog records in progress in this backend (write-through) */
+typedef struct TrackedXlog
+{
+	GenericXLogState *state;
+	Relation	rel;
+	int			nbuf;
+	Buffer		bufs[MAX_GENERIC_XLOG_PAGES];
+	bool		has_meta;
+	uint64		meta_lsn;		/* the metapage's LSN and generation before */
+	uint64		meta_gen;
+} TrackedXlog;
+
+static TrackedXlog tracked[4];
+
 /* a build or refresh this backend has claimed and not finished */
 static int	pending_slot = -1;
 static uint64 pending_image_id = 0;
@@ -211,8 +225,9 @@ shm_xact_callback(XactEvent event, void *arg)
 		event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT ||
 		event == XACT_EVENT_PREPARE)
 	{
-		/* no scan outlives its transaction */
+		/* no scan outlives its transaction, nor a GenericXLog record */
 		active_scans = 0;
+		memset(tracked, 0, sizeof(tracked));
 		if (pending_slot >= 0)
 			release_pending();
 	}
@@ -1475,18 +1490,6 @@ shnsw_shm_scan_begin(Relation index, const ShnswIndexInfo *info,
 
 /* ---------- write-through ---------- */
 
-typedef struct TrackedXlog
-{
-	GenericXLogState *state;
-	Relation	rel;
-	int			nbuf;
-	Buffer		bufs[MAX_GENERIC_XLOG_PAGES];
-	bool		has_meta;
-	uint64		meta_lsn;		/* the metapage's LSN and generation before */
-	uint64		meta_gen;
-} TrackedXlog;
-
-static TrackedXlog tracked[4];
 
 static TrackedXlog *
 tracked_find(GenericXLogState *state)
@@ -1501,7 +1504,15 @@ GenericXLogState *
 shnsw_xlog_start(Relation relation)
 {
 	GenericXLogState *state = GenericXLogStart(relation);
-	TrackedXlog *t = tracked_find(NULL);
+	TrackedXlog *t;
+
+	/*
+	 * A state an error abandoned (no finish or abort) may have had this
+	 * address: forget it, so its buffers are never taken for this one's.
+	 */
+	while ((t = tracked_find(state)) != NULL)
+		t->state = NULL;
+	t = tracked_find(NULL);
 
 	if (t == NULL)
 		t = &tracked[0];		/* forgotten states (an error between start and
