@@ -14,15 +14,20 @@ MODULE_big   = streamhnsw
 # One object per concern; see src/README for the layout.
 OBJS = \
 	src/streamhnsw.o \
+	src/port.o \
 	src/handler.o \
+	src/options.o \
 	src/validate.o \
 	src/vector.o \
 	src/meta.o \
 	src/kernels.o \
 	src/graph.o \
+	src/neighbors.o \
+	src/reach.o \
 	src/pageaccess.o \
 	src/build.o \
 	src/insert.o \
+	src/choose.o \
 	src/links.o \
 	src/scan.o \
 	src/vacuum.o \
@@ -31,6 +36,7 @@ OBJS = \
 	src/lookahead.o \
 	src/reader.o \
 	src/stats.o \
+	src/explain.o \
 	src/shmgraph.o
 
 DATA = sql/streamhnsw--$(EXTVERSION).sql
@@ -83,7 +89,7 @@ regress-discard-caches: venv
 	PYTHONPATH=python:test $(VENV_PY) -m harness.regress --discard-caches
 
 # Unit tests of the pure algorithm code: no server, plain C.
-UNIT_SRCS = test/unit/run_unit.c src/kernels.c src/graph.c src/lookahead.c
+UNIT_SRCS = test/unit/run_unit.c src/kernels.c src/graph.c src/neighbors.c src/reach.c src/lookahead.c
 unit:
 	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -Isrc -o test/unit/run_unit $(UNIT_SRCS) -lm
 	./test/unit/run_unit

@@ -348,18 +348,16 @@ build_fill_node(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswLayout *l, uint32 
 }
 
 /*
- * build_write_pages writes the whole index in block order. lo/scale are
- * NULL for an empty index (the quantizer is trained by the first insert).
+ * write_meta_pages writes the metapage and the quantizer pages (lo[] then
+ * scale[] as one float stream; zeros when lo is NULL).
  */
 static void
-build_write_pages(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswLayout *l,
-				  const float *lo, const float *scale, ForkNumber fork)
+write_meta_pages(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswLayout *l, const float *lo,
+				 const float *scale, BulkWriteState *bulk, BlockNumber *blk)
 {
-	BulkWriteState *bulk = smgr_bulk_start_rel(bs->index, fork);
 	BulkWriteBuffer buf;
 	Page		page;
 	ShnswMetaPage meta;
-	BlockNumber blk = SHNSW_METAPAGE_BLKNO;
 	int			nquant = shnsw_quant_nblocks(bs->dims);
 
 	/* metapage */
@@ -381,7 +379,7 @@ build_write_pages(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswLayout *l,
 		meta->insert_upper_blk = l->nupper > 0 ? l->upper_start + l->nupper - 1 : InvalidBlockNumber;
 	}
 	((PageHeader) page)->pd_lower = (char *) meta + sizeof(ShnswMetaPageData) - (char *) page;
-	smgr_bulk_write(bulk, blk++, buf, true);
+	smgr_bulk_write(bulk, (*blk)++, buf, true);
 
 	/* quantizer pages: lo[] then scale[] as one float stream */
 	{
@@ -403,19 +401,23 @@ build_write_pages(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswLayout *l,
 			shnsw_init_page(page, SHNSW_PAGE_QUANT);
 			memcpy(PageGetContents(page), stream + done, chunk);
 			((PageHeader) page)->pd_lower = MAXALIGN(SizeOfPageHeaderData) + chunk;
-			smgr_bulk_write(bulk, blk++, buf, true);
+			smgr_bulk_write(bulk, (*blk)++, buf, true);
 			done += chunk;
 		}
 		pfree(stream);
 	}
-	if (bs->nmem == 0)
-	{
-		smgr_bulk_finish(bulk);
-		return;
-	}
+}
+
+/* write_graph_pages writes the node records in layout order. */
+static void
+write_graph_pages(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswLayout *l, const float *lo,
+				  const float *scale, BulkWriteState *bulk, BlockNumber *blk)
+{
+	BulkWriteBuffer buf;
+	Page		page;
 
 	/* graph pages */
-	Assert(blk == l->graph_start);
+	Assert(*blk == l->graph_start);
 	for (BlockNumber gp = 0; gp < l->ngraph; gp++)
 	{
 		uint32		first = gp * l->per_page;
@@ -430,10 +432,18 @@ build_write_pages(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswLayout *l,
 							lo, scale);
 		ShnswPageGetOpaque(page)->nslots = count;
 		((PageHeader) page)->pd_lower = MAXALIGN(SizeOfPageHeaderData) + count * l->node_size;
-		smgr_bulk_write(bulk, blk++, buf, true);
+		smgr_bulk_write(bulk, (*blk)++, buf, true);
 		if ((gp & 63) == 0)
 			CHECK_FOR_INTERRUPTS();
 	}
+}
+
+/* write_vector_pages writes the exact images in position order, one byte stream. */
+static void
+write_vector_pages(ShnswBuildState *bs, ShnswLayout *l, BulkWriteState *bulk, BlockNumber *blk)
+{
+	BulkWriteBuffer buf;
+	Page		page;
 
 	/* vector pages: the exact images in position order, one byte stream */
 	{
@@ -458,7 +468,7 @@ build_write_pages(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswLayout *l,
 				if (used == SHNSW_PAGE_CAPACITY)
 				{
 					((PageHeader) page)->pd_lower = MAXALIGN(SizeOfPageHeaderData) + used;
-					smgr_bulk_write(bulk, blk++, buf, true);
+					smgr_bulk_write(bulk, (*blk)++, buf, true);
 					buf = smgr_bulk_get_buf(bulk);
 					page = (Page) buf;
 					shnsw_init_page(page, SHNSW_PAGE_VECTOR);
@@ -471,15 +481,24 @@ build_write_pages(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswLayout *l,
 		if (used > 0)
 		{
 			((PageHeader) page)->pd_lower = MAXALIGN(SizeOfPageHeaderData) + used;
-			smgr_bulk_write(bulk, blk++, buf, true);
+			smgr_bulk_write(bulk, (*blk)++, buf, true);
 		}
 		else
 			pfree(buf);
 		pfree(img);
 	}
+}
+
+/* write_upper_pages writes the upper-layer records where the layout put them. */
+static void
+write_upper_pages(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswLayout *l,
+				  BulkWriteState *bulk, BlockNumber *blk)
+{
+	BulkWriteBuffer buf;
+	Page		page;
 
 	/* upper pages */
-	Assert(blk == l->upper_start);
+	Assert(*blk == l->upper_start);
 	{
 		Size		maxsize = shnsw_upper_size(SHNSW_MAX_LEVEL, bs->m);
 		char	   *rec = palloc0(maxsize);
@@ -499,12 +518,12 @@ build_write_pages(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswLayout *l,
 			if (l->upper[p].block != cur)
 			{
 				if (buf != NULL)
-					smgr_bulk_write(bulk, blk++, buf, true);
+					smgr_bulk_write(bulk, (*blk)++, buf, true);
 				buf = smgr_bulk_get_buf(bulk);
 				page = (Page) buf;
 				shnsw_init_page(page, SHNSW_PAGE_UPPER);
 				cur = l->upper[p].block;
-				Assert(cur == blk);
+				Assert(cur == *blk);
 			}
 			size = shnsw_upper_size(level, bs->m);
 			MemSet(rec, 0, size);
@@ -524,15 +543,161 @@ build_write_pages(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswLayout *l,
 				elog(ERROR, "streamhnsw: failed to place upper record of node %u", node);
 		}
 		if (buf != NULL)
-			smgr_bulk_write(bulk, blk++, buf, true);
+			smgr_bulk_write(bulk, (*blk)++, buf, true);
 		pfree(rec);
 	}
-	Assert(blk == l->upper_start + l->nupper);
+}
+
+/*
+ * build_write_pages writes the whole index in block order through the bulk
+ * writer (WAL-logged when the relation needs it). lo/scale are NULL for an
+ * empty index (the quantizer is trained by the first insert).
+ */
+static void
+build_write_pages(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswLayout *l,
+				  const float *lo, const float *scale, ForkNumber fork)
+{
+	BulkWriteState *bulk = smgr_bulk_start_rel(bs->index, fork);
+	BlockNumber blk = SHNSW_METAPAGE_BLKNO;
+
+	write_meta_pages(bs, g, l, lo, scale, bulk, &blk);
+	if (bs->nmem > 0)
+	{
+		write_graph_pages(bs, g, l, lo, scale, bulk, &blk);
+		write_vector_pages(bs, l, bulk, &blk);
+		write_upper_pages(bs, g, l, bulk, &blk);
+		Assert(blk == l->upper_start + l->nupper);
+	}
 	smgr_bulk_finish(bulk);
 }
 
 /*
- * shnsw_build is ambuild.
+ * build_state_init fills the build state for index from its options and
+ * type; allocates in the current (build) memory context.
+ */
+static void
+build_state_init(ShnswBuildState *bs, Relation heap, Relation index)
+{
+	MemSet(bs, 0, sizeof(*bs));
+	bs->index = index;
+	bs->elemtype = shnsw_index_elemtype(index);
+	bs->metric = shnsw_index_metric(index);
+	bs->dims = shnsw_index_dims(index, bs->elemtype);
+	bs->m = shnsw_get_m(index);
+	bs->efc = shnsw_get_ef_construction(index);
+	if (bs->efc < 2 * bs->m)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("ef_construction must be greater than or equal to 2 * m")));
+	bs->vec_size = shnsw_vec_size(bs->elemtype, bs->dims);
+	bs->budget = (Size) maintenance_work_mem * 1024;
+	bs->reltuples = heap->rd_rel->reltuples;
+	bs->cap = Min(1024, build_max_rows(bs, false));
+	bs->tids = palloc_extended(sizeof(ItemPointerData) * bs->cap, MCXT_ALLOC_HUGE);
+	bs->exact_file = palloc_extended(sizeof(int) * bs->cap, MCXT_ALLOC_HUGE);
+	bs->exact_off = palloc_extended(sizeof(off_t) * bs->cap, MCXT_ALLOC_HUGE);
+	bs->nav = palloc_extended(sizeof(float) * bs->cap * bs->dims, MCXT_ALLOC_HUGE);
+	bs->mins = palloc(sizeof(float) * bs->dims);
+	bs->maxs = palloc(sizeof(float) * bs->dims);
+	bs->navbuf = palloc(sizeof(float) * bs->dims);
+	sq8_train_init(bs->mins, bs->maxs, bs->dims);
+	bs->exact = BufFileCreateTemp(false);
+	bs->tmpctx = AllocSetContextCreate(CurrentMemoryContext, "streamhnsw build tuple",
+									  ALLOCSET_DEFAULT_SIZES);
+}
+
+/*
+ * build_graph adds the in-memory rows to g (their float vectors, already
+ * the graph's, or codes re-derived from the temporary file), links them and
+ * makes every node reachable.
+ */
+static void
+build_graph(ShnswBuildState *bs, ShnswBuildGraph *g, const float *lo, const float *scale)
+{
+	uint32		nrepaired;
+
+	if (bs->use_codes)
+	{
+		char	   *img = palloc(bs->vec_size);
+		uint8	   *code = palloc(bs->dims);
+
+		for (uint32 i = 0; i < bs->nmem; i++)
+		{
+			if ((i & 255) == 0)
+				CHECK_FOR_INTERRUPTS();
+			build_read_exact(bs, i, img);
+			shnsw_vector_to_nav((struct varlena *) img, bs->elemtype, bs->metric, bs->dims, bs->navbuf);
+			sq8_encode(lo, scale, bs->navbuf, code, bs->dims);
+			shnsw_build_add_code(g, code);
+		}
+		pfree(img);
+		pfree(code);
+	}
+	else
+	{
+		for (uint32 i = 0; i < bs->nmem; i++)
+			shnsw_build_add_in_place(g);
+	}
+	for (uint32 i = 0; i < bs->nmem; i++)
+	{
+		shnsw_build_link(g, i);
+		if ((i & 255) == 0)
+		{
+			CHECK_FOR_INTERRUPTS();
+			pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, i);
+		}
+	}
+	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, bs->nmem);
+	nrepaired = shnsw_build_ensure_reachable(g);
+	elog(DEBUG1, "streamhnsw: build added %u links to make every node reachable", nrepaired);
+}
+
+/*
+ * build_insert_rest inserts the rows that did not fit, in heap order,
+ * through aminsert: the written index is a complete index of the in-memory
+ * part, with the quantizer trained on every row (quant_rows covers them
+ * all, so these inserts never retrain it). One memory context reset per
+ * row.
+ */
+static void
+build_insert_rest(ShnswBuildState *bs, Relation heap, Relation index, IndexInfo *indexInfo,
+				  MemoryContext buildctx)
+{
+	char	   *img = palloc(bs->vec_size);	/* aligned, unlike in the record */
+	MemoryContext rowctx = AllocSetContextCreate(buildctx, "streamhnsw build insert",
+												 ALLOCSET_DEFAULT_SIZES);
+	uint32		nrest = bs->n - bs->nmem;
+
+	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, SHNSW_PHASE_INSERT);
+	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_TOTAL, nrest);
+	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, 0);
+	if (BufFileSeek(bs->exact, bs->spill_file, bs->spill_off, SEEK_SET) != 0)
+		elog(ERROR, "streamhnsw: could not seek in temporary file");
+	for (uint32 i = 0; i < nrest; i++)
+	{
+		ItemPointerData tid;
+		Datum		values[1];
+		bool		isnull[1] = {false};
+
+		CHECK_FOR_INTERRUPTS();
+		BufFileReadExact(bs->exact, &tid, sizeof(ItemPointerData));
+		BufFileReadExact(bs->exact, img, bs->vec_size);
+		values[0] = PointerGetDatum(img);
+		MemoryContextSwitchTo(rowctx);
+		shnsw_insert(index, values, isnull, &tid, heap, UNIQUE_CHECK_NO, false, indexInfo);
+		MemoryContextSwitchTo(buildctx);
+		MemoryContextReset(rowctx);
+		if ((i & 63) == 0)
+			pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, i);
+	}
+	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, nrest);
+	/* forget the index info the inserts cached */
+	shnsw_forget_index_info(index);
+}
+
+/*
+ * shnsw_build is ambuild: collect the rows, train SQ8, build the graph in
+ * memory, write it, then insert what did not fit (src/README, Build).
  */
 IndexBuildResult *
 shnsw_build(Relation heap, Relation index, IndexInfo *indexInfo)
@@ -544,7 +709,6 @@ shnsw_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	float	   *lo,
 			   *scale;
 	double		reltuples;
-	uint32		nrepaired;
 	MemoryContext buildctx,
 				graphctx,
 				old;
@@ -555,33 +719,7 @@ shnsw_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	buildctx = AllocSetContextCreate(CurrentMemoryContext, "streamhnsw build",
 									 ALLOCSET_DEFAULT_SIZES);
 	old = MemoryContextSwitchTo(buildctx);
-
-	MemSet(&bs, 0, sizeof(bs));
-	bs.index = index;
-	bs.elemtype = shnsw_index_elemtype(index);
-	bs.metric = shnsw_index_metric(index);
-	bs.dims = shnsw_index_dims(index, bs.elemtype);
-	bs.m = shnsw_get_m(index);
-	bs.efc = shnsw_get_ef_construction(index);
-	if (bs.efc < 2 * bs.m)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("ef_construction must be greater than or equal to 2 * m")));
-	bs.vec_size = shnsw_vec_size(bs.elemtype, bs.dims);
-	bs.budget = (Size) maintenance_work_mem * 1024;
-	bs.reltuples = heap->rd_rel->reltuples;
-	bs.cap = Min(1024, build_max_rows(&bs, false));
-	bs.tids = palloc_extended(sizeof(ItemPointerData) * bs.cap, MCXT_ALLOC_HUGE);
-	bs.exact_file = palloc_extended(sizeof(int) * bs.cap, MCXT_ALLOC_HUGE);
-	bs.exact_off = palloc_extended(sizeof(off_t) * bs.cap, MCXT_ALLOC_HUGE);
-	bs.nav = palloc_extended(sizeof(float) * bs.cap * bs.dims, MCXT_ALLOC_HUGE);
-	bs.mins = palloc(sizeof(float) * bs.dims);
-	bs.maxs = palloc(sizeof(float) * bs.dims);
-	bs.navbuf = palloc(sizeof(float) * bs.dims);
-	sq8_train_init(bs.mins, bs.maxs, bs.dims);
-	bs.exact = BufFileCreateTemp(false);
-	bs.tmpctx = AllocSetContextCreate(CurrentMemoryContext, "streamhnsw build tuple",
-									  ALLOCSET_DEFAULT_SIZES);
+	build_state_init(&bs, heap, index);
 
 	/* pass 1: collect */
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, SHNSW_PHASE_LOAD);
@@ -603,40 +741,7 @@ shnsw_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	shnsw_build_init(&g, bs.dims, bs.m, bs.efc, bs.metric, Max(bs.nmem, 1), bs.use_codes,
 					 lo, scale, 0x5EED5EEDULL, bs.use_codes ? NULL : bs.nav);
 	bs.nav = NULL;				/* owned by the graph now */
-	if (bs.use_codes)
-	{
-		char	   *img = palloc(bs.vec_size);
-		uint8	   *code = palloc(bs.dims);
-
-		for (uint32 i = 0; i < bs.nmem; i++)
-		{
-			if ((i & 255) == 0)
-				CHECK_FOR_INTERRUPTS();
-			build_read_exact(&bs, i, img);
-			shnsw_vector_to_nav((struct varlena *) img, bs.elemtype, bs.metric, bs.dims, bs.navbuf);
-			sq8_encode(lo, scale, bs.navbuf, code, bs.dims);
-			shnsw_build_add_code(&g, code);
-		}
-		pfree(img);
-		pfree(code);
-	}
-	else
-	{
-		for (uint32 i = 0; i < bs.nmem; i++)
-			shnsw_build_add_in_place(&g);
-	}
-	for (uint32 i = 0; i < bs.nmem; i++)
-	{
-		shnsw_build_link(&g, i);
-		if ((i & 255) == 0)
-		{
-			CHECK_FOR_INTERRUPTS();
-			pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, i);
-		}
-	}
-	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, bs.nmem);
-	nrepaired = shnsw_build_ensure_reachable(&g);
-	elog(DEBUG1, "streamhnsw: build added %u links to make every node reachable", nrepaired);
+	build_graph(&bs, &g, lo, scale);
 
 	/* lay out and write */
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, SHNSW_PHASE_WRITE);
@@ -661,38 +766,7 @@ shnsw_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	 * inserts never retrain it).
 	 */
 	if (bs.spilled)
-	{
-		char	   *img = palloc(bs.vec_size);	/* aligned, unlike in the record */
-		MemoryContext rowctx = AllocSetContextCreate(buildctx, "streamhnsw build insert",
-													 ALLOCSET_DEFAULT_SIZES);
-		uint32		nrest = bs.n - bs.nmem;
-
-		pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, SHNSW_PHASE_INSERT);
-		pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_TOTAL, nrest);
-		pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, 0);
-		if (BufFileSeek(bs.exact, bs.spill_file, bs.spill_off, SEEK_SET) != 0)
-			elog(ERROR, "streamhnsw: could not seek in temporary file");
-		for (uint32 i = 0; i < nrest; i++)
-		{
-			ItemPointerData tid;
-			Datum		values[1];
-			bool		isnull[1] = {false};
-
-			CHECK_FOR_INTERRUPTS();
-			BufFileReadExact(bs.exact, &tid, sizeof(ItemPointerData));
-			BufFileReadExact(bs.exact, img, bs.vec_size);
-			values[0] = PointerGetDatum(img);
-			MemoryContextSwitchTo(rowctx);
-			shnsw_insert(index, values, isnull, &tid, heap, UNIQUE_CHECK_NO, false, indexInfo);
-			MemoryContextSwitchTo(buildctx);
-			MemoryContextReset(rowctx);
-			if ((i & 63) == 0)
-				pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, i);
-		}
-		pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, nrest);
-		/* forget the index info the inserts cached */
-		shnsw_forget_index_info(index);
-	}
+		build_insert_rest(&bs, heap, index, indexInfo, buildctx);
 
 	BufFileClose(bs.exact);
 	result->heap_tuples = reltuples;

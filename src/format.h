@@ -149,4 +149,36 @@ shnsw_upper_size(int level, int m)
 		sizeof(ShnswRef) * (size_t) level * m;
 }
 
+/* Distance families; stored in the metapage, so values are on-disk format. */
+typedef enum ShnswMetric
+{
+	SHNSW_METRIC_L2 = 1,		/* squared Euclidean for navigation */
+	SHNSW_METRIC_IP = 2,		/* negative inner product */
+	SHNSW_METRIC_COSINE = 3		/* negative inner product of normalized vectors */
+} ShnswMetric;
+
+/* Element types of the exact vectors; on-disk format too. */
+typedef enum ShnswElemType
+{
+	SHNSW_ELEM_FLOAT4 = 1,		/* pgvector vector */
+	SHNSW_ELEM_FLOAT2 = 2		/* pgvector halfvec */
+} ShnswElemType;
+
+/* Where an upper-layer record lives (an item on an upper page). */
+typedef struct ShnswUpperLoc
+{
+	uint32_t	block;
+	uint16_t	offset;
+} ShnswUpperLoc;
+
+static inline ShnswUpperLoc
+shnsw_node_upper_loc(const ShnswNodeHeader *node)
+{
+	ShnswUpperLoc loc;
+
+	loc.block = ((uint32_t) node->upper_blk_hi << 16) | node->upper_blk_lo;
+	loc.offset = node->upper_off;
+	return loc;
+}
+
 #endif							/* STREAMHNSW_FORMAT_H */

@@ -23,6 +23,8 @@
 #include <string.h>
 
 #include "graph.h"
+#include "neighbors.h"
+#include "reach.h"
 
 /* ---------------------------------------------------------------------
  * In-memory construction
@@ -316,34 +318,75 @@ build_search_layer(ShnswBuildGraph *g, const BuildFrom *q, const uint32_t *eps, 
 }
 
 /*
- * The neighbour heuristic: from candidates sorted nearest first (ids/dists
- * relative to the node being linked), keep a candidate only if it is closer
- * to that node than to every candidate already kept. Returns the number kept
- * (at most max), written to sel.
+ * Distances between build candidates for the heuristic: ids are node
+ * numbers; the "from" node is prepared once per candidate a (slot 1).
+ */
+typedef struct BuildCandDist
+{
+	ShnswBuildGraph *g;
+	const uint32_t *ids;
+	int			from;			/* candidate e is prepared for, or -1 */
+	BuildFrom	e;
+} BuildCandDist;
+
+static float
+build_cand_dist(void *arg, int a, int b)
+{
+	BuildCandDist *c = (BuildCandDist *) arg;
+
+	if (c->from != a)
+	{
+		c->e = build_from_node(c->g, c->ids[a], 1);
+		c->from = a;
+	}
+	return build_dist(c->g, &c->e, c->ids[b]);
+}
+
+/*
+ * The neighbour heuristic (neighbors.c) over build candidates ids/dists,
+ * sorted nearest first; writes the kept node numbers to sel.
  */
 static int
 build_select(ShnswBuildGraph *g, const uint32_t *ids, const float *dists, int n,
 			 int max, uint32_t *sel)
 {
-	int			nsel = 0;
+	BuildCandDist c = {g, ids, -1, {NULL, NULL}};
+	int			pos[2 * SHNSW_MAX_M + 1];
+	int		   *p = n <= (int) (sizeof(pos) / sizeof(pos[0])) ? pos : shnsw_alloc(sizeof(int) * n);
+	int			nsel = shnsw_select_heuristic(dists, n, max, build_cand_dist, &c, p);
 
-	for (int k = 0; k < n && nsel < max; k++)
-	{
-		BuildFrom	e = build_from_node(g, ids[k], 1);
-		bool		good = true;
-
-		for (int r = 0; r < nsel; r++)
-		{
-			if (build_dist(g, &e, sel[r]) < dists[k])
-			{
-				good = false;
-				break;
-			}
-		}
-		if (good)
-			sel[nsel++] = ids[k];
-	}
+	for (int k = 0; k < nsel; k++)
+		sel[k] = ids[p[k]];
+	if (p != pos)
+		shnsw_free(p);
 	return nsel;
+}
+
+/* Distances between code candidates: codes[k * dim], decoded per a. */
+typedef struct CodeCandDist
+{
+	const uint8_t *codes;
+	int			dim;
+	ShnswMetric metric;
+	const float *lo;
+	const float *scale;
+	float	   *scratch;
+	Sq8Query	sq;
+	int			from;
+} CodeCandDist;
+
+static float
+code_cand_dist(void *arg, int a, int b)
+{
+	CodeCandDist *c = (CodeCandDist *) arg;
+
+	if (c->from != a)
+	{
+		sq8_decode(c->lo, c->scale, c->codes + (size_t) a * c->dim, c->scratch, c->dim);
+		sq8_prepare_query(&c->sq, c->metric, c->scratch, c->lo, c->scale);
+		c->from = a;
+	}
+	return sq8_distance(&c->sq, c->codes + (size_t) b * c->dim);
 }
 
 int
@@ -351,87 +394,70 @@ shnsw_select_by_codes(const float *d, const uint8_t *codes, int n, int max, int 
 					  ShnswMetric metric, const float *lo, const float *scale,
 					  float *scratch, int *sel)
 {
-	Sq8Query	sq;
-	int			nsel = 0;
+	CodeCandDist c;
 
-	sq.dim = dim;
-	sq.qs = scratch + dim;
-	sq.w = scratch + 2 * dim;
-	for (int k = 0; k < n && nsel < max; k++)
-	{
-		bool		good = true;
+	c.codes = codes;
+	c.dim = dim;
+	c.metric = metric;
+	c.lo = lo;
+	c.scale = scale;
+	c.scratch = scratch;
+	c.sq.dim = dim;
+	c.sq.qs = scratch + dim;
+	c.sq.w = scratch + 2 * dim;
+	c.from = -1;
+	return shnsw_select_heuristic(d, n, max, code_cand_dist, &c, sel);
+}
 
-		sq8_decode(lo, scale, codes + (size_t) k * dim, scratch, dim);
-		sq8_prepare_query(&sq, metric, scratch, lo, scale);
-		for (int r = 0; r < nsel; r++)
-		{
-			if (sq8_distance(&sq, codes + (size_t) sel[r] * dim) < d[k])
-			{
-				good = false;
-				break;
-			}
-		}
-		if (good)
-			sel[nsel++] = k;
-	}
+/* ShnswListOps over the build graph: the list's owner is prepared (slot 0). */
+typedef struct BuildListArg
+{
+	ShnswBuildGraph *g;
+	uint32_t	owner;
+} BuildListArg;
+
+static void
+build_list_distances(void *arg, const uint32_t *list, int n, float *d)
+{
+	BuildListArg *a = (BuildListArg *) arg;
+	BuildFrom	from = build_from_node(a->g, a->owner, 0);
+
+	for (int k = 0; k < n; k++)
+		d[k] = build_dist(a->g, &from, list[k]);
+}
+
+static int
+build_list_choose(void *arg, uint32_t *list, float *d, int n, int max)
+{
+	BuildListArg *a = (BuildListArg *) arg;
+	uint32_t	sel[2 * SHNSW_MAX_M + 1];
+	int			nsel;
+
+	shnsw_sort_by_distance(list, d, n);
+	nsel = build_select(a->g, list, d, n, max, sel);
+	memcpy(list, sel, sizeof(uint32_t) * nsel);
 	return nsel;
 }
 
-/* Sort (ids, dists) pairs by distance; n is small (at most 2m + 1). */
-static void
-sort_pairs(uint32_t *ids, float *d, int n)
-{
-	for (int i = 1; i < n; i++)
-	{
-		uint32_t	id = ids[i];
-		float		dv = d[i];
-		int			j = i - 1;
+static const ShnswListOps build_list_ops = {build_list_distances, build_list_choose};
 
-		while (j >= 0 && (d[j] > dv || (d[j] == dv && ids[j] > id)))
-		{
-			ids[j + 1] = ids[j];
-			d[j + 1] = d[j];
-			j--;
-		}
-		ids[j + 1] = id;
-		d[j + 1] = dv;
-	}
-}
-
-/* Add new to e's list on a layer; if full, re-select with the heuristic. */
+/* Add new to e's list on a layer (the back-link rule, neighbors.c). */
 static void
 build_add_backlink(ShnswBuildGraph *g, uint32_t e, uint32_t newnode, int layer)
 {
 	int			max = layer == 0 ? 2 * g->m : g->m;
 	int			cnt;
 	ShnswRef   *nb = shnsw_build_neighbors(g, e, layer, &cnt);
-	uint32_t	ids[2 * SHNSW_MAX_M + 1];
-	float		d[2 * SHNSW_MAX_M + 1];
-	uint32_t	sel[2 * SHNSW_MAX_M + 1];
-	BuildFrom	from;
-	int			nsel;
+	uint32_t	list[2 * SHNSW_MAX_M + 1];
+	BuildListArg arg = {g, e};
+	bool		kept;
 
-	for (int k = 0; k < cnt; k++)
-		if (nb[k] == newnode)
-			return;
-	if (cnt < max)
-	{
-		nb[cnt] = newnode;
-		build_set_count(g, e, layer, cnt + 1);
+	memcpy(list, nb, sizeof(uint32_t) * cnt);
+	cnt = shnsw_backlink(list, cnt, max, newnode, false, &build_list_ops, &arg, &kept);
+	if (cnt < 0)
 		return;
-	}
-	from = build_from_node(g, e, 0);
-	for (int k = 0; k < cnt; k++)
-	{
-		ids[k] = nb[k];
-		d[k] = build_dist(g, &from, nb[k]);
-	}
-	ids[cnt] = newnode;
-	d[cnt] = build_dist(g, &from, newnode);
-	sort_pairs(ids, d, cnt + 1);
-	nsel = build_select(g, ids, d, cnt + 1, max, sel);
-	memcpy(nb, sel, sizeof(ShnswRef) * nsel);
-	build_set_count(g, e, layer, nsel);
+	memcpy(nb, list, sizeof(ShnswRef) * cnt);
+	build_set_count(g, e, layer, cnt);
 }
 
 /* Greedy descent from ep through layers max_level..stop+1; returns the node reached. */
@@ -682,7 +708,7 @@ reach_link_node(ShnswBuildGraph *g, const uint32_t *parent, uint8_t *replaced,
 		d[n] = build_dist(g, &q, nb[k]);
 		n++;
 	}
-	sort_pairs(ids, d, n);
+	shnsw_sort_by_distance(ids, d, n);
 	best = reach_attach_first(g, parent, replaced, ids, n, u, true);
 	if (best != REACH_NONE)
 		return best;
@@ -731,48 +757,81 @@ reach_link_node(ShnswBuildGraph *g, const uint32_t *parent, uint8_t *replaced,
 	return best;
 }
 
+/* The build's side of the walk-and-attach (reach.h): a breadth-first tree. */
+typedef struct BuildReach
+{
+	ShnswBuildGraph *g;
+	uint32_t   *parent;			/* tree parent of each reached node */
+	uint32_t   *queue;			/* reached nodes, in walk order */
+	uint8_t    *replaced;
+	uint32_t	tail;
+} BuildReach;
+
+static void
+build_reach_walk(void *arg, int64_t i)
+{
+	BuildReach *r = (BuildReach *) arg;
+
+	if (r->parent[i] == REACH_NONE)
+		r->parent[i] = (uint32_t) i;	/* the entry point: its own root */
+	r->queue[r->tail] = (uint32_t) i;
+	r->tail = reach_walk(r->g, r->parent, r->queue, r->tail, r->tail + 1);
+}
+
+static bool
+build_reach_reached(void *arg, int64_t i)
+{
+	return ((BuildReach *) arg)->parent[i] != REACH_NONE;
+}
+
+static bool
+build_reach_attach(void *arg, int64_t i)
+{
+	BuildReach *r = (BuildReach *) arg;
+	uint32_t	p = reach_link_node(r->g, r->parent, r->replaced, r->queue, r->tail, (uint32_t) i);
+
+	if (p == REACH_NONE)
+		return false;			/* cannot happen; see reach_link_node */
+	r->parent[i] = p;
+	return true;
+}
+
+static bool
+build_reach_done(void *arg)
+{
+	BuildReach *r = (BuildReach *) arg;
+
+	return r->tail >= r->g->n;
+}
+
+static const ShnswReachOps build_reach_ops = {
+	build_reach_walk, build_reach_reached, build_reach_attach, build_reach_done, NULL
+};
+
 uint32_t
 shnsw_build_ensure_reachable(ShnswBuildGraph *g)
 {
-	uint32_t   *parent;
-	uint32_t   *queue;
-	uint8_t    *replaced;
-	uint32_t	tail;
-	uint32_t	added = 0;
+	BuildReach	r;
+	uint32_t	added;
 
 	if (g->n < 2)
 		return 0;
-	parent = shnsw_alloc(sizeof(uint32_t) * g->n);
-	queue = shnsw_alloc(sizeof(uint32_t) * g->n);
-	replaced = shnsw_alloc0(g->n);
-	memset(parent, 0xFF, sizeof(uint32_t) * g->n);
-	parent[g->entry] = g->entry;
-	queue[0] = g->entry;
-	tail = reach_walk(g, parent, queue, 0, 1);
+	r.g = g;
+	r.parent = shnsw_alloc(sizeof(uint32_t) * g->n);
+	r.queue = shnsw_alloc(sizeof(uint32_t) * g->n);
+	r.replaced = shnsw_alloc0(g->n);
+	r.tail = 0;
+	memset(r.parent, 0xFF, sizeof(uint32_t) * g->n);
 
 	/*
 	 * One pass suffices: each unreached node, in node order, is linked from
-	 * a reached node, and the walk continues from it (picking up any part of
-	 * the graph only it leads to); replaced links are never tree links.
+	 * a reached node, and the walk continues from it; replaced links are
+	 * never tree links.
 	 */
-	for (uint32_t u = 0; u < g->n && tail < g->n; u++)
-	{
-		uint32_t	p;
-
-		shnsw_check_interrupts();
-		if (parent[u] != REACH_NONE)
-			continue;
-		p = reach_link_node(g, parent, replaced, queue, tail, u);
-		if (p == REACH_NONE)
-			continue;			/* cannot happen; see reach_link_node */
-		added++;
-		parent[u] = p;
-		queue[tail] = u;
-		tail = reach_walk(g, parent, queue, tail, tail + 1);
-	}
-	shnsw_free(parent);
-	shnsw_free(queue);
-	shnsw_free(replaced);
+	added = (uint32_t) shnsw_reach_all(g->n, g->entry, &build_reach_ops, &r);
+	shnsw_free(r.parent);
+	shnsw_free(r.queue);
+	shnsw_free(r.replaced);
 	return added;
 }
 
@@ -830,7 +889,7 @@ shnsw_build_layout_order(const ShnswBuildGraph *g, uint32_t *order)
  */
 
 void
-shnsw_search_init(ShnswSearch *s, const Sq8Query *q, const ShnswPageOps *ops, int m,
+shnsw_search_init(ShnswSearch *s, const Sq8Query *q, const ShnswNodeSource *ops, int m,
 				  uint32_t max_discovered)
 {
 	memset(s, 0, sizeof(*s));

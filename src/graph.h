@@ -5,8 +5,9 @@
  *	  and the resumable search that scans and inserts run over index pages.
  *
  * Nothing here touches the buffer manager: the disk search reads node
- * records through ShnswPageOps, which the server implements over shared
- * buffers (pageaccess.c) and the unit tests over plain memory.
+ * records through a node source (nodesource.h), which the server
+ * implements over shared buffers (pageaccess.c) and the unit tests over
+ * plain memory.
  *
  *-------------------------------------------------------------------------
  */
@@ -18,6 +19,7 @@
 
 #include "format.h"
 #include "kernels.h"
+#include "nodesource.h"
 #include "pqueue.h"
 #include "visited.h"
 
@@ -127,55 +129,6 @@ extern void shnsw_build_layout_order(const ShnswBuildGraph *g, uint32_t *order);
 
 /* ---------- disk search ---------- */
 
-/* Where an upper-layer record lives (an item on an upper page). */
-typedef struct ShnswUpperLoc
-{
-	uint32_t	block;
-	uint16_t	offset;
-} ShnswUpperLoc;
-
-static inline ShnswUpperLoc
-shnsw_node_upper_loc(const ShnswNodeHeader *node)
-{
-	ShnswUpperLoc loc;
-
-	loc.block = ((uint32_t) node->upper_blk_hi << 16) | node->upper_blk_lo;
-	loc.offset = node->upper_off;
-	return loc;
-}
-
-typedef void (*ShnswNodeFn) (void *arg, int i, const ShnswNodeHeader *node);
-
-/*
- * Page access for the disk search.
- *
- * read_nodes calls fn(arg, i, record) once for each i in 0..n-1 with the
- * node record of refs[i]; the record is valid only during the call. Calls
- * may come in any order (the implementation groups references by page).
- *
- * read_upper copies the layer-`layer` neighbour list of the upper record at
- * loc into out (room for m entries) and returns its length.
- *
- * prefetch (may be NULL) says which nodes' pages are wanted next: with
- * speculative false, nodes about to be read (the neighbours of the node being
- * expanded, requested together before any is read); with speculative true,
- * neighbours of the best candidates still queued, best first, of which the
- * implementation takes as many as its look-ahead allows. A wrong guess
- * costs I/O bandwidth, never a wrong answer.
- */
-typedef struct ShnswPageOps
-{
-	void	   *ctx;
-	void		(*read_nodes) (void *ctx, const ShnswRef *refs, int n,
-							   ShnswNodeFn fn, void *arg);
-	int			(*read_upper) (void *ctx, ShnswUpperLoc loc, int layer,
-							   ShnswRef *out);
-	void		(*prefetch) (void *ctx, const ShnswRef *refs, int n, bool speculative);
-} ShnswPageOps;
-
-/* How many queued candidates' neighbourhoods speculative read-ahead looks at. */
-#define SHNSW_SPECULATIVE_CANDIDATES 4
-
 /* What the search keeps about each node it computed a distance for. */
 typedef struct ShnswCand
 {
@@ -200,7 +153,7 @@ typedef struct ShnswCand
 typedef struct ShnswSearch
 {
 	const Sq8Query *q;
-	const ShnswPageOps *ops;
+	const ShnswNodeSource *ops;
 	int			m;
 	uint32_t	max_discovered; /* stop after this many nodes (0: no limit) */
 	ShnswRef	target;			/* layer 0: stop once this node is seen */
@@ -236,7 +189,7 @@ typedef struct ShnswSearch
 } ShnswSearch;
 
 extern void shnsw_search_init(ShnswSearch *s, const Sq8Query *q,
-							  const ShnswPageOps *ops, int m, uint32_t max_discovered);
+							  const ShnswNodeSource *ops, int m, uint32_t max_discovered);
 extern void shnsw_search_free(ShnswSearch *s);
 
 /*

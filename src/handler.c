@@ -1,7 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * handler.c
- *	  The access method handler, reloptions, GUCs and cost estimation.
+ *	  The access method handler (IndexAmRoutine), cost estimation and
+ *	  CREATE INDEX phase names. The top of the server side: it points at
+ *	  every AM phase and nothing calls into it (src/README, Layers).
  *
  *-------------------------------------------------------------------------
  */
@@ -10,134 +12,16 @@
 #include <float.h>
 #include <math.h>
 
-#include "access/reloptions.h"
 #include "commands/progress.h"
 #include "commands/vacuum.h"
 #include "optimizer/cost.h"
 #include "optimizer/optimizer.h"
 #include "utils/float.h"
-#include "utils/guc.h"
 #include "utils/rel.h"
 #include "utils/selfuncs.h"
 #include "utils/spccache.h"
 
 #include "streamhnsw.h"
-
-int			shnsw_ef_search = SHNSW_DEFAULT_EF_SEARCH;
-int			shnsw_max_scan_tuples = SHNSW_DEFAULT_MAX_SCAN_TUPLES;
-int			shnsw_io_mode = SHNSW_IO_STREAM;
-int			shnsw_max_read_ahead = SHNSW_DEFAULT_MAX_READ_AHEAD;
-int			shnsw_lookahead_window = SHNSW_DEFAULT_LOOKAHEAD_WINDOW;
-bool		shnsw_debug_discard_caches = false;
-bool		shnsw_debug_list_conflicts = false;
-int			shnsw_iterative_scan = SHNSW_ITERATIVE_STRICT;
-
-static const struct config_enum_entry io_mode_options[] = {
-	{"sync", SHNSW_IO_SYNC, false},
-	{"prefetch", SHNSW_IO_PREFETCH, false},
-	{"stream", SHNSW_IO_STREAM, false},
-	{NULL, 0, false}
-};
-
-static const struct config_enum_entry iterative_scan_options[] = {
-	{"strict_order", SHNSW_ITERATIVE_STRICT, false},
-	{"relaxed_order", SHNSW_ITERATIVE_RELAXED, false},
-	{NULL, 0, false}
-};
-
-static relopt_kind shnsw_relopt_kind;
-
-/*
- * shnsw_init_options registers reloptions and GUCs; called once from _PG_init.
- */
-void
-shnsw_init_options(void)
-{
-	shnsw_relopt_kind = add_reloption_kind();
-	add_int_reloption(shnsw_relopt_kind, "m",
-					  "Maximum number of neighbours per node on upper layers (twice that on layer 0)",
-					  SHNSW_DEFAULT_M, SHNSW_MIN_M, SHNSW_MAX_M_OPTION,
-					  AccessExclusiveLock);
-	add_int_reloption(shnsw_relopt_kind, "ef_construction",
-					  "Size of the dynamic candidate list while building the graph",
-					  SHNSW_DEFAULT_EF_CONSTRUCTION, SHNSW_MIN_EF_CONSTRUCTION,
-					  SHNSW_MAX_EF_CONSTRUCTION, AccessExclusiveLock);
-
-	DefineCustomIntVariable("streamhnsw.ef_search",
-							"Size of the dynamic candidate list of a search.",
-							"Larger values give better recall and slower searches.",
-							&shnsw_ef_search, SHNSW_DEFAULT_EF_SEARCH,
-							SHNSW_MIN_EF_SEARCH, SHNSW_MAX_EF_SEARCH,
-							PGC_USERSET, 0, NULL, NULL, NULL);
-	DefineCustomIntVariable("streamhnsw.max_scan_tuples",
-							"Maximum number of nodes a scan examines once its first round is done.",
-							"Bounds iterative scans that keep searching for rows a WHERE clause filters out.",
-							&shnsw_max_scan_tuples, SHNSW_DEFAULT_MAX_SCAN_TUPLES,
-							SHNSW_MIN_MAX_SCAN_TUPLES, INT_MAX,
-							PGC_USERSET, 0, NULL, NULL, NULL);
-	DefineCustomEnumVariable("streamhnsw.iterative_scan",
-							 "Order in which an iterative scan returns rows.",
-							 "strict_order returns rows in exact distance order, holding each back until no row the search can still find is closer; relaxed_order returns each round's rows as soon as they are re-ranked, rows found late out of order.",
-							 &shnsw_iterative_scan, SHNSW_ITERATIVE_STRICT, iterative_scan_options,
-							 PGC_USERSET, 0, NULL, NULL, NULL);
-	DefineCustomEnumVariable("streamhnsw.io_mode",
-							 "How scans read index pages.",
-							 "sync reads one page at a time; prefetch adds posix_fadvise hints; stream keeps asynchronous reads in flight.",
-							 &shnsw_io_mode, SHNSW_IO_STREAM, io_mode_options,
-							 PGC_USERSET, 0, NULL, NULL, NULL);
-	DefineCustomIntVariable("streamhnsw.max_read_ahead",
-							"Maximum number of pages a scan keeps pinned for read-ahead.",
-							"Also bounded by the backend's share of shared buffers.",
-							&shnsw_max_read_ahead, SHNSW_DEFAULT_MAX_READ_AHEAD, 1, 1024,
-							PGC_USERSET, 0, NULL, NULL, NULL);
-	DefineCustomIntVariable("streamhnsw.lookahead_window",
-							"Number of page accesses the read-ahead controller averages its miss rate over.",
-							NULL,
-							&shnsw_lookahead_window, SHNSW_DEFAULT_LOOKAHEAD_WINDOW, 1, 4096,
-							PGC_USERSET, 0, NULL, NULL, NULL);
-	DefineCustomBoolVariable("streamhnsw.debug_discard_caches",
-							 "Discards the index's cached description at every access-method call (developer setting, for tests).",
-							 "Wipes and frees rd_amcache through a relcache invalidation, as debug_discard_caches does in servers built with assertions.",
-							 &shnsw_debug_discard_caches, false,
-							 PGC_SUSET, GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
-	DefineCustomBoolVariable("streamhnsw.debug_list_conflicts",
-							 "Makes every neighbour-list change find its list changed, until it runs out of retries (developer setting, for tests).",
-							 NULL,
-							 &shnsw_debug_list_conflicts, false,
-							 PGC_SUSET, GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
-	MarkGUCPrefixReserved("streamhnsw");
-}
-
-/*
- * shnsw_options parses and validates reloptions.
- */
-bytea *
-shnsw_options(Datum reloptions, bool validate)
-{
-	static const relopt_parse_elt tab[] = {
-		{"m", RELOPT_TYPE_INT, offsetof(ShnswOptions, m)},
-		{"ef_construction", RELOPT_TYPE_INT, offsetof(ShnswOptions, ef_construction)},
-	};
-
-	return (bytea *) build_reloptions(reloptions, validate, shnsw_relopt_kind,
-									  sizeof(ShnswOptions), tab, lengthof(tab));
-}
-
-int
-shnsw_get_m(Relation index)
-{
-	ShnswOptions *opts = (ShnswOptions *) index->rd_options;
-
-	return opts ? opts->m : SHNSW_DEFAULT_M;
-}
-
-int
-shnsw_get_ef_construction(Relation index)
-{
-	ShnswOptions *opts = (ShnswOptions *) index->rd_options;
-
-	return opts ? opts->ef_construction : SHNSW_DEFAULT_EF_CONSTRUCTION;
-}
 
 /*
  * shnsw_costestimate: the search does its work before returning the rows

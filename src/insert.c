@@ -3,31 +3,13 @@
  * insert.c
  *	  aminsert: add one row to the graph.
  *
- * An insert finds the new node's neighbours with the same SQ8 search as a
- * scan (width ef_construction), chooses them with the neighbour heuristic
- * on codes, writes the node, its exact vector and its upper-layer record,
- * then adds a link back from each neighbour, re-selecting that neighbour's
- * list when it is full. Last, it checks that a search for the new vector,
- * as a scan makes it, finds the node, and links it from the nearest node
- * that search reached if not.
- *
- * A level-0 node (most of them) takes a slot from the free list that VACUUM
- * keeps, with that slot's exact-vector space; other nodes are appended.
- *
- * Locking (src/README, Locking): inserts hold a heavyweight ShareLock on
- * the metapage's page number (LockPage), so they run concurrently with each
- * other; an insert into an empty index, training and retraining the
- * quantizer take it in ExclusiveLock mode. Scans and VACUUM never take it.
- * Buffer locks: a new node is written under exclusive locks on its graph
- * page, vector page(s), upper page and then the metapage, always in that
- * order, for one WAL record; those pages are pinned (read, or extended)
- * before the first is locked, so no lock is held across a read or an
- * extension. Every other change locks one page at a time,
- * and neighbour lists change by compare-and-write (links.c). A scan waits
- * at most for one page modification. The node is written before any
- * neighbour links to it; each back-link is a record of its own. A crash in
- * between leaves a node that fewer neighbours point to, belonging to a
- * transaction that never committed.
+ * The algorithm is src/README's "Inserts", its locks "Locking" (a
+ * heavyweight lock on the metapage's page number, ShareLock for inserts,
+ * ExclusiveLock to insert into an empty index or train the quantizer;
+ * buffer locks in the order graph -> vector -> upper -> metapage), its WAL
+ * "WAL and crash safety". insert_node is the outline: insert_start,
+ * shnsw_find_neighbors (links.c), place_in_free_slot or append_node,
+ * link_back, insert_publish.
  *
  *-------------------------------------------------------------------------
  */
@@ -118,6 +100,61 @@ fill_node(InsertState *is, ShnswNodeHeader *h, const NewNode *nn, BlockNumber ub
 }
 
 /*
+ * write_free_slot writes the new node into the free slot head (its graph
+ * page gbuf, its vector page(s) vbuf[0..nv-1] and the metapage, all locked
+ * exclusively by the caller) and pops it off the free list, in one WAL
+ * record. next is the slot's free-list link.
+ */
+static void
+write_free_slot(InsertState *is, Buffer metabuf, Buffer gbuf, const Buffer *vbuf, int nv,
+				ShnswRef head, BlockNumber vblk, Size voff, ShnswRef next, const NewNode *nn)
+{
+	ShnswIndexInfo *info = is->info;
+	int			slot = shnsw_ref_slot(head, info->slot_bits);
+	GenericXLogState *state;
+	ShnswMetaPage meta;
+	Page		gpage;
+	int			first;
+
+	state = GenericXLogStart(is->index);
+	gpage = GenericXLogRegisterBuffer(state, gbuf, 0);
+	first = Min(info->vec_size, (int) (SHNSW_PAGE_CAPACITY - voff));
+	memcpy(PageGetContents(GenericXLogRegisterBuffer(state, vbuf[0], 0)) + voff,
+		   nn->value, first);
+	if (nv == 2)
+		memcpy(PageGetContents(GenericXLogRegisterBuffer(state, vbuf[1], 0)),
+			   (char *) nn->value + first, info->vec_size - first);
+	meta = ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0));
+
+	/*
+	 * If a VACUUM freed this slot after our search saw its old node
+	 * alive, that node is among the neighbours found: a node never
+	 * names itself (shnsw_check_node treats that as corruption).
+	 */
+	{
+		ShnswRef	own[2 * SHNSW_MAX_M];
+		NewNode		mine = *nn;
+
+		mine.nnbrs0 = 0;
+		for (int k = 0; k < nn->nnbrs0; k++)
+			if (nn->nbrs0[k] != head)
+				own[mine.nnbrs0++] = nn->nbrs0[k];
+		mine.nbrs0 = own;
+		fill_node(is, shnsw_page_node(gpage, slot, info->node_size), &mine,
+				  InvalidBlockNumber, InvalidOffsetNumber, vblk, voff);
+	}
+	meta->free_head = next;
+	meta->free_count--;
+	meta->deleted_count--;
+	if (meta->entry == SHNSW_INVALID_REF)
+	{
+		meta->entry = head;
+		meta->entry_level = 0;
+	}
+	GenericXLogFinish(state);
+}
+
+/*
  * place_in_free_slot puts a level-0 node into the first slot of the free
  * list (VACUUM's), reusing that slot's exact-vector space, which may span
  * two vector pages. Returns the node's reference, or SHNSW_INVALID_REF if
@@ -147,9 +184,6 @@ place_in_free_slot(InsertState *is, Buffer metabuf, const NewNode *nn)
 		BlockNumber vblk;
 		Size		voff;
 		ShnswRef	next;
-		GenericXLogState *state;
-		Page		gpage;
-		int			first;
 
 		LockBuffer(metabuf, BUFFER_LOCK_SHARE);
 		head = ShnswPageGetMeta(BufferGetPage(metabuf))->free_head;
@@ -218,42 +252,7 @@ place_in_free_slot(InsertState *is, Buffer metabuf, const NewNode *nn)
 			continue;
 		}
 
-		state = GenericXLogStart(is->index);
-		gpage = GenericXLogRegisterBuffer(state, gbuf, 0);
-		first = Min(info->vec_size, (int) (SHNSW_PAGE_CAPACITY - voff));
-		memcpy(PageGetContents(GenericXLogRegisterBuffer(state, vbuf[0], 0)) + voff,
-			   nn->value, first);
-		if (nv == 2)
-			memcpy(PageGetContents(GenericXLogRegisterBuffer(state, vbuf[1], 0)),
-				   (char *) nn->value + first, info->vec_size - first);
-		meta = ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0));
-
-		/*
-		 * If a VACUUM freed this slot after our search saw its old node
-		 * alive, that node is among the neighbours found: a node never
-		 * names itself (shnsw_check_node treats that as corruption).
-		 */
-		{
-			ShnswRef	own[2 * SHNSW_MAX_M];
-			NewNode		mine = *nn;
-
-			mine.nnbrs0 = 0;
-			for (int k = 0; k < nn->nnbrs0; k++)
-				if (nn->nbrs0[k] != head)
-					own[mine.nnbrs0++] = nn->nbrs0[k];
-			mine.nbrs0 = own;
-			fill_node(is, shnsw_page_node(gpage, slot, info->node_size), &mine,
-					  InvalidBlockNumber, InvalidOffsetNumber, vblk, voff);
-		}
-		meta->free_head = next;
-		meta->free_count--;
-		meta->deleted_count--;
-		if (meta->entry == SHNSW_INVALID_REF)
-		{
-			meta->entry = head;
-			meta->entry_level = 0;
-		}
-		GenericXLogFinish(state);
+		write_free_slot(is, metabuf, gbuf, vbuf, nv, head, vblk, voff, next, nn);
 		LockBuffer(metabuf, BUFFER_LOCK_UNLOCK);
 		for (int k = 0; k < nv; k++)
 			UnlockReleaseBuffer(vbuf[k]);
@@ -285,32 +284,6 @@ retrain_due(Relation index)
 }
 
 /*
- * The first vector into an index built empty trains the quantizer: for
- * cosine, the unit range [-1, 1]; otherwise a range around the vector.
- * Later values outside it are clamped until the index retrains as it grows
- * (quantizer.c).
- */
-static void
-train_from_first(InsertState *is, const float *nav)
-{
-	int			dims = is->dims;
-	float	   *stream = palloc(sizeof(float) * 2 * dims);
-
-	for (int i = 0; i < dims; i++)
-	{
-		float		r = is->info->metric == SHNSW_METRIC_COSINE ? 1.0f : 2.0f * Max(fabsf(nav[i]), 1.0f);
-		float		c = is->info->metric == SHNSW_METRIC_COSINE ? 0.0f : nav[i];
-
-		stream[i] = c - r;
-		stream[dims + i] = (2.0f * r) / 255.0f;
-	}
-	shnsw_write_quant(is->index, is->info->quant_start, dims, stream, stream + dims);
-	memcpy(is->info->lo, stream, sizeof(float) * dims);
-	memcpy(is->info->scale, stream + dims, sizeof(float) * dims);
-	pfree(stream);
-}
-
-/*
  * Nodes that the new node's back-links took out of lists may have lost
  * their last near in-link: the new node links to them while its list has
  * room (shnsw_adopt), and each one it has no room for gets the search
@@ -332,58 +305,46 @@ rehome(InsertState *is, ShnswRef newref, ShnswRef *dropped, int ndropped, int ef
 	}
 }
 
-/*
- * insert_node does the work of one insert, under the insert lock (either
- * mode). Returns
- * true if the index has doubled since its quantizer was trained and should
- * retrain it.
- */
-static bool
-insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointer heap_tid)
+/* What an insert reads from the metapage before its searches. */
+typedef struct InsertStart
 {
-	Relation	index = is->index;
-	ShnswIndexInfo *info = is->info;
-	int			dims = is->dims;
-	int			m = is->m;
-	int			efc;
-	Buffer		metabuf;
-	ShnswMetaPage meta;
 	ShnswRef	entry;
 	int			entry_level;
-	int			level;
-	uint8	   *code = palloc(dims);
-	ShnswRef   *nbrs[SHNSW_MAX_LEVEL + 1];
-	int			nnbrs[SHNSW_MAX_LEVEL + 1];
-	ShnswRef	newref;
-	int			stride = TYPEALIGN(4, info->vec_size);
-	bool		retrain;
-	bool		linked = false;
-	NewNode		nn;
-	bool		trained;
-	uint64		rng;
+	int			efc;
+	uint64		rng;			/* this insert's level draw */
+} InsertStart;
 
-	/*
-	 * Read what we need from the metapage; train the quantizer if needed.
-	 * The metapage is pinned only while it is read or written, never through
-	 * the searches.
-	 */
+/*
+ * insert_start reads the entry point, ef_construction and the random state
+ * from the metapage, and trains the quantizer on the first value if it is
+ * not trained yet. The metapage is pinned only while it is read or
+ * written, never through the searches.
+ */
+static void
+insert_start(InsertState *is, const float *nav, ItemPointer heap_tid, InsertStart *st)
+{
+	Relation	index = is->index;
+	Buffer		metabuf;
+	ShnswMetaPage meta;
+	bool		trained;
+
 	metabuf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
 	LockBuffer(metabuf, BUFFER_LOCK_SHARE);
 	meta = ShnswPageGetMeta(BufferGetPage(metabuf));
-	entry = meta->entry;
-	entry_level = meta->entry_level;
-	efc = meta->ef_construction;
+	st->entry = meta->entry;
+	st->entry_level = meta->entry_level;
+	st->efc = meta->ef_construction;
 	trained = meta->quant_trained;
-	rng = meta->rng_state ^ (uint64) heap_tid->ip_posid * 0x9E3779B97F4A7C15ULL ^
+	st->rng = meta->rng_state ^ (uint64) heap_tid->ip_posid * 0x9E3779B97F4A7C15ULL ^
 		((uint64) ItemPointerGetBlockNumberNoCheck(heap_tid) << 20);
 	UnlockReleaseBuffer(metabuf);
-	if (efc < SHNSW_MIN_EF_CONSTRUCTION || efc > SHNSW_MAX_EF_CONSTRUCTION)
-		shnsw_corrupt(index, SHNSW_METAPAGE_BLKNO, "ef_construction", efc);
+	if (st->efc < SHNSW_MIN_EF_CONSTRUCTION || st->efc > SHNSW_MAX_EF_CONSTRUCTION)
+		shnsw_corrupt(index, SHNSW_METAPAGE_BLKNO, "ef_construction", st->efc);
 	if (!trained)
 	{
 		GenericXLogState *state;
 
-		train_from_first(is, nav);
+		shnsw_train_from_first(index, is->info, nav);
 		metabuf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
 		LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
 		state = GenericXLogStart(index);
@@ -392,230 +353,276 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 		meta->quant_rows = 1;
 		GenericXLogFinish(state);
 		UnlockReleaseBuffer(metabuf);
-		info->quant_trained = true;
+		is->info->quant_trained = true;
 	}
-	sq8_encode(info->lo, info->scale, nav, code, dims);
+}
 
-	/* find neighbours */
-	MemSet(nnbrs, 0, sizeof(nnbrs));
-	level = shnsw_random_level(&rng, 1.0 / log((double) Max(m, 2)), SHNSW_MAX_LEVEL);
-	if (entry != SHNSW_INVALID_REF)
-		shnsw_find_neighbors(&is->lk, nav, entry, entry_level, level, efc,
-							 SHNSW_INVALID_REF, nbrs, nnbrs);
+/* The pages an appended node goes to: graph, vector and (level > 0) upper. */
+typedef struct AppendPages
+{
+	Buffer		gbuf,
+				vbuf,
+				ubuf;
+	bool		gnew,
+				vnew,
+				unew;
+} AppendPages;
 
-	/*
-	 * Place the node, its vector and its upper record, and update the
-	 * metapage: a level-0 node takes a slot VACUUM freed, if there is one;
-	 * otherwise the node goes to the end.
-	 */
-	nn.heap_tid = heap_tid;
-	nn.level = level;
-	nn.nbrs0 = nbrs[0];
-	nn.nnbrs0 = nnbrs[0];
-	nn.code = code;
-	nn.value = value;
-	metabuf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
-	newref = level == 0 ? place_in_free_slot(is, metabuf, &nn) : SHNSW_INVALID_REF;
-	if (newref == SHNSW_INVALID_REF)
+/*
+ * append_check_places checks the metapage's insert blocks: they are locked
+ * together with the metapage (which the caller keeps pinned), so each must
+ * be another page, or we would wait for our own lock. Their types are
+ * checked as soon as they are locked (append_lock_pages).
+ */
+static void
+append_check_places(InsertState *is, BlockNumber gblk, BlockNumber vblk, BlockNumber ublk)
+{
+	Relation	index = is->index;
+
+	if (gblk != InvalidBlockNumber)
+		shnsw_check_block(index, gblk, &is->nblocks, SHNSW_METAPAGE_BLKNO, "insert graph block");
+	if (vblk != InvalidBlockNumber)
+		shnsw_check_block(index, vblk, &is->nblocks, SHNSW_METAPAGE_BLKNO, "insert vector block");
+	if (ublk != InvalidBlockNumber)
+		shnsw_check_block(index, ublk, &is->nblocks, SHNSW_METAPAGE_BLKNO, "insert upper block");
+	if (vblk != InvalidBlockNumber && (vblk == gblk || vblk == ublk))
+		shnsw_corrupt(index, SHNSW_METAPAGE_BLKNO, "insert vector block", vblk);
+	if (ublk != InvalidBlockNumber && ublk == gblk)
+		shnsw_corrupt(index, SHNSW_METAPAGE_BLKNO, "insert upper block", ublk);
+}
+
+/*
+ * append_lock_pages pins and exclusive-locks a graph page with a free slot,
+ * a vector page with room for a whole vector and (level > 0) an upper page
+ * with room for usize bytes, starting from the metapage's insert blocks.
+ * They are pinned first (read, or extended) with no lock held, then locked
+ * in the insert order; a page found full is let go, with the locks taken so
+ * far, and replaced by a new page (which has room: this ends).
+ */
+static void
+append_lock_pages(InsertState *is, Buffer metabuf, int level, Size usize, AppendPages *p)
+{
+	Relation	index = is->index;
+	ShnswIndexInfo *info = is->info;
+	int			stride = TYPEALIGN(4, info->vec_size);
+	ShnswMetaPage meta;
+	BlockNumber gblk,
+				vblk,
+				ublk;
+
+	LockBuffer(metabuf, BUFFER_LOCK_SHARE);
+	meta = ShnswPageGetMeta(BufferGetPage(metabuf));
+	gblk = meta->insert_graph_blk;
+	vblk = meta->insert_vec_blk;
+	ublk = meta->insert_upper_blk;
+	LockBuffer(metabuf, BUFFER_LOCK_UNLOCK);
+	append_check_places(is, gblk, vblk, ublk);
+
+	p->ubuf = InvalidBuffer;
+	p->unew = false;
+	p->gbuf = pin_or_extend(is, gblk, &p->gnew);
+	p->vbuf = pin_or_extend(is, vblk, &p->vnew);
+	if (level > 0)
+		p->ubuf = pin_or_extend(is, ublk, &p->unew);
+	for (;;)
 	{
-		GenericXLogState *state;
-		Buffer		gbuf,
-					vbuf,
-					ubuf = InvalidBuffer;
-		Page		gpage,
-					vpage,
-					upage = NULL;
-		BlockNumber gblk,
-					vblk,
-					ublk = InvalidBlockNumber;
-		int			slot;
-		Size		voff;
-		OffsetNumber uoff = InvalidOffsetNumber;
-		bool		gnew = false,
-					vnew = false,
-					unew = false;
-		Size		usize = level > 0 ? shnsw_upper_size(level, m) : 0;
-
-		LockBuffer(metabuf, BUFFER_LOCK_SHARE);
-		meta = ShnswPageGetMeta(BufferGetPage(metabuf));
-		gblk = meta->insert_graph_blk;
-		vblk = meta->insert_vec_blk;
-		ublk = meta->insert_upper_blk;
-		LockBuffer(metabuf, BUFFER_LOCK_UNLOCK);
-
-		/*
-		 * These pages are locked together with the metapage (which we keep
-		 * pinned): each must be another page, and a page of its type (checked
-		 * as soon as it is locked), or we would wait for our own lock.
-		 */
-		if (gblk != InvalidBlockNumber)
-			shnsw_check_block(index, gblk, &is->nblocks, SHNSW_METAPAGE_BLKNO, "insert graph block");
-		if (vblk != InvalidBlockNumber)
-			shnsw_check_block(index, vblk, &is->nblocks, SHNSW_METAPAGE_BLKNO, "insert vector block");
-		if (ublk != InvalidBlockNumber)
-			shnsw_check_block(index, ublk, &is->nblocks, SHNSW_METAPAGE_BLKNO, "insert upper block");
-		if (vblk != InvalidBlockNumber && (vblk == gblk || vblk == ublk))
-			shnsw_corrupt(index, SHNSW_METAPAGE_BLKNO, "insert vector block", vblk);
-		if (ublk != InvalidBlockNumber && ublk == gblk)
-			shnsw_corrupt(index, SHNSW_METAPAGE_BLKNO, "insert upper block", ublk);
-
-		/*
-		 * A graph page with a free slot, a vector page with room for a whole
-		 * vector and an upper page with room for the record. They are pinned
-		 * first (read, or extended) with no lock held, then locked in the
-		 * insert order; a page found full is let go, with the locks taken so
-		 * far, and replaced by a new page (which has room: this ends).
-		 */
-		gbuf = pin_or_extend(is, gblk, &gnew);
-		vbuf = pin_or_extend(is, vblk, &vnew);
-		if (level > 0)
-			ubuf = pin_or_extend(is, ublk, &unew);
-		for (;;)
+		LockBuffer(p->gbuf, BUFFER_LOCK_EXCLUSIVE);
+		if (!p->gnew)
 		{
-			LockBuffer(gbuf, BUFFER_LOCK_EXCLUSIVE);
-			if (!gnew)
-			{
-				BlockNumber blk = BufferGetBlockNumber(gbuf);
+			BlockNumber blk = BufferGetBlockNumber(p->gbuf);
 
-				shnsw_check_page(index, BufferGetPage(gbuf), blk, SHNSW_PAGE_GRAPH);
-				if (shnsw_graph_nslots(index, BufferGetPage(gbuf), blk, info->node_size) >=
-					shnsw_nodes_per_page(info->node_size))
+			shnsw_check_page(index, BufferGetPage(p->gbuf), blk, SHNSW_PAGE_GRAPH);
+			if (shnsw_graph_nslots(index, BufferGetPage(p->gbuf), blk, info->node_size) >=
+				shnsw_nodes_per_page(info->node_size))
+			{
+				UnlockReleaseBuffer(p->gbuf);
+				p->gbuf = pin_or_extend(is, InvalidBlockNumber, &p->gnew);
+				continue;
+			}
+		}
+		LockBuffer(p->vbuf, BUFFER_LOCK_EXCLUSIVE);
+		if (!p->vnew)
+		{
+			BlockNumber blk = BufferGetBlockNumber(p->vbuf);
+			Page		vp = BufferGetPage(p->vbuf);
+			int			used;
+
+			shnsw_check_page(index, vp, blk, SHNSW_PAGE_VECTOR);
+			used = (int) ((PageHeader) vp)->pd_lower - (int) MAXALIGN(SizeOfPageHeaderData);
+			if (used < 0 || used > (int) SHNSW_PAGE_CAPACITY || used % 4 != 0)
+				shnsw_corrupt(index, blk, "end of vector data", ((PageHeader) vp)->pd_lower);
+			if (used + stride > SHNSW_PAGE_CAPACITY)
+			{
+				UnlockReleaseBuffer(p->vbuf);
+				LockBuffer(p->gbuf, BUFFER_LOCK_UNLOCK);
+				p->vbuf = pin_or_extend(is, InvalidBlockNumber, &p->vnew);
+				continue;
+			}
+		}
+		if (level > 0)
+		{
+			LockBuffer(p->ubuf, BUFFER_LOCK_EXCLUSIVE);
+			if (!p->unew)
+			{
+				shnsw_check_page(index, BufferGetPage(p->ubuf), BufferGetBlockNumber(p->ubuf),
+								 SHNSW_PAGE_UPPER);
+				if (PageGetFreeSpace(BufferGetPage(p->ubuf)) < MAXALIGN(usize))
 				{
-					UnlockReleaseBuffer(gbuf);
-					gbuf = pin_or_extend(is, InvalidBlockNumber, &gnew);
+					UnlockReleaseBuffer(p->ubuf);
+					LockBuffer(p->vbuf, BUFFER_LOCK_UNLOCK);
+					LockBuffer(p->gbuf, BUFFER_LOCK_UNLOCK);
+					p->ubuf = pin_or_extend(is, InvalidBlockNumber, &p->unew);
 					continue;
 				}
 			}
-			LockBuffer(vbuf, BUFFER_LOCK_EXCLUSIVE);
-			if (!vnew)
-			{
-				BlockNumber blk = BufferGetBlockNumber(vbuf);
-				Page		vp = BufferGetPage(vbuf);
-				int			used;
-
-				shnsw_check_page(index, vp, blk, SHNSW_PAGE_VECTOR);
-				used = (int) ((PageHeader) vp)->pd_lower - (int) MAXALIGN(SizeOfPageHeaderData);
-				if (used < 0 || used > (int) SHNSW_PAGE_CAPACITY || used % 4 != 0)
-					shnsw_corrupt(index, blk, "end of vector data", ((PageHeader) vp)->pd_lower);
-				if (used + stride > SHNSW_PAGE_CAPACITY)
-				{
-					UnlockReleaseBuffer(vbuf);
-					LockBuffer(gbuf, BUFFER_LOCK_UNLOCK);
-					vbuf = pin_or_extend(is, InvalidBlockNumber, &vnew);
-					continue;
-				}
-			}
-			if (level > 0)
-			{
-				LockBuffer(ubuf, BUFFER_LOCK_EXCLUSIVE);
-				if (!unew)
-				{
-					shnsw_check_page(index, BufferGetPage(ubuf), BufferGetBlockNumber(ubuf),
-									 SHNSW_PAGE_UPPER);
-					if (PageGetFreeSpace(BufferGetPage(ubuf)) < MAXALIGN(usize))
-					{
-						UnlockReleaseBuffer(ubuf);
-						LockBuffer(vbuf, BUFFER_LOCK_UNLOCK);
-						LockBuffer(gbuf, BUFFER_LOCK_UNLOCK);
-						ubuf = pin_or_extend(is, InvalidBlockNumber, &unew);
-						continue;
-					}
-				}
-			}
-			break;
 		}
-		gblk = BufferGetBlockNumber(gbuf);
-		vblk = BufferGetBlockNumber(vbuf);
-		if (level > 0)
-			ublk = BufferGetBlockNumber(ubuf);
-
-		LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
-		state = GenericXLogStart(index);
-		gpage = GenericXLogRegisterBuffer(state, gbuf, gnew ? GENERIC_XLOG_FULL_IMAGE : 0);
-		vpage = GenericXLogRegisterBuffer(state, vbuf, vnew ? GENERIC_XLOG_FULL_IMAGE : 0);
-		if (level > 0)
-			upage = GenericXLogRegisterBuffer(state, ubuf, unew ? GENERIC_XLOG_FULL_IMAGE : 0);
-		meta = ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0));
-		if (gnew)
-			shnsw_init_page(gpage, SHNSW_PAGE_GRAPH);
-		if (vnew)
-			shnsw_init_page(vpage, SHNSW_PAGE_VECTOR);
-		if (unew)
-			shnsw_init_page(upage, SHNSW_PAGE_UPPER);
-		shnsw_check_page(index, gpage, gblk, SHNSW_PAGE_GRAPH);
-		shnsw_check_page(index, vpage, vblk, SHNSW_PAGE_VECTOR);
-
-		/* the exact vector */
-		voff = ((PageHeader) vpage)->pd_lower - MAXALIGN(SizeOfPageHeaderData);
-		MemSet(PageGetContents(vpage) + voff, 0, stride);
-		memcpy(PageGetContents(vpage) + voff, value, info->vec_size);
-		((PageHeader) vpage)->pd_lower += stride;
-
-		/* the node */
-		slot = ShnswPageGetOpaque(gpage)->nslots;
-		newref = shnsw_make_ref(gblk, slot, info->slot_bits);
-
-		/* the upper record */
-		if (level > 0)
-		{
-			char	   *rec = palloc0(usize);
-			ShnswUpperHeader *u = (ShnswUpperHeader *) rec;
-
-			shnsw_check_page(index, upage, ublk, SHNSW_PAGE_UPPER);
-			u->node = newref;
-			u->level = level;
-			for (int l = 1; l <= level; l++)
-			{
-				shnsw_upper_counts(u)[l - 1] = nnbrs[l];
-				if (nnbrs[l] > 0)
-					memcpy(shnsw_upper_neighbors(u, l, m), nbrs[l], sizeof(ShnswRef) * nnbrs[l]);
-			}
-			uoff = PageAddItem(upage, (Item) rec, usize, InvalidOffsetNumber, false, false);
-			if (uoff == InvalidOffsetNumber)
-				elog(ERROR, "streamhnsw: failed to add upper record");
-			pfree(rec);
-		}
-
-		fill_node(is, shnsw_page_node(gpage, slot, info->node_size), &nn, ublk, uoff, vblk, voff);
-		ShnswPageGetOpaque(gpage)->nslots = slot + 1;
-		((PageHeader) gpage)->pd_lower = MAXALIGN(SizeOfPageHeaderData) + (slot + 1) * info->node_size;
-
-		meta->insert_graph_blk = gblk;
-		meta->insert_vec_blk = vblk;
-		if (level > 0)
-			meta->insert_upper_blk = ublk;
-		meta->node_count++;
-		meta->rng_state = meta->rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
-		if (meta->entry == SHNSW_INVALID_REF || level > meta->entry_level)
-		{
-			meta->entry = newref;
-			meta->entry_level = level;
-		}
-		GenericXLogFinish(state);
-		LockBuffer(metabuf, BUFFER_LOCK_UNLOCK);
-		UnlockReleaseBuffer(gbuf);
-		UnlockReleaseBuffer(vbuf);
-		if (level > 0)
-			UnlockReleaseBuffer(ubuf);
+		break;
 	}
-	ReleaseBuffer(metabuf);
+}
 
-	/*
-	 * Links back from the neighbours. A layer-0 node that a back-link takes
-	 * out of a full list gets a link from the new node instead (while its
-	 * list has room). If the heuristic kept the new node in none of its
-	 * layer-0 neighbours' lists, no search could reach it: the nearest
-	 * neighbour that will take it links to it anyway.
-	 */
+/*
+ * append_upper_record adds the new node's upper-layer record (its lists on
+ * layers 1..level) to upage; returns its offset.
+ */
+static OffsetNumber
+append_upper_record(InsertState *is, Page upage, BlockNumber ublk, ShnswRef newref,
+					int level, Size usize, ShnswRef **nbrs, const int *nnbrs)
+{
+	char	   *rec = palloc0(usize);
+	ShnswUpperHeader *u = (ShnswUpperHeader *) rec;
+	OffsetNumber uoff;
+
+	shnsw_check_page(is->index, upage, ublk, SHNSW_PAGE_UPPER);
+	u->node = newref;
+	u->level = level;
+	for (int l = 1; l <= level; l++)
+	{
+		shnsw_upper_counts(u)[l - 1] = nnbrs[l];
+		if (nnbrs[l] > 0)
+			memcpy(shnsw_upper_neighbors(u, l, is->m), nbrs[l], sizeof(ShnswRef) * nnbrs[l]);
+	}
+	uoff = PageAddItem(upage, (Item) rec, usize, InvalidOffsetNumber, false, false);
+	if (uoff == InvalidOffsetNumber)
+		elog(ERROR, "streamhnsw: failed to add upper record");
+	pfree(rec);
+	return uoff;
+}
+
+/*
+ * append_node puts the node at the end: a new slot on the insert graph
+ * page, its vector on the insert vector page, its upper record on the
+ * insert upper page (new pages where those are full), and updates the
+ * metapage, in one WAL record. metabuf is pinned by the caller, not locked;
+ * holds no lock on return. Returns the node's reference.
+ */
+static ShnswRef
+append_node(InsertState *is, Buffer metabuf, const NewNode *nn, ShnswRef **nbrs,
+			const int *nnbrs)
+{
+	Relation	index = is->index;
+	ShnswIndexInfo *info = is->info;
+	int			level = nn->level;
+	int			stride = TYPEALIGN(4, info->vec_size);
+	Size		usize = level > 0 ? shnsw_upper_size(level, is->m) : 0;
+	GenericXLogState *state;
+	AppendPages p;
+	Page		gpage,
+				vpage,
+				upage = NULL;
+	BlockNumber gblk,
+				vblk,
+				ublk = InvalidBlockNumber;
+	OffsetNumber uoff = InvalidOffsetNumber;
+	ShnswMetaPage meta;
+	ShnswRef	newref;
+	int			slot;
+	Size		voff;
+
+	append_lock_pages(is, metabuf, level, usize, &p);
+	gblk = BufferGetBlockNumber(p.gbuf);
+	vblk = BufferGetBlockNumber(p.vbuf);
+	if (level > 0)
+		ublk = BufferGetBlockNumber(p.ubuf);
+
+	LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
+	state = GenericXLogStart(index);
+	gpage = GenericXLogRegisterBuffer(state, p.gbuf, p.gnew ? GENERIC_XLOG_FULL_IMAGE : 0);
+	vpage = GenericXLogRegisterBuffer(state, p.vbuf, p.vnew ? GENERIC_XLOG_FULL_IMAGE : 0);
+	if (level > 0)
+		upage = GenericXLogRegisterBuffer(state, p.ubuf, p.unew ? GENERIC_XLOG_FULL_IMAGE : 0);
+	meta = ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0));
+	if (p.gnew)
+		shnsw_init_page(gpage, SHNSW_PAGE_GRAPH);
+	if (p.vnew)
+		shnsw_init_page(vpage, SHNSW_PAGE_VECTOR);
+	if (p.unew)
+		shnsw_init_page(upage, SHNSW_PAGE_UPPER);
+	shnsw_check_page(index, gpage, gblk, SHNSW_PAGE_GRAPH);
+	shnsw_check_page(index, vpage, vblk, SHNSW_PAGE_VECTOR);
+
+	/* the exact vector */
+	voff = ((PageHeader) vpage)->pd_lower - MAXALIGN(SizeOfPageHeaderData);
+	MemSet(PageGetContents(vpage) + voff, 0, stride);
+	memcpy(PageGetContents(vpage) + voff, nn->value, info->vec_size);
+	((PageHeader) vpage)->pd_lower += stride;
+
+	/* the node, and its upper record */
+	slot = ShnswPageGetOpaque(gpage)->nslots;
+	newref = shnsw_make_ref(gblk, slot, info->slot_bits);
+	if (level > 0)
+		uoff = append_upper_record(is, upage, ublk, newref, level, usize, nbrs, nnbrs);
+	fill_node(is, shnsw_page_node(gpage, slot, info->node_size), nn, ublk, uoff, vblk, voff);
+	ShnswPageGetOpaque(gpage)->nslots = slot + 1;
+	((PageHeader) gpage)->pd_lower = MAXALIGN(SizeOfPageHeaderData) + (slot + 1) * info->node_size;
+
+	meta->insert_graph_blk = gblk;
+	meta->insert_vec_blk = vblk;
+	if (level > 0)
+		meta->insert_upper_blk = ublk;
+	meta->node_count++;
+	meta->rng_state = meta->rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
+	if (meta->entry == SHNSW_INVALID_REF || level > meta->entry_level)
+	{
+		meta->entry = newref;
+		meta->entry_level = level;
+	}
+	GenericXLogFinish(state);
+	LockBuffer(metabuf, BUFFER_LOCK_UNLOCK);
+	UnlockReleaseBuffer(p.gbuf);
+	UnlockReleaseBuffer(p.vbuf);
+	if (level > 0)
+		UnlockReleaseBuffer(p.ubuf);
+	return newref;
+}
+
+/*
+ * link_back links the new node from its neighbours. A layer-0 node that a
+ * back-link takes out of a full list gets a link from the new node instead
+ * (while its list has room). If the heuristic kept the new node in none of
+ * its layer-0 neighbours' lists, no search could reach it: the nearest
+ * neighbour that will take it links to it anyway.
+ *
+ * A scan descends greedily where the insert searched at width
+ * ef_construction, and concurrent inserts can prune the new node out of
+ * lists before it is linked everywhere: in clustered data a search for the
+ * new vector can settle elsewhere. If it does, link the node from the
+ * nearest node that search reached (vacuum.c, pass 4b).
+ */
+static void
+link_back(InsertState *is, ShnswRef newref, const uint8 *code, int level, ShnswRef **nbrs,
+		  const int *nnbrs, int efc)
+{
+	bool		linked = false;
+	ShnswRef	dropped[2 * SHNSW_MAX_M];
+	int			ndropped;
+
 	for (int l = 1; l <= level; l++)
 		for (int k = 0; k < nnbrs[l]; k++)
 			if (nbrs[l][k] != newref)
 				shnsw_add_backlink(&is->lk, nbrs[l][k], l, newref, code, false, NULL, NULL);
 	for (int k = 0; k < nnbrs[0]; k++)
 	{
-		ShnswRef	dropped[2 * SHNSW_MAX_M];
-		int			ndropped = 0;
-
+		ndropped = 0;
 		CHECK_FOR_INTERRUPTS();
 		if (nbrs[0][k] == newref)
 			continue;			/* the slot's old node (see place_in_free_slot) */
@@ -627,46 +634,85 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 	}
 	for (int k = 0; k < nnbrs[0] && !linked; k++)
 	{
-		ShnswRef	dropped[2 * SHNSW_MAX_M];
-		int			ndropped = 0;
-
+		ndropped = 0;
 		if (nbrs[0][k] == newref)
 			continue;
 		linked = shnsw_add_backlink(&is->lk, nbrs[0][k], 0, newref, code, true, dropped, &ndropped);
 		if (ndropped > 0)
 			rehome(is, newref, dropped, ndropped, efc);
 	}
+	ndropped = 0;
+	if (shnsw_make_findable(&is->lk, newref, efc, true, dropped, &ndropped) && ndropped > 0)
+		rehome(is, newref, dropped, ndropped, efc);
+}
 
-	/*
-	 * A scan descends greedily where the insert searched at width
-	 * ef_construction, and concurrent inserts can prune the new node out of
-	 * lists before it is linked everywhere: in clustered data a search for
-	 * the new vector can settle elsewhere. If it does, link the node from
-	 * the nearest node that search reached (vacuum.c, pass 4b).
-	 */
-	{
-		ShnswRef	dropped[2 * SHNSW_MAX_M];
-		int			ndropped = 0;
+/*
+ * insert_publish says the graph changed (cache generation); returns true if
+ * the index has doubled since its quantizer was trained.
+ */
+static bool
+insert_publish(Relation index)
+{
+	GenericXLogState *state;
+	Buffer		metabuf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
+	ShnswMetaPage meta;
+	bool		retrain;
 
-		if (shnsw_make_findable(&is->lk, newref, efc, true, dropped, &ndropped) &&
-			ndropped > 0)
-			rehome(is, newref, dropped, ndropped, efc);
-	}
-
-	/* publish: the graph changed */
-	{
-		GenericXLogState *state;
-
-		metabuf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
-		LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
-		state = GenericXLogStart(index);
-		meta = ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0));
-		meta->cache_generation++;
-		retrain = meta_retrain_due(meta);
-		GenericXLogFinish(state);
-		UnlockReleaseBuffer(metabuf);
-	}
+	LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
+	state = GenericXLogStart(index);
+	meta = ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0));
+	meta->cache_generation++;
+	retrain = meta_retrain_due(meta);
+	GenericXLogFinish(state);
+	UnlockReleaseBuffer(metabuf);
 	return retrain;
+}
+
+/*
+ * insert_node does the work of one insert, under the insert lock (either
+ * mode): find neighbours, place the node (a slot VACUUM freed, for a level-0
+ * node, if there is one; else at the end), link it back, publish. Returns
+ * true if the index has doubled since its quantizer was trained and should
+ * retrain it.
+ */
+static bool
+insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointer heap_tid)
+{
+	ShnswIndexInfo *info = is->info;
+	uint8	   *code = palloc(is->dims);
+	ShnswRef   *nbrs[SHNSW_MAX_LEVEL + 1];
+	int			nnbrs[SHNSW_MAX_LEVEL + 1];
+	InsertStart st;
+	NewNode		nn;
+	Buffer		metabuf;
+	ShnswRef	newref;
+	int			level;
+
+	insert_start(is, nav, heap_tid, &st);
+	sq8_encode(info->lo, info->scale, nav, code, is->dims);
+
+	/* find neighbours */
+	MemSet(nnbrs, 0, sizeof(nnbrs));
+	level = shnsw_random_level(&st.rng, 1.0 / log((double) Max(is->m, 2)), SHNSW_MAX_LEVEL);
+	if (st.entry != SHNSW_INVALID_REF)
+		shnsw_find_neighbors(&is->lk, nav, st.entry, st.entry_level, level, st.efc,
+							 SHNSW_INVALID_REF, nbrs, nnbrs);
+
+	/* place the node, its vector and its upper record; update the metapage */
+	nn.heap_tid = heap_tid;
+	nn.level = level;
+	nn.nbrs0 = nbrs[0];
+	nn.nnbrs0 = nnbrs[0];
+	nn.code = code;
+	nn.value = value;
+	metabuf = ReadBuffer(is->index, SHNSW_METAPAGE_BLKNO);
+	newref = level == 0 ? place_in_free_slot(is, metabuf, &nn) : SHNSW_INVALID_REF;
+	if (newref == SHNSW_INVALID_REF)
+		newref = append_node(is, metabuf, &nn, nbrs, nnbrs);
+	ReleaseBuffer(metabuf);
+
+	link_back(is, newref, code, level, nbrs, nnbrs, st.efc);
+	return insert_publish(is->index);
 }
 
 /*

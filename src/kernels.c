@@ -352,6 +352,7 @@ shnsw_kernels_init(ShnswSimdLevel max)
 
 /* ---------- halves, normalization ---------- */
 
+/* shnsw_half_to_float converts one IEEE half (halfvec element) to float. */
 float
 shnsw_half_to_float(uint16_t h)
 {
@@ -375,6 +376,7 @@ shnsw_half_to_float(uint16_t h)
 	return f;
 }
 
+/* shnsw_halves_to_floats converts dim halves to floats. */
 void
 shnsw_halves_to_floats(const uint16_t *h, float *out, int dim)
 {
@@ -382,6 +384,7 @@ shnsw_halves_to_floats(const uint16_t *h, float *out, int dim)
 		out[i] = shnsw_half_to_float(h[i]);
 }
 
+/* shnsw_normalize scales v to unit length; false (v unchanged) if it is zero. */
 bool
 shnsw_normalize(float *v, int dim)
 {
@@ -399,6 +402,7 @@ shnsw_normalize(float *v, int dim)
 
 /* ---------- SQ8 ---------- */
 
+/* sq8_train_init starts the per-dimension ranges of SQ8 training (empty). */
 void
 sq8_train_init(float *mins, float *maxs, int dim)
 {
@@ -409,6 +413,7 @@ sq8_train_init(float *mins, float *maxs, int dim)
 	}
 }
 
+/* sq8_train_add widens the ranges mins/maxs to hold v. */
 void
 sq8_train_add(float *mins, float *maxs, const float *v, int dim)
 {
@@ -443,6 +448,10 @@ sq8_train_finish(const float *mins, const float *maxs, float *lo, float *scale, 
 	}
 }
 
+/*
+ * sq8_encode maps v to codes: (v - lo) / scale rounded, clamped to
+ * 0..255 (NaN to 0).
+ */
 void
 sq8_encode(const float *lo, const float *scale, const float *v, uint8_t *code, int dim)
 {
@@ -459,6 +468,7 @@ sq8_encode(const float *lo, const float *scale, const float *v, uint8_t *code, i
 	}
 }
 
+/* sq8_decode maps codes back to the points they stand for: lo + code * scale. */
 void
 sq8_decode(const float *lo, const float *scale, const uint8_t *code, float *out, int dim)
 {
@@ -466,6 +476,11 @@ sq8_decode(const float *lo, const float *scale, const uint8_t *code, float *out,
 		out[i] = lo[i] + (float) code[i] * scale[i];
 }
 
+/*
+ * sq8_prepare_query precomputes, for query q, the per-dimension terms that
+ * let sq8_distance work on codes directly (sq->qs and sq->w, dim floats
+ * each, are the caller's).
+ */
 void
 sq8_prepare_query(Sq8Query *sq, ShnswMetric metric, const float *q,
 				  const float *lo, const float *scale)

@@ -16,20 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Distance families; stored in the metapage, so values are on-disk format. */
-typedef enum ShnswMetric
-{
-	SHNSW_METRIC_L2 = 1,		/* squared Euclidean for navigation */
-	SHNSW_METRIC_IP = 2,		/* negative inner product */
-	SHNSW_METRIC_COSINE = 3		/* negative inner product of normalized vectors */
-} ShnswMetric;
-
-/* Element types of the exact vectors; on-disk format too. */
-typedef enum ShnswElemType
-{
-	SHNSW_ELEM_FLOAT4 = 1,		/* pgvector vector */
-	SHNSW_ELEM_FLOAT2 = 2		/* pgvector halfvec */
-} ShnswElemType;
+#include "format.h"
 
 /* Which implementation shnsw_kernels_init() picked. */
 typedef enum ShnswSimdLevel

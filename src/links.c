@@ -1,10 +1,11 @@
 /*-------------------------------------------------------------------------
  *
  * links.c
- *	  Neighbour lists of nodes on disk: reading them, choosing them with the
- *	  heuristic on SQ8 codes, and changing them safely while other backends
- *	  insert, vacuum and search. Used by inserts (back-links to a new node)
- *	  and by VACUUM (repairing lists that point at deleted nodes).
+ *	  Changing neighbour lists on disk safely while other backends insert,
+ *	  vacuum and search: back-links, adoption, repair around deleted nodes,
+ *	  and the findability check. Used by inserts (back-links to a new node)
+ *	  and by VACUUM (repairing lists that point at deleted nodes). Reading
+ *	  and choosing is choose.c's.
  *
  * Concurrency. Several backends may change the same list at once (two
  * inserts linking back from one neighbour; an insert and VACUUM). A change
@@ -32,22 +33,11 @@
 #include "storage/bufmgr.h"
 #include "utils/rel.h"
 
+#include "neighbors.h"
 #include "streamhnsw.h"
 
 /* How often a list change is recomputed when others keep changing it. */
 #define SHNSW_LIST_RETRIES 8
-
-void
-shnsw_linker_init(ShnswLinker *lk, Relation index, ShnswIndexInfo *info)
-{
-	lk->index = index;
-	lk->info = info;
-	lk->dims = info->dims;
-	lk->m = info->m;
-	lk->scratch = palloc(sizeof(float) * 3 * info->dims);
-	lk->given_up = 0;
-	shnsw_page_ops_init(&lk->ops, &lk->pctx, index, info, NULL);
-}
 
 /*
  * gave_up records that a list change ran out of retries: it sets
@@ -93,191 +83,6 @@ shnsw_take_recheck(Relation index)
 	}
 	UnlockReleaseBuffer(buf);
 	return set;
-}
-
-/* ---------- reading ---------- */
-
-typedef struct CopyArg
-{
-	int			dims;
-	int			m;
-	uint8	   *codes;			/* codes, dims bytes each (may be NULL) */
-	ShnswNodeCopy *node;		/* first node's header fields (may be NULL) */
-} CopyArg;
-
-static void
-copy_cb(void *arg, int i, const ShnswNodeHeader *h)
-{
-	CopyArg    *a = (CopyArg *) arg;
-
-	if (a->codes)
-		memcpy(a->codes + (Size) i * a->dims, shnsw_node_code(h, a->m), a->dims);
-	if (a->node != NULL && i == 0)
-	{
-		a->node->flags = h->flags;
-		a->node->level = h->level;
-		a->node->upper = shnsw_node_upper_loc(h);
-		a->node->count = Min(h->nneighbors, 2 * a->m);
-		memcpy(a->node->list, shnsw_node_neighbors(h), sizeof(ShnswRef) * a->node->count);
-	}
-}
-
-/* Copy the codes of refs[0..n-1] into codes (dims bytes each). */
-void
-shnsw_read_codes(ShnswLinker *lk, const ShnswRef *refs, int n, uint8 *codes)
-{
-	CopyArg		a = {lk->dims, lk->m, codes, NULL};
-
-	if (n > 0)
-		lk->ops.read_nodes(lk->ops.ctx, refs, n, copy_cb, &a);
-}
-
-/*
- * shnsw_read_node copies node e's flags, level, code (if code is not NULL)
- * and its neighbour list on a layer into *out. A layer above the node's
- * level reads as an empty list. Holds no lock on return.
- */
-void
-shnsw_read_node(ShnswLinker *lk, ShnswRef e, int layer, ShnswNodeCopy *out, uint8 *code)
-{
-	CopyArg		a = {lk->dims, lk->m, code, out};
-
-	lk->ops.read_nodes(lk->ops.ctx, &e, 1, copy_cb, &a);
-	if (layer > 0)
-		out->count = out->level >= layer && !(out->flags & SHNSW_NODE_FREE) ?
-			lk->ops.read_upper(lk->ops.ctx, out->upper, layer, out->list) : 0;
-}
-
-/* ---------- choosing ---------- */
-
-/*
- * Sort candidates (refs, d, codes) by distance and keep those the heuristic
- * chooses, at most max; the result overwrites the first entries of refs, d
- * and codes (nearest first). Returns how many were kept.
- */
-int
-shnsw_select_neighbors(ShnswLinker *lk, ShnswRef *refs, float *d, uint8 *codes, int n, int max)
-{
-	int		   *order = palloc(sizeof(int) * Max(n, 1));
-	ShnswRef   *srefs = palloc(sizeof(ShnswRef) * Max(n, 1));
-	float	   *sd = palloc(sizeof(float) * Max(n, 1));
-	uint8	   *scodes = palloc((Size) Max(n, 1) * lk->dims);
-	int		   *sel = palloc(sizeof(int) * Max(n, 1));
-	int			nsel;
-
-	for (int k = 0; k < n; k++)
-	{
-		int			j = k;
-
-		while (j > 0 && (d[order[j - 1]] > d[k] ||
-						 (d[order[j - 1]] == d[k] && refs[order[j - 1]] > refs[k])))
-		{
-			order[j] = order[j - 1];
-			j--;
-		}
-		order[j] = k;
-	}
-	for (int k = 0; k < n; k++)
-	{
-		srefs[k] = refs[order[k]];
-		sd[k] = d[order[k]];
-		memcpy(scodes + (Size) k * lk->dims, codes + (Size) order[k] * lk->dims, lk->dims);
-	}
-	nsel = shnsw_select_by_codes(sd, scodes, n, max, lk->dims, lk->info->metric,
-								 lk->info->lo, lk->info->scale, lk->scratch, sel);
-	for (int k = 0; k < nsel; k++)
-	{
-		refs[k] = srefs[sel[k]];
-		d[k] = sd[sel[k]];
-		memcpy(codes + (Size) k * lk->dims, scodes + (Size) sel[k] * lk->dims, lk->dims);
-	}
-	pfree(order);
-	pfree(srefs);
-	pfree(sd);
-	pfree(scodes);
-	pfree(sel);
-	return nsel;
-}
-
-/* SQ8 distances from the node whose code is ecode to codes[0..n-1]. */
-static void
-code_distances(ShnswLinker *lk, const uint8 *ecode, const uint8 *codes, int n, float *d)
-{
-	Sq8Query	sq;
-
-	sq.dim = lk->dims;
-	sq.qs = lk->scratch + lk->dims;
-	sq.w = lk->scratch + 2 * lk->dims;
-	sq8_decode(lk->info->lo, lk->info->scale, ecode, lk->scratch, lk->dims);
-	sq8_prepare_query(&sq, lk->info->metric, lk->scratch, lk->info->lo, lk->info->scale);
-	for (int k = 0; k < n; k++)
-		d[k] = sq8_distance(&sq, codes + (Size) k * lk->dims);
-}
-
-/*
- * shnsw_find_neighbors searches the graph for the neighbours of a vector q
- * (navigation form) on layers min(level, entry_level) .. 0, with width ef,
- * and chooses them with the heuristic: nbrs[l][0 .. nnbrs[l] - 1], nearest
- * first (palloc'd; layers not searched get 0). Deleted nodes and exclude
- * are passed through, never chosen. Holds no lock on return.
- */
-void
-shnsw_find_neighbors(ShnswLinker *lk, const float *q, ShnswRef entry, int entry_level,
-					 int level, int ef, ShnswRef exclude, ShnswRef **nbrs, int *nnbrs)
-{
-	int			dims = lk->dims;
-	int			m = lk->m;
-	Sq8Query	sq;
-	ShnswSearch s;
-	ShnswRef	ep;
-	uint32	   *out = palloc(sizeof(uint32) * (ef + 1));
-
-	for (int l = 0; l <= level; l++)
-		nnbrs[l] = 0;
-	sq.dim = dims;
-	sq.qs = palloc(sizeof(float) * dims);
-	sq.w = palloc(sizeof(float) * dims);
-	sq8_prepare_query(&sq, lk->info->metric, q, lk->info->lo, lk->info->scale);
-	shnsw_search_init(&s, &sq, &lk->ops, m, 0);
-	ep = shnsw_search_descend(&s, entry, entry_level, level);
-	for (int l = Min(level, entry_level); l >= 0; l--)
-	{
-		int			n,
-					nlive = 0;
-		int			max = l == 0 ? 2 * m : m;
-		ShnswRef   *refs;
-		float	   *d;
-		uint8	   *codes;
-
-		if (l > 0)
-			n = shnsw_search_upper_layer(&s, ep, l, ef, out);
-		else
-			n = shnsw_search_next(&s, ep, ef, out);
-		refs = palloc(sizeof(ShnswRef) * Max(n, 1));
-		d = palloc(sizeof(float) * Max(n, 1));
-		codes = palloc((Size) Max(n, 1) * dims);
-		/* deleted nodes are waypoints for the search, never neighbours */
-		for (int k = 0; k < n; k++)
-		{
-			const ShnswCand *c = &s.cands[out[k]];
-
-			if ((c->node_flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)) || c->ref == exclude)
-				continue;
-			refs[nlive] = c->ref;
-			d[nlive++] = c->d;
-		}
-		shnsw_read_codes(lk, refs, nlive, codes);
-		nnbrs[l] = shnsw_select_neighbors(lk, refs, d, codes, nlive, max);
-		nbrs[l] = refs;
-		pfree(d);
-		pfree(codes);
-		if (nnbrs[l] > 0)
-			ep = refs[0];
-	}
-	shnsw_search_free(&s);
-	pfree(out);
-	pfree(sq.qs);
-	pfree(sq.w);
 }
 
 /*
@@ -452,6 +257,40 @@ list_has(const ShnswRef *list, int n, ShnswRef r)
 }
 
 /*
+ * ShnswListOps over a copy of a list on a page: the codes of its entries
+ * are read (the last, the new node's, is given), distances are from the
+ * owner's code.
+ */
+typedef struct DiskListArg
+{
+	ShnswLinker *lk;
+	uint8	   *codes;			/* room for max + 1 codes */
+	const uint8 *newcode;
+	const uint8 *ecode;			/* the list's owner */
+} DiskListArg;
+
+static void
+disk_list_distances(void *arg, const uint32_t *list, int n, float *d)
+{
+	DiskListArg *a = (DiskListArg *) arg;
+	ShnswLinker *lk = a->lk;
+
+	shnsw_read_codes(lk, list, n - 1, a->codes);
+	memcpy(a->codes + (Size) (n - 1) * lk->dims, a->newcode, lk->dims);
+	shnsw_code_distances(lk, a->ecode, a->codes, n, d);
+}
+
+static int
+disk_list_choose(void *arg, uint32_t *list, float *d, int n, int max)
+{
+	DiskListArg *a = (DiskListArg *) arg;
+
+	return shnsw_select_neighbors(a->lk, list, d, a->codes, n, max);
+}
+
+static const ShnswListOps disk_list_ops = {disk_list_distances, disk_list_choose};
+
+/*
  * shnsw_add_backlink adds a link from e to a new node on a layer. If e's
  * list is full, the heuristic chooses among its neighbours and the new
  * node; with force, the new node replaces e's farthest neighbour if the
@@ -469,9 +308,9 @@ shnsw_add_backlink(ShnswLinker *lk, ShnswRef e, int layer, ShnswRef newref,
 	int			max = layer == 0 ? 2 * lk->m : lk->m;
 	ShnswNodeCopy node;
 	ShnswRef	list[2 * SHNSW_MAX_M + 1];
-	float		d[2 * SHNSW_MAX_M + 1];
 	uint8	   *codes = palloc((Size) (max + 1) * lk->dims);
 	uint8	   *ecode = palloc(lk->dims);
+	DiskListArg arg = {lk, codes, newcode, ecode};
 	bool		kept = false;
 	int			attempt;
 
@@ -486,36 +325,10 @@ shnsw_add_backlink(ShnswLinker *lk, ShnswRef e, int layer, ShnswRef newref,
 			break;
 		if (layer > node.level)
 			break;
-		if (list_has(node.list, node.count, newref))
-		{
-			kept = true;
-			break;
-		}
 		memcpy(list, node.list, sizeof(ShnswRef) * node.count);
-		cnt = node.count;
-		if (cnt < max)
-		{
-			list[cnt++] = newref;
-			kept = true;
-		}
-		else
-		{
-			shnsw_read_codes(lk, list, cnt, codes);
-			list[cnt] = newref;
-			memcpy(codes + (Size) cnt * lk->dims, newcode, lk->dims);
-			cnt++;
-			code_distances(lk, ecode, codes, cnt, d);
-			cnt = shnsw_select_neighbors(lk, list, d, codes, cnt, max);
-			kept = list_has(list, cnt, newref);
-			if (!kept && force)
-			{
-				/* nearest first: the last entry is the farthest */
-				list[cnt - 1] = newref;
-				kept = true;
-			}
-			if (!kept)
-				break;			/* nothing to write */
-		}
+		cnt = shnsw_backlink(list, node.count, max, newref, force, &disk_list_ops, &arg, &kept);
+		if (cnt < 0 || !kept)
+			break;				/* holds it already, or nothing to write */
 		if (write_list_if(lk, e, node.upper, layer, node.list, node.count, list, cnt))
 		{
 			for (int k = 0; k < node.count && dropped != NULL; k++)
@@ -577,23 +390,6 @@ shnsw_adopt(ShnswLinker *lk, ShnswRef e, ShnswRef *refs, int n)
 
 /* ---------- repair (VACUUM) ---------- */
 
-/* qsort/bsearch order of node references. */
-int
-shnsw_ref_cmp(const void *a, const void *b)
-{
-	ShnswRef	x = *(const ShnswRef *) a;
-	ShnswRef	y = *(const ShnswRef *) b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* Is r in the sorted set? */
-bool
-shnsw_refset_has(const ShnswRefSet *set, ShnswRef r)
-{
-	return set->n > 0 && bsearch(&r, set->refs, set->n, sizeof(ShnswRef), shnsw_ref_cmp) != NULL;
-}
-
 /*
  * add_searched appends to cands[0..n-1] (distinct, live) the neighbours a
  * search from the entry point finds for node e on a layer, as an insert of
@@ -616,7 +412,7 @@ add_searched(ShnswLinker *lk, ShnswRef e, int layer, const uint8 *ecode,
 	}
 	sq8_decode(lk->info->lo, lk->info->scale, ecode, q, lk->dims);
 	shnsw_find_neighbors(lk, q, snap.entry, snap.entry_level, layer,
-						 shnsw_get_ef_construction(lk->index), e, nbrs, nnbrs);
+						 lk->info->ef_construction, e, nbrs, nnbrs);
 	for (int k = 0; k < nnbrs[layer] && n < cap; k++)
 		if (!list_has(cands, n, nbrs[layer][k]) && !shnsw_refset_has(dead, nbrs[layer][k]))
 			cands[n++] = nbrs[layer][k];
@@ -625,6 +421,42 @@ add_searched(ShnswLinker *lk, ShnswRef e, int layer, const uint8 *ecode,
 		pfree(nbrs[l]);
 	pfree(q);
 	return n;
+}
+
+/*
+ * repair_fill makes the repaired list into out and returns its length. It
+ * keeps every live neighbour of node and fills the deleted ones' (gone[])
+ * places, up to the old length: first with the heuristic's choices
+ * chosen[0..nchosen-1], nearest first, then with the nearest candidates of
+ * pool it passed over (lists grow by back-links, unpruned until full, so
+ * the heuristic alone keeps far fewer; recall falls without them). Dropping
+ * no live link means a VACUUM interrupted after this leaves no node harder
+ * to find than before it.
+ */
+static int
+repair_fill(const ShnswNodeCopy *node, const bool *gone, const ShnswRef *chosen, int nchosen,
+			const ShnswRef *pool, const float *pool_d, int npool, int max, ShnswRef *out)
+{
+	int			nout = 0;
+
+	for (int k = 0; k < node->count; k++)
+		if (!gone[k])
+			out[nout++] = node->list[k];
+	for (int k = 0; k < nchosen && nout < Min(node->count, max); k++)
+		if (!list_has(out, nout, chosen[k]))
+			out[nout++] = chosen[k];
+	while (nout < Min(node->count, max))
+	{
+		int			best = -1;
+
+		for (int k = 0; k < npool; k++)
+			if (!list_has(out, nout, pool[k]) && (best < 0 || pool_d[k] < pool_d[best]))
+				best = k;
+		if (best < 0)
+			break;
+		out[nout++] = pool[best];
+	}
+	return nout;
 }
 
 /*
@@ -715,39 +547,13 @@ shnsw_repair_list(ShnswLinker *lk, ShnswRef e, int layer, const ShnswRefSet *dea
 		if (n < max / 2)
 			n = add_searched(lk, e, layer, ecode, dead, cands, n, cap);
 		shnsw_read_codes(lk, cands, n, codes);
-		code_distances(lk, ecode, codes, n, d);
+		shnsw_code_distances(lk, ecode, codes, n, d);
 		memcpy(pool, cands, sizeof(ShnswRef) * n);
 		memcpy(pool_d, d, sizeof(float) * n);
 		npool = n;
 		n = shnsw_select_neighbors(lk, cands, d, codes, n, max);
 
-		/*
-		 * The new list keeps every live neighbour and fills the deleted
-		 * ones' places, up to the old length: first with the heuristic's
-		 * choices, nearest first, then with the nearest candidates it passed
-		 * over (lists grow by back-links, unpruned until full, so the
-		 * heuristic alone keeps far fewer; recall falls without them).
-		 * Dropping no live link means a VACUUM interrupted after this leaves
-		 * no node harder to find than before it.
-		 */
-		nout = 0;
-		for (int k = 0; k < node.count; k++)
-			if (!gone[k])
-				out[nout++] = node.list[k];
-		for (int k = 0; k < n && nout < Min(node.count, max); k++)
-			if (!list_has(out, nout, cands[k]))
-				out[nout++] = cands[k];
-		while (nout < Min(node.count, max))
-		{
-			int			best = -1;
-
-			for (int k = 0; k < npool; k++)
-				if (!list_has(out, nout, pool[k]) && (best < 0 || pool_d[k] < pool_d[best]))
-					best = k;
-			if (best < 0)
-				break;
-			out[nout++] = pool[best];
-		}
+		nout = repair_fill(&node, gone, cands, n, pool, pool_d, npool, max, out);
 		if (write_list_if(lk, e, node.upper, layer, node.list, node.count, out, nout))
 		{
 			changed = true;

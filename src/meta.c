@@ -56,6 +56,7 @@ shnsw_check_page(Relation index, Page page, BlockNumber blkno, uint16 page_type)
 						RelationGetRelationName(index), opaque->page_type, blkno, page_type)));
 }
 
+/* shnsw_nodes_per_page: how many node records of node_size fit on a graph page. */
 int
 shnsw_nodes_per_page(int node_size)
 {
@@ -64,6 +65,7 @@ shnsw_nodes_per_page(int node_size)
 	return Min(n, SHNSW_MAX_NODES_PER_PAGE);
 }
 
+/* shnsw_slot_bits: bits of a reference that name the slot (at least 1). */
 int
 shnsw_slot_bits(int nodes_per_page)
 {
@@ -74,6 +76,7 @@ shnsw_slot_bits(int nodes_per_page)
 	return Max(bits, 1);
 }
 
+/* shnsw_quant_nblocks: quantizer pages that lo[dims] and scale[dims] take. */
 int
 shnsw_quant_nblocks(int dims)
 {
@@ -266,6 +269,7 @@ load_index_info(Relation index)
 	info = palloc0(info_size(meta->dims));
 	info->dims = meta->dims;
 	info->m = meta->m;
+	info->ef_construction = meta->ef_construction;
 	info->metric = (ShnswMetric) meta->metric;
 	info->elemtype = (ShnswElemType) meta->elemtype;
 	info->slot_bits = meta->slot_bits;

@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * pageaccess.c
- *	  ShnswPageOps over shared buffers: how the pure search reads node
- *	  records, upper-layer records and exact vectors.
+ *	  The node source over shared buffers (nodesource.h): how the pure
+ *	  search reads node records and upper-layer records; exact vectors.
  *
  * Each call pins and share-locks one page at a time and releases it before
  * moving on, so a scan never holds more than one buffer lock here (the
@@ -168,6 +168,20 @@ ctx_blocks(ShnswPageCtx *ctx, int n)
 }
 
 /*
+ * sort_by_ref(order, n, refs) sorts positions into refs by reference: a
+ * sort template instance, so the comparison is inlined (this runs for
+ * every node a search expands).
+ */
+#define ST_SORT sort_by_ref
+#define ST_ELEMENT_TYPE int
+#define ST_COMPARE(a, b, refs) \
+	((refs)[*(a)] < (refs)[*(b)] ? -1 : (refs)[*(a)] > (refs)[*(b)] ? 1 : *(a) - *(b))
+#define ST_COMPARE_ARG_TYPE const ShnswRef
+#define ST_SCOPE static
+#define ST_DEFINE
+#include "lib/sort_template.h"
+
+/*
  * read_nodes: call fn for every reference, visiting each distinct page once
  * (pinned and share-locked during the calls, released afterwards).
  */
@@ -179,18 +193,10 @@ shnsw_read_nodes(void *vctx, const ShnswRef *refs, int n, ShnswNodeFn fn, void *
 	int		   *order = n <= lengthof(order_buf) ? order_buf : palloc(sizeof(int) * n);
 	int			i = 0;
 
-	/* sort positions by block (n is small: insertion sort) */
+	/* positions in reference order, so by block */
 	for (int k = 0; k < n; k++)
-	{
-		int			j = k;
-
-		while (j > 0 && refs[order[j - 1]] > refs[k])
-		{
-			order[j] = order[j - 1];
-			j--;
-		}
-		order[j] = k;
-	}
+		order[k] = k;
+	sort_by_ref(order, n, refs);
 
 	/* request every page of this call before reading the first */
 	if (ctx->reader != NULL && n > 1)
@@ -298,8 +304,14 @@ shnsw_prefetch(void *vctx, const ShnswRef *refs, int n, bool speculative)
 	shnsw_reader_request(ctx->reader, blks, n, speculative);
 }
 
+/*
+ * shnsw_buffer_source_init fills ops with the node source over shared
+ * buffers; ctx (the caller's, living as long as ops) holds its state.
+ * reader, if not NULL, is the scan's read pipeline (reads ahead);
+ * otherwise every page is read when it is needed.
+ */
 void
-shnsw_page_ops_init(ShnswPageOps *ops, ShnswPageCtx *ctx, Relation index,
+shnsw_buffer_source_init(ShnswNodeSource *ops, ShnswPageCtx *ctx, Relation index,
 					const ShnswIndexInfo *info, ShnswReader *reader)
 {
 	ctx->index = index;

@@ -12,15 +12,20 @@
  * retrains SQ8 on all the exact vectors stored in the index and re-encodes
  * every node's code, until training has seen SHNSW_RETRAIN_MAX_ROWS rows.
  *
- * Locking: the caller holds the insert lock, so no insert or VACUUM runs
- * concurrently. Each graph page is exclusively locked only while its codes
- * are rewritten. A scan that straddles a retrain may navigate on a mix of
- * old and new codes for that one scan; its results stay exactly ordered.
- * quant_version tells backends to reload the parameters.
+ * Locking: the caller holds the insert lock in ExclusiveLock mode, so no
+ * other insert runs; scans and VACUUM never take that lock (src/README,
+ * Locking). Each graph page is exclusively locked only while its codes are
+ * rewritten. A scan that straddles a retrain may navigate on a mix of old
+ * and new codes for that one scan; its results stay exactly ordered.
+ * quant_version tells backends to reload the parameters (src/README,
+ * Quantizer maintenance). The SQ8 arithmetic itself is pure code
+ * (kernels.c); meta.c reads these pages into the cached description.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
+
+#include <math.h>
 
 #include "access/generic_xlog.h"
 #include "miscadmin.h"
@@ -28,6 +33,33 @@
 #include "utils/rel.h"
 
 #include "streamhnsw.h"
+
+/*
+ * shnsw_train_from_first trains the quantizer of an index built empty on
+ * its first vector nav: for cosine, the unit range [-1, 1]; otherwise a
+ * range around the vector. Later values outside it are clamped until the
+ * index retrains as it grows. Writes the quantizer pages and updates info's
+ * lo and scale; the caller holds the insert lock in ExclusiveLock mode.
+ */
+void
+shnsw_train_from_first(Relation index, ShnswIndexInfo *info, const float *nav)
+{
+	int			dims = info->dims;
+	float	   *stream = palloc(sizeof(float) * 2 * dims);
+
+	for (int i = 0; i < dims; i++)
+	{
+		float		r = info->metric == SHNSW_METRIC_COSINE ? 1.0f : 2.0f * Max(fabsf(nav[i]), 1.0f);
+		float		c = info->metric == SHNSW_METRIC_COSINE ? 0.0f : nav[i];
+
+		stream[i] = c - r;
+		stream[dims + i] = (2.0f * r) / 255.0f;
+	}
+	shnsw_write_quant(index, info->quant_start, dims, stream, stream + dims);
+	memcpy(info->lo, stream, sizeof(float) * dims);
+	memcpy(info->scale, stream + dims, sizeof(float) * dims);
+	pfree(stream);
+}
 
 /*
  * shnsw_write_quant writes lo[] and scale[] as one float stream over the

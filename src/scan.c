@@ -79,7 +79,7 @@ typedef struct ShnswScanOpaqueData
 	ShnswReader reader;
 	ShnswScanStats stats;		/* folded figures of finished searches */
 	ShnswPageCtx pctx;
-	ShnswPageOps ops;
+	ShnswNodeSource ops;
 	ShnswSearch search;
 	ShnswRef	start;
 	int			round_ef;
@@ -161,6 +161,10 @@ shnsw_scan_stats(IndexScanDesc scan)
 	return &snap;
 }
 
+/*
+ * shnsw_beginscan is ambeginscan: the scan state lives in the caller's
+ * memory context, its per-scan work in so->ctx (deleted by endscan).
+ */
 IndexScanDesc
 shnsw_beginscan(Relation index, int nkeys, int norderbys)
 {
@@ -180,6 +184,10 @@ shnsw_beginscan(Relation index, int nkeys, int norderbys)
 	return scan;
 }
 
+/*
+ * shnsw_rescan is amrescan: takes the query and ORDER BY keys; the search
+ * itself starts at the next gettuple. Needs an MVCC snapshot.
+ */
 void
 shnsw_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys, int norderbys)
 {
@@ -537,7 +545,7 @@ scan_setup(IndexScanDesc scan)
 	scan_prepare_bound(so, nav);
 
 	shnsw_reader_init(&so->reader, index, &so->stats);
-	shnsw_page_ops_init(&so->ops, &so->pctx, index, info, &so->reader);
+	shnsw_buffer_source_init(&so->ops, &so->pctx, index, info, &so->reader);
 	shnsw_shm_scan_begin(index, info, &snap, &so->ops, &so->stats, so->ctx);
 	shnsw_search_init(&so->search, &so->sq, &so->ops, info->m, 0);
 	shnsw_heap_init(&so->unexpanded, 64, false);
@@ -759,6 +767,11 @@ scan_null_query_fill(IndexScanDesc scan)
 	return false;
 }
 
+/*
+ * shnsw_gettuple is amgettuple: returns the next row in exact distance
+ * order (forward only), running search rounds as needed. Holds no buffer
+ * lock between calls, only read-ahead pins.
+ */
 bool
 shnsw_gettuple(IndexScanDesc scan, ScanDirection dir)
 {
@@ -841,6 +854,10 @@ shnsw_gettuple(IndexScanDesc scan, ScanDirection dir)
 	return false;
 }
 
+/*
+ * shnsw_endscan is amendscan: releases the read-ahead pins, adds the scan's
+ * figures to the cumulative statistics and frees the scan's memory.
+ */
 void
 shnsw_endscan(IndexScanDesc scan)
 {

@@ -46,6 +46,7 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/pg_class.h"
+#include "commands/defrem.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
@@ -1084,7 +1085,7 @@ image_refresh(Relation index, LocalImage *li, int vec_size)
 typedef struct ShmScan
 {
 	LocalImage *li;
-	ShnswPageOps inner;			/* buffer-manager ops: nodes the image lacks */
+	ShnswNodeSource inner;			/* buffer-manager ops: nodes the image lacks */
 	ShnswScanStats *stats;
 	int			slot_bits;
 	int			node_size;
@@ -1458,7 +1459,7 @@ lookup_or_build(Relation index, const ShnswIndexInfo *info, uint64 lsn, uint64 g
 
 void
 shnsw_shm_scan_begin(Relation index, const ShnswIndexInfo *info,
-					 const ShnswMetaSnapshot *snap, ShnswPageOps *ops,
+					 const ShnswMetaSnapshot *snap, ShnswNodeSource *ops,
 					 ShnswScanStats *stats, MemoryContext cxt)
 {
 	LocalImage *li;
@@ -1685,7 +1686,7 @@ open_cache_index(Oid indexoid)
 
 	index = relation_open(indexoid, AccessShareLock);
 	if (index->rd_rel->relkind != RELKIND_INDEX ||
-		index->rd_indam == NULL || index->rd_indam->amgettuple != shnsw_gettuple)
+		index->rd_rel->relam != get_index_am_oid("streamhnsw", false))
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("\"%s\" is not a streamhnsw index", RelationGetRelationName(index))));

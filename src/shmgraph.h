@@ -22,7 +22,7 @@
 #include "access/generic_xlog.h"
 #include "utils/relcache.h"
 
-#include "graph.h"
+#include "nodesource.h"
 
 struct ShnswIndexInfo;
 struct ShnswMetaSnapshot;
@@ -54,7 +54,7 @@ extern void shnsw_shm_init(void);
  * or buffer on return.
  */
 extern void shnsw_shm_scan_begin(Relation index, const struct ShnswIndexInfo *info,
-								 const struct ShnswMetaSnapshot *snap, ShnswPageOps *ops,
+								 const struct ShnswMetaSnapshot *snap, ShnswNodeSource *ops,
 								 struct ShnswScanStats *stats, MemoryContext cxt);
 
 extern const char *shnsw_shm_status_name(int status);

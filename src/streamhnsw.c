@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * streamhnsw.c
- *	  Module entry point: library magic, _PG_init, the memory shim the pure
- *	  code uses, and the extension's informational SQL functions.
+ *	  Module entry point: library magic, _PG_init, and the extension's
+ *	  informational SQL functions.
  *
  * The access method is spread over the other files of this directory;
  * src/README explains the layout.
@@ -16,9 +16,7 @@
 #include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
-#include "utils/memutils.h"
 
-#include "port.h"
 #include "streamhnsw.h"
 
 PG_MODULE_MAGIC_EXT(.name = "streamhnsw", .version = STREAMHNSW_VERSION);
@@ -34,40 +32,7 @@ _PG_init(void)
 	shnsw_kernels_init(SHNSW_SIMD_AVX512);
 	shnsw_shm_init();
 	shnsw_init_options();
-	shnsw_stats_init();
-}
-
-/* port.h: the pure code allocates in the current memory context. */
-void *
-shnsw_alloc(size_t size)
-{
-	return MemoryContextAllocHuge(CurrentMemoryContext, Max(size, 1));
-}
-
-void *
-shnsw_alloc0(size_t size)
-{
-	return MemoryContextAllocExtended(CurrentMemoryContext, Max(size, 1),
-									  MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
-}
-
-void *
-shnsw_realloc(void *ptr, size_t size)
-{
-	return repalloc_huge(ptr, Max(size, 1));
-}
-
-void
-shnsw_free(void *ptr)
-{
-	pfree(ptr);
-}
-
-/* port.h: long loops of the pure code can be cancelled. */
-void
-shnsw_check_interrupts(void)
-{
-	CHECK_FOR_INTERRUPTS();
+	shnsw_explain_init();
 }
 
 /*

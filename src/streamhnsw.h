@@ -195,6 +195,7 @@ typedef struct ShnswIndexInfo
 {
 	int			dims;
 	int			m;
+	int			ef_construction;	/* the build's; never the reloption */
 	ShnswMetric metric;
 	ShnswElemType elemtype;
 	int			slot_bits;
@@ -265,6 +266,7 @@ extern int	shnsw_nodes_per_page(int node_size);
 extern void shnsw_write_quant(Relation index, BlockNumber quant_start, int dims,
 							  const float *lo, const float *scale);
 extern void shnsw_retrain(Relation index);
+extern void shnsw_train_from_first(Relation index, ShnswIndexInfo *info, const float *nav);
 
 /* ---------- what a scan did (EXPLAIN, streamhnsw_stats()) ---------- */
 typedef struct ShnswScanStats
@@ -327,7 +329,7 @@ extern void shnsw_reader_request(ShnswReader *r, const BlockNumber *blocks, int 
 extern Buffer shnsw_reader_get(ShnswReader *r, BlockNumber blk);
 extern void shnsw_reader_end(ShnswReader *r);
 
-/* ---------- pageaccess.c: ShnswPageOps over shared buffers ---------- */
+/* ---------- pageaccess.c: ShnswNodeSource over shared buffers ---------- */
 typedef struct ShnswPageCtx
 {
 	Relation	index;
@@ -341,7 +343,7 @@ typedef struct ShnswPageCtx
 	BlockNumber nblocks;		/* relation length last seen (only grows) */
 } ShnswPageCtx;
 
-extern void shnsw_page_ops_init(ShnswPageOps *ops, ShnswPageCtx *ctx, Relation index,
+extern void shnsw_buffer_source_init(ShnswNodeSource *ops, ShnswPageCtx *ctx, Relation index,
 								const ShnswIndexInfo *info, ShnswReader *reader);
 extern void shnsw_read_vector(Relation index, ShnswReader *reader, BlockNumber blk,
 							  uint16 offset, int size, char *out);
@@ -358,13 +360,13 @@ extern void shnsw_check_node(Relation index, BlockNumber blk, int slot, const Sh
 extern ShnswUpperHeader *shnsw_upper_record(Relation index, Page page, BlockNumber blk,
 											OffsetNumber off, int m);
 
-/* ---------- links.c: neighbour lists on disk (insert, vacuum) ---------- */
+/* ---------- choose.c and links.c: neighbour lists on disk (insert, vacuum) ---------- */
 typedef struct ShnswLinker
 {
 	Relation	index;
 	ShnswIndexInfo *info;		/* the owner's copy (insert, VACUUM) */
 	ShnswPageCtx pctx;
-	ShnswPageOps ops;
+	ShnswNodeSource ops;
 	int			dims;
 	int			m;
 	float	   *scratch;		/* 3 * dims floats */
@@ -388,6 +390,7 @@ typedef struct ShnswRefSet
 	int64		n;
 } ShnswRefSet;
 
+/* choose.c: reading and choosing */
 extern void shnsw_linker_init(ShnswLinker *lk, Relation index, ShnswIndexInfo *info);
 extern void shnsw_read_codes(ShnswLinker *lk, const ShnswRef *refs, int n, uint8 *codes);
 extern void shnsw_read_node(ShnswLinker *lk, ShnswRef e, int layer, ShnswNodeCopy *out,
@@ -397,21 +400,38 @@ extern int	shnsw_select_neighbors(ShnswLinker *lk, ShnswRef *refs, float *d, uin
 extern void shnsw_find_neighbors(ShnswLinker *lk, const float *q, ShnswRef entry,
 								 int entry_level, int level, int ef, ShnswRef exclude,
 								 ShnswRef **nbrs, int *nnbrs);
+extern void shnsw_code_distances(ShnswLinker *lk, const uint8 *ecode, const uint8 *codes, int n,
+								 float *d);
+extern int	shnsw_ref_cmp(const void *a, const void *b);
+extern bool shnsw_refset_has(const ShnswRefSet *set, ShnswRef r);
+
+/* links.c: changing lists */
 extern bool shnsw_make_findable(ShnswLinker *lk, ShnswRef e, int ef, bool copies,
 								ShnswRef *dropped, int *ndropped);
 extern bool shnsw_add_backlink(ShnswLinker *lk, ShnswRef e, int layer, ShnswRef newref,
 							   const uint8 *newcode, bool force, ShnswRef *dropped,
 							   int *ndropped);
 extern int	shnsw_adopt(ShnswLinker *lk, ShnswRef e, ShnswRef *refs, int n);
-extern int	shnsw_ref_cmp(const void *a, const void *b);
-extern bool shnsw_refset_has(const ShnswRefSet *set, ShnswRef r);
 extern bool shnsw_repair_list(ShnswLinker *lk, ShnswRef e, int layer, const ShnswRefSet *dead);
 extern bool shnsw_take_recheck(Relation index);
 
-/* ---------- stats.c: EXPLAIN lines and cumulative statistics ---------- */
-extern void shnsw_stats_init(void);
+/* ---------- stats.c: cumulative figures, and the names of the counters ---------- */
+typedef struct ShnswStatField
+{
+	const char *label;			/* EXPLAIN (non-text) and column name */
+	size_t		offset;			/* of a uint64 in ShnswScanStats */
+} ShnswStatField;
+
+extern const ShnswStatField shnsw_stat_fields[];
+extern const int shnsw_stat_nfields;
+
+#define SHNSW_STAT_FIELD(st, i) \
+	(*(uint64 *) ((char *) (st) + shnsw_stat_fields[i].offset))
+
 extern void shnsw_stats_accumulate(const ShnswScanStats *st);
-extern const ShnswScanStats *shnsw_scan_stats(IndexScanDesc scan);
+
+/* ---------- explain.c: EXPLAIN (ANALYZE) lines ---------- */
+extern void shnsw_explain_init(void);
 
 /* ---------- build.c ---------- */
 extern IndexBuildResult *shnsw_build(Relation heap, Relation index, IndexInfo *indexInfo);
@@ -427,6 +447,7 @@ extern IndexScanDesc shnsw_beginscan(Relation index, int nkeys, int norderbys);
 extern void shnsw_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys, int norderbys);
 extern bool shnsw_gettuple(IndexScanDesc scan, ScanDirection dir);
 extern void shnsw_endscan(IndexScanDesc scan);
+extern const ShnswScanStats *shnsw_scan_stats(IndexScanDesc scan);
 
 /* ---------- vacuum.c ---------- */
 extern IndexBulkDeleteResult *shnsw_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,

@@ -4,51 +4,11 @@
  *	  VACUUM: remove the nodes of dead heap tuples, repair the neighbour
  *	  lists that pointed at them, and make their space reusable.
  *
- * ambulkdelete makes these passes:
- *
- *	1. mark: every graph page is checked against the dead heap TIDs; dead
- *	   nodes are flagged DELETED (one WAL record per page, together with the
- *	   metapage's count), after which no scan returns them. The pass
- *	   collects the sorted set of all deleted nodes and the live node of
- *	   highest level.
- *	2. repair: every live node whose list, on any layer, names a deleted
- *	   node keeps its live neighbours and gets the deleted ones replaced by
- *	   nodes of the two-hop neighbourhood through them (links.c), so the
- *	   graph stays connected around the holes.
- *	3. entry point: if the entry point is deleted, the live node of highest
- *	   level takes its place.
- *	4. reach: a walk from the entry point over the live nodes' layer-0
- *	   lists; a node it misses (the heuristic, a repair or concurrent
- *	   inserts can cut nodes off) gets a link from a reached node.
- *	4b. find: a search for each live node's own vector; a node it misses
- *	   gets a link from the nearest node that search reached.
- *	5. free: deleted nodes go on the free list (flag FREE, level 0, no
- *	   neighbours; the list links through neighbors[0]), one WAL record per
- *	   page with the metapage. Inserts of level-0 nodes take slots from it,
- *	   with their exact-vector space (insert.c).
- *
- * amvacuumcleanup of a VACUUM that had no dead heap tuples runs passes 1
- * (finding nothing to mark), 4 and 4b, the last only for nodes with few
- * incoming links, so that a table that only takes inserts gets its checks
- * too; for every node if a list change ran out of retries since the last
- * VACUUM (the metapage's SHNSW_META_RECHECK, links.c).
- *
- * ambulkdelete is called only when the heap has dead tuples; all passes
- * run then, even if none of them are in this index, so that nodes inserted
- * during an earlier VACUUM get their checks too.
- *
- * Memory: the node sets (4 bytes per node); pass 4 copies the layer-0
- * lists only if they fit in maintenance_work_mem, else walks them on the
- * pages; the work of each page or node runs in tmpcxt, reset after it.
- *
- * Locking: no heavyweight lock; inserts and scans go on throughout. Each
- * page is locked only while it is read or changed; when a graph page and
- * the metapage change together, the graph page is locked first, as inserts
- * do. A scan that still holds a reference to a node freed (or even reused)
- * meanwhile reads whatever the slot holds then: a freed node is flagged
- * deleted and never returned; a reused one is a valid node of its own.
- * Any heap TID a scan took from a node before it was marked is dead to
- * every snapshot, so the heap check rejects it.
+ * The passes (mark, repair, entry point, reach, find, free), what
+ * amvacuumcleanup runs when there were no dead tuples, the memory bounds
+ * and the interlock with scans are described in src/README, "VACUUM" and
+ * "Locking": no heavyweight lock; each page is locked only while it is
+ * read or changed, a graph page before the metapage when both change.
  *
  *-------------------------------------------------------------------------
  */
@@ -62,6 +22,7 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
+#include "reach.h"
 #include "streamhnsw.h"
 
 typedef struct VacState
@@ -454,6 +415,179 @@ vac_mem_limit(void)
 	return (Size) kb * 1024;
 }
 
+/* Pass 4's walk: what it knows about the live nodes (indexes into vs->live). */
+typedef struct ReachWalk
+{
+	int64		n;
+	bool		copy_lists;		/* lists copied into start/adj, or read from pages */
+	int64	   *start;			/* node i's list is adj[start[i] .. start[i + 1] - 1] */
+	int32	   *adj;
+	bool	   *reached;
+	bool	   *expanded;		/* when reading from pages */
+	int32	   *stack;
+} ReachWalk;
+
+/*
+ * reach_copy_lists reads the live nodes' layer-0 lists, as indexes into the
+ * live set, into rw (when they are copied), and counts their incoming links
+ * into indeg (if not NULL, for pass 4b). One page at a time.
+ */
+static void
+reach_copy_lists(VacState *vs, ReachWalk *rw, uint8 *indeg)
+{
+	int64		n = rw->n;
+	int			maxdeg = 2 * vs->info->m;
+	BlockNumber nblocks = RelationGetNumberOfBlocks(vs->index);
+	int64		nadj = 0,
+				next = 0;
+
+	for (BlockNumber blk = SHNSW_METAPAGE_BLKNO + 1;
+		 (rw->copy_lists || indeg != NULL) && blk < nblocks && next < n; blk++)
+	{
+		Buffer		buf;
+		Page		page;
+
+		vac_delay(vs);
+		if (!read_graph_page(vs, blk, &buf))
+			continue;
+		page = BufferGetPage(buf);
+		for (int s = 0; s < ShnswPageGetOpaque(page)->nslots && next < n; s++)
+		{
+			ShnswNodeHeader *h = shnsw_page_node(page, s, vs->info->node_size);
+			ShnswRef   *nb = shnsw_node_neighbors(h);
+
+			/* nodes placed since pass 1 are not in the set: skip them */
+			if (vs->live.refs[next] != shnsw_make_ref(blk, s, vs->info->slot_bits))
+				continue;
+			if (rw->start != NULL)
+				rw->start[next] = nadj;
+			if (!(h->flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)))
+			{
+				for (int k = 0; k < Min(h->nneighbors, maxdeg); k++)
+				{
+					int64		j = live_index(vs, nb[k]);
+
+					if (j < 0)
+						continue;
+					if (rw->adj != NULL)
+						rw->adj[nadj++] = (int32) j;
+					if (indeg != NULL && indeg[j] < SHNSW_FEW_INLINKS)
+						indeg[j]++;
+				}
+			}
+			next++;
+		}
+		UnlockReleaseBuffer(buf);
+	}
+	if (rw->start != NULL)
+	{
+		while (next < n)
+			rw->start[next++] = nadj;	/* not found on its page any more */
+		rw->start[n] = nadj;
+	}
+}
+
+/* reach_walk marks what the walk reaches from live node i. */
+static void
+reach_walk(VacState *vs, ShnswLinker *lk, ReachWalk *rw, int64 i)
+{
+	if (rw->copy_lists)
+		reach_from(i, rw->start, rw->adj, rw->reached, rw->stack);
+	else
+		walk_lists(vs, lk, i, rw->reached, rw->expanded, rw->stack);
+}
+
+/*
+ * reach_attach links unreached live node i from a reached node: the first
+ * of its own neighbours that is reached, else the nearest reached node a
+ * search from the entry point finds (forced). Returns true if it linked it.
+ */
+static bool
+reach_attach(VacState *vs, ShnswLinker *lk, ReachWalk *rw, int64 i,
+			 const ShnswMetaSnapshot *snap, uint8 *code, float *q)
+{
+	ShnswNodeCopy node;
+	bool		linked = false;
+
+	shnsw_read_node(lk, vs->live.refs[i], 0, &node, code);
+	if (node.flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE))
+		return false;
+	for (int k = 0; k < node.count && !linked; k++)
+	{
+		int64		j = live_index(vs, node.list[k]);
+
+		if (j >= 0 && rw->reached[j])
+			linked = shnsw_add_backlink(lk, node.list[k], 0, vs->live.refs[i], code,
+										true, NULL, NULL);
+	}
+	if (!linked)
+	{
+		ShnswRef   *nbrs[1];
+		int			nnbrs[1];
+
+		sq8_decode(vs->info->lo, vs->info->scale, code, q, vs->info->dims);
+		shnsw_find_neighbors(lk, q, snap->entry, snap->entry_level, 0,
+							 vs->info->ef_construction,
+							 vs->live.refs[i], nbrs, nnbrs);
+		for (int k = 0; k < nnbrs[0] && !linked; k++)
+		{
+			int64		j = live_index(vs, nbrs[0][k]);
+
+			if (j >= 0 && rw->reached[j])
+				linked = shnsw_add_backlink(lk, nbrs[0][k], 0, vs->live.refs[i], code,
+											true, NULL, NULL);
+		}
+	}
+	return linked;
+}
+
+/* Pass 4's side of the walk-and-attach (reach.h). */
+typedef struct VacReach
+{
+	VacState   *vs;
+	ShnswLinker *lk;
+	ReachWalk  *rw;
+	const ShnswMetaSnapshot *snap;
+	uint8	   *code;			/* dims bytes of scratch */
+	float	   *q;				/* dims floats of scratch */
+} VacReach;
+
+static void
+vac_reach_walk(void *arg, int64_t i)
+{
+	VacReach   *r = (VacReach *) arg;
+
+	reach_walk(r->vs, r->lk, r->rw, i);
+}
+
+static bool
+vac_reach_reached(void *arg, int64_t i)
+{
+	return ((VacReach *) arg)->rw->reached[i];
+}
+
+static bool
+vac_reach_attach(void *arg, int64_t i)
+{
+	VacReach   *r = (VacReach *) arg;
+
+	return reach_attach(r->vs, r->lk, r->rw, i, r->snap, r->code, r->q);
+}
+
+/* The work of each unreached node runs in tmpcxt, reset before it. */
+static void
+vac_reach_step(void *arg, int64_t i)
+{
+	VacReach   *r = (VacReach *) arg;
+
+	vac_delay(r->vs);
+	MemoryContextReset(r->vs->tmpcxt);
+}
+
+static const ShnswReachOps vac_reach_ops = {
+	vac_reach_walk, vac_reach_reached, vac_reach_attach, NULL, vac_reach_step
+};
+
 /*
  * Pass 4: every live node must be reachable on layer 0 from the entry point,
  * or no search finds it. The heuristic (at any insert), a repair, or links
@@ -479,88 +613,34 @@ link_unreached(VacState *vs, ShnswLinker *lk, ShnswRef **few, int64 *nfew)
 	Size		sets = sizeof(ShnswRef) * (Size) (vs->capdead + vs->captofree + vs->caplive);
 	Size		walk = (Size) Max(n, 1) * (1 + sizeof(int32)) + (few != NULL ? (Size) Max(n, 1) : 0);
 	Size		lists = sizeof(int64) * (Size) (n + 1) + sizeof(int32) * (Size) Max(n * maxdeg, 1);
-	bool		copy_lists = sets + walk + lists <= vac_mem_limit();
-	int64	   *start = NULL;
-	int32	   *adj = NULL;
+	ReachWalk	rw = {0};
 	uint8	   *indeg = NULL;
-	bool	   *reached = palloc_extended(Max(n, 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
-	bool	   *expanded = NULL;
-	int32	   *stack;
-	BlockNumber nblocks = RelationGetNumberOfBlocks(vs->index);
 	ShnswMetaSnapshot snap;
 	uint8	   *code = palloc(vs->info->dims);
 	float	   *q = palloc(sizeof(float) * vs->info->dims);
-	ShnswNodeCopy node;
-	int64		nadj = 0,
-				next = 0,
-				entry;
+	int64		entry;
 
-	if (copy_lists)
+	rw.n = n;
+	rw.copy_lists = sets + walk + lists <= vac_mem_limit();
+	rw.reached = palloc_extended(Max(n, 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	if (rw.copy_lists)
 	{
-		start = palloc_extended(sizeof(int64) * (n + 1), MCXT_ALLOC_HUGE);
-		adj = palloc_extended(sizeof(int32) * Max(n * maxdeg, 1), MCXT_ALLOC_HUGE);
-		stack = palloc_extended(sizeof(int32) * Max(n, 1), MCXT_ALLOC_HUGE);
+		rw.start = palloc_extended(sizeof(int64) * (n + 1), MCXT_ALLOC_HUGE);
+		rw.adj = palloc_extended(sizeof(int32) * Max(n * maxdeg, 1), MCXT_ALLOC_HUGE);
+		rw.stack = palloc_extended(sizeof(int32) * Max(n, 1), MCXT_ALLOC_HUGE);
 	}
 	else
 	{
-		expanded = palloc_extended(Max(n, 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
-		stack = palloc(sizeof(int32) * Min(Max(n, 1), SHNSW_WALK_STACK));
+		rw.expanded = palloc_extended(Max(n, 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+		rw.stack = palloc(sizeof(int32) * Min(Max(n, 1), SHNSW_WALK_STACK));
 	}
-	if (!copy_lists)
+	if (!rw.copy_lists)
 		ereport(DEBUG2,
 				(errmsg("index \"%s\": pass 4 reads neighbour lists from pages (copying them would take %zu kB)",
 						RelationGetRelationName(vs->index), lists / 1024)));
 	if (few != NULL)
 		indeg = palloc_extended(Max(n, 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
-
-	/*
-	 * the live nodes' layer-0 lists, as indexes into the live set (when they
-	 * are copied), and their incoming links (for pass 4b)
-	 */
-	for (BlockNumber blk = SHNSW_METAPAGE_BLKNO + 1;
-		 (copy_lists || indeg != NULL) && blk < nblocks && next < n; blk++)
-	{
-		Buffer		buf;
-		Page		page;
-
-		vac_delay(vs);
-		if (!read_graph_page(vs, blk, &buf))
-			continue;
-		page = BufferGetPage(buf);
-		for (int s = 0; s < ShnswPageGetOpaque(page)->nslots && next < n; s++)
-		{
-			ShnswNodeHeader *h = shnsw_page_node(page, s, vs->info->node_size);
-			ShnswRef   *nb = shnsw_node_neighbors(h);
-
-			/* nodes placed since pass 1 are not in the set: skip them */
-			if (vs->live.refs[next] != shnsw_make_ref(blk, s, vs->info->slot_bits))
-				continue;
-			if (start != NULL)
-				start[next] = nadj;
-			if (!(h->flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)))
-			{
-				for (int k = 0; k < Min(h->nneighbors, maxdeg); k++)
-				{
-					int64		j = live_index(vs, nb[k]);
-
-					if (j < 0)
-						continue;
-					if (adj != NULL)
-						adj[nadj++] = (int32) j;
-					if (indeg != NULL && indeg[j] < SHNSW_FEW_INLINKS)
-						indeg[j]++;
-				}
-			}
-			next++;
-		}
-		UnlockReleaseBuffer(buf);
-	}
-	if (start != NULL)
-	{
-		while (next < n)
-			start[next++] = nadj;	/* not found on its page any more */
-		start[n] = nadj;
-	}
+	reach_copy_lists(vs, &rw, indeg);
 
 	/* the live nodes with few incoming links, for pass 4b */
 	if (few != NULL)
@@ -578,69 +658,21 @@ link_unreached(VacState *vs, ShnswLinker *lk, ShnswRef **few, int64 *nfew)
 	if (entry >= 0)
 	{
 		MemoryContext old = MemoryContextSwitchTo(vs->tmpcxt);
+		VacReach	r = {vs, lk, &rw, &snap, code, q};
 
-		if (copy_lists)
-			reach_from(entry, start, adj, reached, stack);
-		else
-			walk_lists(vs, lk, entry, reached, expanded, stack);
-		for (int64 i = 0; i < n; i++)
-		{
-			bool		linked = false;
-
-			if (reached[i])
-				continue;
-			vac_delay(vs);
-			MemoryContextReset(vs->tmpcxt);
-			shnsw_read_node(lk, vs->live.refs[i], 0, &node, code);
-			if (node.flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE))
-				continue;
-			for (int k = 0; k < node.count && !linked; k++)
-			{
-				int64		j = live_index(vs, node.list[k]);
-
-				if (j >= 0 && reached[j])
-					linked = shnsw_add_backlink(lk, node.list[k], 0, vs->live.refs[i], code,
-												true, NULL, NULL);
-			}
-			if (!linked)
-			{
-				ShnswRef   *nbrs[1];
-				int			nnbrs[1];
-
-				sq8_decode(vs->info->lo, vs->info->scale, code, q, vs->info->dims);
-				shnsw_find_neighbors(lk, q, snap.entry, snap.entry_level, 0,
-									 shnsw_get_ef_construction(vs->index),
-									 vs->live.refs[i], nbrs, nnbrs);
-				for (int k = 0; k < nnbrs[0] && !linked; k++)
-				{
-					int64		j = live_index(vs, nbrs[0][k]);
-
-					if (j >= 0 && reached[j])
-						linked = shnsw_add_backlink(lk, nbrs[0][k], 0, vs->live.refs[i], code,
-													true, NULL, NULL);
-				}
-			}
-			if (linked)
-			{
-				vs->unreached++;
-				if (copy_lists)
-					reach_from(i, start, adj, reached, stack);
-				else
-					walk_lists(vs, lk, i, reached, expanded, stack);
-			}
-		}
+		vs->unreached += shnsw_reach_all(n, entry, &vac_reach_ops, &r);
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(vs->tmpcxt);
 	}
-	if (start != NULL)
+	if (rw.start != NULL)
 	{
-		pfree(start);
-		pfree(adj);
+		pfree(rw.start);
+		pfree(rw.adj);
 	}
-	pfree(reached);
-	if (expanded != NULL)
-		pfree(expanded);
-	pfree(stack);
+	pfree(rw.reached);
+	if (rw.expanded != NULL)
+		pfree(rw.expanded);
+	pfree(rw.stack);
 	pfree(code);
 	pfree(q);
 }
@@ -683,7 +715,7 @@ find_or_link(VacState *vs, ShnswLinker *lk, ShnswRef e, int ef, ShnswRef **redo,
 static void
 link_unfound(VacState *vs, ShnswLinker *lk, const ShnswRef *refs, int64 n)
 {
-	int			ef = shnsw_get_ef_construction(vs->index);
+	int			ef = vs->info->ef_construction;
 	const ShnswRef *cur = refs;
 	ShnswRef   *redo[2] = {NULL, NULL};
 	int64		cap[2] = {0, 0};
@@ -793,6 +825,12 @@ none_dead(ItemPointer tid, void *state)
 	return false;
 }
 
+/*
+ * shnsw_bulkdelete is ambulkdelete: marks the nodes of dead heap tuples,
+ * repairs the lists that name them, relinks what became unreachable and
+ * frees the slots (src/README, VACUUM). No heavyweight lock; one page
+ * locked at a time, besides the metapage.
+ */
 IndexBulkDeleteResult *
 shnsw_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 				 IndexBulkDeleteCallback callback, void *callback_state)
@@ -865,6 +903,10 @@ shnsw_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 	return stats;
 }
 
+/*
+ * shnsw_vacuumcleanup is amvacuumcleanup: after a VACUUM without dead
+ * tuples, links nodes that concurrent inserts cut off; reports the counts.
+ */
 IndexBulkDeleteResult *
 shnsw_vacuumcleanup(IndexVacuumInfo *info, IndexBulkDeleteResult *stats)
 {

@@ -98,29 +98,16 @@ is_library_function(Oid procoid, const char *const *names)
 	return found;
 }
 
-bool
-shnsw_validate(Oid opclassoid)
+/*
+ * validate_procs checks the class's support functions' numbers and
+ * signatures, and fills procs[1..SHNSW_NPROCS] (InvalidOid if missing).
+ */
+static bool
+validate_procs(Oid opfamilyoid, Oid opcintype, const char *opclassname, Oid *procs)
 {
 	bool		result = true;
-	HeapTuple	classtup;
-	Form_pg_opclass classform;
-	Oid			opfamilyoid;
-	Oid			opcintype;
-	char	   *opclassname;
-	CatCList   *oprlist;
 	CatCList   *proclist;
-	Oid			procs[SHNSW_NPROCS + 1] = {0};
-	Oid			orderop = InvalidOid;
 
-	classtup = SearchSysCache1(CLAOID, ObjectIdGetDatum(opclassoid));
-	if (!HeapTupleIsValid(classtup))
-		elog(ERROR, "cache lookup failed for operator class %u", opclassoid);
-	classform = (Form_pg_opclass) GETSTRUCT(classtup);
-	opfamilyoid = classform->opcfamily;
-	opcintype = classform->opcintype;
-	opclassname = NameStr(classform->opcname);
-
-	/* support functions */
 	proclist = SearchSysCacheList1(AMPROCNUM, ObjectIdGetDatum(opfamilyoid));
 	for (int i = 0; i < proclist->n_members; i++)
 	{
@@ -156,8 +143,19 @@ shnsw_validate(Oid opclassoid)
 		if (!OidIsValid(procs[p]))
 			INVALID("streamhnsw operator class \"%s\" is missing support function %d",
 					opclassname, p);
+	return result;
+}
 
-	/* operators */
+/*
+ * validate_operators checks the class's operators: one ORDER BY operator
+ * (strategy 1) sorted by a btree family, returning float8; sets *orderop.
+ */
+static bool
+validate_operators(Oid opfamilyoid, Oid opcintype, const char *opclassname, Oid *orderop)
+{
+	bool		result = true;
+	CatCList   *oprlist;
+
 	oprlist = SearchSysCacheList1(AMOPSTRATEGY, ObjectIdGetDatum(opfamilyoid));
 	for (int i = 0; i < oprlist->n_members; i++)
 	{
@@ -185,12 +183,80 @@ shnsw_validate(Oid opclassoid)
 					opclassname, format_operator(oprform->amopopr));
 			continue;
 		}
-		orderop = oprform->amopopr;
+		*orderop = oprform->amopopr;
 	}
 	ReleaseSysCacheList(oprlist);
-	if (!OidIsValid(orderop))
+	if (!OidIsValid(*orderop))
 		INVALID("streamhnsw operator class \"%s\" is missing its ORDER BY operator (strategy 1)",
 				opclassname);
+	return result;
+}
+
+/*
+ * validate_agreement checks that the type function describes the indexed
+ * type and the metric agrees with the distance the operator computes
+ * (pgvector's function names say which).
+ */
+static bool
+validate_agreement(Oid opcintype, const char *opclassname, const Oid *procs)
+{
+	bool		result = true;
+	char	   *typsym = library_symbol(procs[SHNSW_TYPE_PROC]);
+	char	   *metsym = library_symbol(procs[SHNSW_METRIC_PROC]);
+	char	   *typname = format_type_be(opcintype);
+	char	   *distname = get_func_name(procs[SHNSW_DISTANCE_PROC]);
+	const char *want_type = strcmp(typname, "halfvec") == 0 ? "streamhnsw_halfvec_type"
+		: strcmp(typname, "vector") == 0 ? "streamhnsw_vector_type" : NULL;
+	const char *want_metric = NULL;
+
+	if (distname != NULL)
+	{
+		if (strcmp(distname, "l2_distance") == 0)
+			want_metric = "streamhnsw_l2_metric";
+		else if (strstr(distname, "negative_inner_product") != NULL)
+			want_metric = "streamhnsw_ip_metric";
+		else if (strcmp(distname, "cosine_distance") == 0)
+			want_metric = "streamhnsw_cosine_metric";
+	}
+	if (want_type == NULL || strcmp(typsym, want_type) != 0)
+		INVALID("streamhnsw operator class \"%s\": support function 3 %s does not describe type %s",
+				opclassname, format_procedure(procs[SHNSW_TYPE_PROC]), typname);
+	if (want_metric == NULL || strcmp(metsym, want_metric) != 0)
+		INVALID("streamhnsw operator class \"%s\": support function 2 %s does not match distance function %s",
+				opclassname, format_procedure(procs[SHNSW_METRIC_PROC]),
+				format_procedure(procs[SHNSW_DISTANCE_PROC]));
+	return result;
+}
+
+/*
+ * shnsw_validate is amvalidate: reports (INFO) every problem of the
+ * operator class and returns false if there is one.
+ */
+bool
+shnsw_validate(Oid opclassoid)
+{
+	bool		result = true;
+	HeapTuple	classtup;
+	Form_pg_opclass classform;
+	Oid			opfamilyoid;
+	Oid			opcintype;
+	char	   *opclassname;
+	Oid			procs[SHNSW_NPROCS + 1] = {0};
+	Oid			orderop = InvalidOid;
+
+	classtup = SearchSysCache1(CLAOID, ObjectIdGetDatum(opclassoid));
+	if (!HeapTupleIsValid(classtup))
+		elog(ERROR, "cache lookup failed for operator class %u", opclassoid);
+	classform = (Form_pg_opclass) GETSTRUCT(classtup);
+	opfamilyoid = classform->opcfamily;
+	opcintype = classform->opcintype;
+	opclassname = NameStr(classform->opcname);
+
+	/* support functions */
+	result &= validate_procs(opfamilyoid, opcintype, opclassname, procs);
+
+	/* operators */
+	result &= validate_operators(opfamilyoid, opcintype, opclassname, &orderop);
 
 	/* re-ranking must compute exactly what ORDER BY sorts on */
 	if (OidIsValid(orderop) && OidIsValid(procs[SHNSW_DISTANCE_PROC]) &&
@@ -209,37 +275,11 @@ shnsw_validate(Oid opclassoid)
 				opclassname, format_procedure(procs[SHNSW_TYPE_PROC]));
 
 	/*
-	 * They must also agree with the class: the type function with the
-	 * indexed type, the metric with the distance the operator computes
-	 * (pgvector's function names say which).
+	 * They must also agree with the class (checked once the functions are
+	 * known to be this library's).
 	 */
 	if (result)
-	{
-		char	   *typsym = library_symbol(procs[SHNSW_TYPE_PROC]);
-		char	   *metsym = library_symbol(procs[SHNSW_METRIC_PROC]);
-		char	   *typname = format_type_be(opcintype);
-		char	   *distname = get_func_name(procs[SHNSW_DISTANCE_PROC]);
-		const char *want_type = strcmp(typname, "halfvec") == 0 ? "streamhnsw_halfvec_type"
-			: strcmp(typname, "vector") == 0 ? "streamhnsw_vector_type" : NULL;
-		const char *want_metric = NULL;
-
-		if (distname != NULL)
-		{
-			if (strcmp(distname, "l2_distance") == 0)
-				want_metric = "streamhnsw_l2_metric";
-			else if (strstr(distname, "negative_inner_product") != NULL)
-				want_metric = "streamhnsw_ip_metric";
-			else if (strcmp(distname, "cosine_distance") == 0)
-				want_metric = "streamhnsw_cosine_metric";
-		}
-		if (want_type == NULL || strcmp(typsym, want_type) != 0)
-			INVALID("streamhnsw operator class \"%s\": support function 3 %s does not describe type %s",
-					opclassname, format_procedure(procs[SHNSW_TYPE_PROC]), typname);
-		if (want_metric == NULL || strcmp(metsym, want_metric) != 0)
-			INVALID("streamhnsw operator class \"%s\": support function 2 %s does not match distance function %s",
-					opclassname, format_procedure(procs[SHNSW_METRIC_PROC]),
-					format_procedure(procs[SHNSW_DISTANCE_PROC]));
-	}
+		result = validate_agreement(opcintype, opclassname, procs);
 
 	ReleaseSysCache(classtup);
 	return result;

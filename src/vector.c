@@ -75,6 +75,7 @@ call_support(Relation index, uint16 procnum)
 	return DatumGetInt32(FunctionCall1(proc, PointerGetDatum(NULL)));
 }
 
+/* shnsw_index_metric asks the index's operator class (support function 2). */
 ShnswMetric
 shnsw_index_metric(Relation index)
 {
@@ -85,6 +86,7 @@ shnsw_index_metric(Relation index)
 	return (ShnswMetric) m;
 }
 
+/* shnsw_index_elemtype asks the index's operator class (support function 3). */
 ShnswElemType
 shnsw_index_elemtype(Relation index)
 {

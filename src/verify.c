@@ -118,6 +118,19 @@ typedef struct VerifyState
 	Tuplestorestate *ts;
 	TupleDesc	desc;
 	int			nproblems;
+
+	/* what the passes learn */
+	Relation	index;
+	BlockNumber nblocks;
+	uint8	   *types;			/* page type of each block (0: unusable) */
+	uint16	   *nslots;			/* node slots of each graph page */
+	ShnswMetaPageData meta;
+	uint64		nodes,
+				deleted,
+				nfree;
+	uint64		free_cap;		/* no more free nodes than slots */
+	ShnswRef   *free_refs;		/* free slots in order, and ... */
+	ShnswRef   *free_next;		/* ... the next slot each links to */
 } VerifyState;
 
 static void
@@ -258,52 +271,18 @@ check_quant(VerifyState *vs, Relation index, const ShnswMetaPageData *meta, uint
 				(first + bad) % meta->dims);
 }
 
-PG_FUNCTION_INFO_V1(streamhnsw_verify);
-
 /*
- * streamhnsw_verify(regclass) returns setof text: one row per problem.
+ * verify_pages is pass 1: every block's page type and slot count, and a
+ * copy of the metapage. Returns false if there is no readable metapage.
  */
-Datum
-streamhnsw_verify(PG_FUNCTION_ARGS)
+static bool
+verify_pages(VerifyState *vs)
 {
-	Oid			relid = PG_GETARG_OID(0);
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	VerifyState vs;
-	Relation	index;
-	BlockNumber nblocks;
-	uint8	   *types;
-	uint16	   *nslots;
-	ShnswMetaPageData meta;
-	uint64		nodes = 0,
-				deleted = 0,
-				nfree = 0;
-	ShnswRef   *free_refs = NULL;	/* free slots in order, and ... */
-	ShnswRef   *free_next = NULL;	/* ... the next slot each links to */
-	int			expect_node_size,
-				expect_per_page;
-	uint64		free_cap;
-	LOCKMODE	lockmode;
-	char	   *copy;
+	Relation	index = vs->index;
+	BlockNumber nblocks = vs->nblocks;
+	uint8	   *types = vs->types;
+	uint16	   *nslots = vs->nslots;
 
-	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-	vs.ts = rsinfo->setResult;
-	vs.desc = rsinfo->setDesc;
-	vs.nproblems = 0;
-
-	/* a standby allows no lock above RowExclusiveLock, nor takes inserts */
-	lockmode = RecoveryInProgress() ? AccessShareLock : ShareLock;
-	index = open_streamhnsw_index(relid, lockmode);
-	nblocks = RelationGetNumberOfBlocks(index);
-	if (nblocks == 0)
-	{
-		problem(&vs, "index has no metapage");
-		relation_close(index, lockmode);
-		return (Datum) 0;
-	}
-
-	/* pass 1: page types and slot counts; the metapage */
-	types = palloc0(nblocks);
-	nslots = palloc0(sizeof(uint16) * nblocks);
 	for (BlockNumber blk = 0; blk < nblocks; blk++)
 	{
 		Buffer		buf = ReadBuffer(index, blk);
@@ -315,302 +294,408 @@ streamhnsw_verify(PG_FUNCTION_ARGS)
 		if (PageIsNew(page) && blk != SHNSW_METAPAGE_BLKNO)
 			;					/* extended by an interrupted insert: empty */
 		else if (PageIsNew(page) || PageGetSpecialSize(page) != MAXALIGN(sizeof(ShnswPageOpaqueData)))
-			problem(&vs, "block %u is not a streamhnsw page", blk);
+			problem(vs, "block %u is not a streamhnsw page", blk);
 		else
 		{
 			op = ShnswPageGetOpaque(page);
 			if (op->magic != SHNSW_MAGIC)
-				problem(&vs, "block %u has magic %08x, not %08x", blk, op->magic, SHNSW_MAGIC);
+				problem(vs, "block %u has magic %08x, not %08x", blk, op->magic, SHNSW_MAGIC);
 			else if (op->page_type < SHNSW_PAGE_META || op->page_type > SHNSW_PAGE_UPPER)
-				problem(&vs, "block %u has unknown page type %u", blk, op->page_type);
+				problem(vs, "block %u has unknown page type %u", blk, op->page_type);
 			else if ((blk == SHNSW_METAPAGE_BLKNO) != (op->page_type == SHNSW_PAGE_META))
-				problem(&vs, "block %u has page type %u", blk, op->page_type);
+				problem(vs, "block %u has page type %u", blk, op->page_type);
 			else
 			{
 				types[blk] = op->page_type;
 				nslots[blk] = op->nslots;
 			}
 			if (blk == SHNSW_METAPAGE_BLKNO)
-				memcpy(&meta, ShnswPageGetMeta(page), sizeof(meta));
+				memcpy(&vs->meta, ShnswPageGetMeta(page), sizeof(vs->meta));
 		}
 		UnlockReleaseBuffer(buf);
 		CHECK_FOR_INTERRUPTS();
 	}
-	if (types[0] != SHNSW_PAGE_META)
+	return types[0] == SHNSW_PAGE_META;
+}
+
+/*
+ * verify_meta_sizes checks the metapage's fixed fields, which size every
+ * record: if they are wrong, the other pages cannot be read, so the check
+ * stops after saying so (returns false).
+ */
+static bool
+verify_meta_sizes(VerifyState *vs)
+{
+	const ShnswMetaPageData *meta = &vs->meta;
+	int			expect_node_size,
+				expect_per_page;
+
+	if (meta->magic != SHNSW_MAGIC || meta->version != SHNSW_FORMAT_VERSION)
 	{
-		relation_close(index, lockmode);
-		return (Datum) 0;
+		problem(vs, "metapage has magic %08x version %u", meta->magic, meta->version);
+		return false;
 	}
-	if (meta.magic != SHNSW_MAGIC || meta.version != SHNSW_FORMAT_VERSION)
-	{
-		problem(&vs, "metapage has magic %08x version %u", meta.magic, meta.version);
-		relation_close(index, lockmode);
-		return (Datum) 0;
-	}
-	/*
-	 * The fixed fields size every record: if they are wrong, the other
-	 * pages cannot be read, so the check stops after saying so.
-	 */
-	if (meta.m < SHNSW_MIN_M || meta.m > SHNSW_MAX_M_OPTION)
-		problem(&vs, "metapage (block 0) has m = %u", meta.m);
-	if ((meta.elemtype != SHNSW_ELEM_FLOAT4 && meta.elemtype != SHNSW_ELEM_FLOAT2) ||
-		meta.dims < 1 ||
-		meta.dims > (meta.elemtype == SHNSW_ELEM_FLOAT2 ? SHNSW_MAX_HALFVEC_DIM : SHNSW_MAX_VECTOR_DIM))
-		problem(&vs, "metapage (block 0) has element type %u with %u dimensions",
-				meta.elemtype, meta.dims);
-	if (meta.metric < SHNSW_METRIC_L2 || meta.metric > SHNSW_METRIC_COSINE)
-		problem(&vs, "metapage (block 0) has metric %u", meta.metric);
-	expect_node_size = (int) shnsw_node_size(meta.m, meta.dims);
+	if (meta->m < SHNSW_MIN_M || meta->m > SHNSW_MAX_M_OPTION)
+		problem(vs, "metapage (block 0) has m = %u", meta->m);
+	if ((meta->elemtype != SHNSW_ELEM_FLOAT4 && meta->elemtype != SHNSW_ELEM_FLOAT2) ||
+		meta->dims < 1 ||
+		meta->dims > (meta->elemtype == SHNSW_ELEM_FLOAT2 ? SHNSW_MAX_HALFVEC_DIM : SHNSW_MAX_VECTOR_DIM))
+		problem(vs, "metapage (block 0) has element type %u with %u dimensions",
+				meta->elemtype, meta->dims);
+	if (meta->metric < SHNSW_METRIC_L2 || meta->metric > SHNSW_METRIC_COSINE)
+		problem(vs, "metapage (block 0) has metric %u", meta->metric);
+	expect_node_size = (int) shnsw_node_size(meta->m, meta->dims);
 	expect_per_page = shnsw_nodes_per_page(expect_node_size);
-	if (meta.node_size != expect_node_size || expect_node_size > (int) SHNSW_PAGE_CAPACITY ||
-		meta.nodes_per_page != expect_per_page ||
-		meta.slot_bits != shnsw_slot_bits(expect_per_page) ||
-		meta.vec_size != (uint32) shnsw_vec_size((ShnswElemType) meta.elemtype, meta.dims))
-		problem(&vs, "metapage (block 0) sizes are inconsistent: node_size %u, nodes_per_page %u, slot_bits %u, vec_size %u",
-				meta.node_size, meta.nodes_per_page, meta.slot_bits, meta.vec_size);
-	if (meta.quant_start != SHNSW_METAPAGE_BLKNO + 1 ||
-		meta.quant_nblocks != (uint32) shnsw_quant_nblocks(meta.dims))
-		problem(&vs, "metapage (block 0) places the quantizer at block %u, %u blocks",
-				meta.quant_start, meta.quant_nblocks);
-	if (vs.nproblems > 0)
-	{
-		relation_close(index, lockmode);
-		return (Datum) 0;
-	}
-	for (uint32 q = 0; q < meta.quant_nblocks; q++)
-		if (meta.quant_start + q >= nblocks || types[meta.quant_start + q] != SHNSW_PAGE_QUANT)
-			problem(&vs, "quantizer block %u is missing or of the wrong type", meta.quant_start + q);
-		else if (meta.quant_trained)
-			check_quant(&vs, index, &meta, q);
-	if (meta.ef_construction < SHNSW_MIN_EF_CONSTRUCTION || meta.ef_construction > SHNSW_MAX_EF_CONSTRUCTION)
-		problem(&vs, "metapage (block 0) has ef_construction %u", meta.ef_construction);
-	if (meta.entry_level < -1 || meta.entry_level > SHNSW_MAX_LEVEL)
-		problem(&vs, "metapage (block 0) has entry level %d", meta.entry_level);
+	if (meta->node_size != expect_node_size || expect_node_size > (int) SHNSW_PAGE_CAPACITY ||
+		meta->nodes_per_page != expect_per_page ||
+		meta->slot_bits != shnsw_slot_bits(expect_per_page) ||
+		meta->vec_size != (uint32) shnsw_vec_size((ShnswElemType) meta->elemtype, meta->dims))
+		problem(vs, "metapage (block 0) sizes are inconsistent: node_size %u, nodes_per_page %u, slot_bits %u, vec_size %u",
+				meta->node_size, meta->nodes_per_page, meta->slot_bits, meta->vec_size);
+	if (meta->quant_start != SHNSW_METAPAGE_BLKNO + 1 ||
+		meta->quant_nblocks != (uint32) shnsw_quant_nblocks(meta->dims))
+		problem(vs, "metapage (block 0) places the quantizer at block %u, %u blocks",
+				meta->quant_start, meta->quant_nblocks);
+	return vs->nproblems == 0;
+}
+
+/*
+ * verify_meta_places checks what the metapage names: quantizer pages and
+ * their values, ef_construction and the entry level, the blocks for new
+ * records, the free list head; and clamps slot counts beyond the page.
+ */
+static void
+verify_meta_places(VerifyState *vs)
+{
+	Relation	index = vs->index;
+	BlockNumber nblocks = vs->nblocks;
+	uint8	   *types = vs->types;
+	uint16	   *nslots = vs->nslots;
+	const ShnswMetaPageData *meta = &vs->meta;
+
+	for (uint32 q = 0; q < meta->quant_nblocks; q++)
+		if (meta->quant_start + q >= nblocks || types[meta->quant_start + q] != SHNSW_PAGE_QUANT)
+			problem(vs, "quantizer block %u is missing or of the wrong type", meta->quant_start + q);
+		else if (meta->quant_trained)
+			check_quant(vs, index, meta, q);
+	if (meta->ef_construction < SHNSW_MIN_EF_CONSTRUCTION || meta->ef_construction > SHNSW_MAX_EF_CONSTRUCTION)
+		problem(vs, "metapage (block 0) has ef_construction %u", meta->ef_construction);
+	if (meta->entry_level < -1 || meta->entry_level > SHNSW_MAX_LEVEL)
+		problem(vs, "metapage (block 0) has entry level %d", meta->entry_level);
 	{
 		static const char *const names[] = {"graph", "vector", "upper"};
-		BlockNumber blks[] = {meta.insert_graph_blk, meta.insert_vec_blk, meta.insert_upper_blk};
+		BlockNumber blks[] = {meta->insert_graph_blk, meta->insert_vec_blk, meta->insert_upper_blk};
 		uint8		want[] = {SHNSW_PAGE_GRAPH, SHNSW_PAGE_VECTOR, SHNSW_PAGE_UPPER};
 
 		for (int k = 0; k < 3; k++)
 			if (blks[k] != InvalidBlockNumber &&
 				(blks[k] >= nblocks || types[blks[k]] != want[k]))
-				problem(&vs, "metapage (block 0) names block %u for new %s records, not a %s page",
+				problem(vs, "metapage (block 0) names block %u for new %s records, not a %s page",
 						blks[k], names[k], names[k]);
 	}
-	if (meta.free_head != SHNSW_INVALID_REF &&
-		(shnsw_ref_block(meta.free_head, meta.slot_bits) >= nblocks ||
-		 types[shnsw_ref_block(meta.free_head, meta.slot_bits)] != SHNSW_PAGE_GRAPH))
-		problem(&vs, "metapage (block 0) free list head %u is not on a graph page", meta.free_head);
+	if (meta->free_head != SHNSW_INVALID_REF &&
+		(shnsw_ref_block(meta->free_head, meta->slot_bits) >= nblocks ||
+		 types[shnsw_ref_block(meta->free_head, meta->slot_bits)] != SHNSW_PAGE_GRAPH))
+		problem(vs, "metapage (block 0) free list head %u is not on a graph page", meta->free_head);
 
 	/* slot counts beyond the page: the slots that fit are checked */
 	for (BlockNumber blk = 0; blk < nblocks; blk++)
 	{
-		if (types[blk] == SHNSW_PAGE_GRAPH && nslots[blk] > meta.nodes_per_page)
+		if (types[blk] == SHNSW_PAGE_GRAPH && nslots[blk] > meta->nodes_per_page)
 		{
-			problem(&vs, "block %u has %u node slots, more than %u", blk, nslots[blk], meta.nodes_per_page);
-			nslots[blk] = meta.nodes_per_page;
+			problem(vs, "block %u has %u node slots, more than %u", blk, nslots[blk], meta->nodes_per_page);
+			nslots[blk] = meta->nodes_per_page;
 		}
 	}
+}
 
-	/* no more free nodes than slots, whatever the metapage counts */
-	free_cap = Min(meta.node_count, (uint64) nblocks * meta.nodes_per_page);
+/*
+ * verify_upper checks the upper-layer record of node (blk, s), whose header
+ * is h: it exists, belongs to the node and its lists name nodes.
+ */
+static void
+verify_upper(VerifyState *vs, BlockNumber blk, int s, ShnswNodeHeader *h)
+{
+	Relation	index = vs->index;
+	BlockNumber nblocks = vs->nblocks;
+	uint8	   *types = vs->types;
+	uint16	   *nslots = vs->nslots;
+	const ShnswMetaPageData *meta = &vs->meta;
+	ShnswRef	self = shnsw_make_ref(blk, s, meta->slot_bits);
+	ShnswUpperLoc uloc = shnsw_node_upper_loc(h);
 
-	/*
-	 * pass 2: nodes, from a copy of each graph page, so that no lock is held
-	 * while the upper pages its nodes name are read
-	 */
-	copy = palloc(BLCKSZ);
-	for (BlockNumber blk = 0; blk < nblocks; blk++)
+	if (uloc.block >= nblocks || types[uloc.block] != SHNSW_PAGE_UPPER)
+		problem(vs, "node (%u,%d) of level %u has no upper record", blk, s, h->level);
+	else
+	{
+		Buffer		ubuf = ReadBuffer(index, uloc.block);
+		Page		upage;
+
+		LockBuffer(ubuf, BUFFER_LOCK_SHARE);
+		upage = BufferGetPage(ubuf);
+		if (uloc.offset < FirstOffsetNumber || uloc.offset > PageGetMaxOffsetNumber(upage))
+			problem(vs, "node (%u,%d) references missing upper record (%u,%u)",
+					blk, s, uloc.block, uloc.offset);
+		else if (!upper_item_ok(upage, uloc.offset, meta->m))
+			problem(vs, "node (%u,%d) references upper record (%u,%u), whose item cannot hold it",
+					blk, s, uloc.block, uloc.offset);
+		else
+		{
+			ShnswUpperHeader *u = (ShnswUpperHeader *) PageGetItem(upage, PageGetItemId(upage, uloc.offset));
+
+			if (u->node != self || u->level != h->level)
+				problem(vs, "upper record (%u,%u) belongs to node %u level %u, not node (%u,%d) level %u",
+						uloc.block, uloc.offset, u->node, u->level, blk, s, h->level);
+			else
+				for (int l = 1; l <= u->level; l++)
+				{
+					ShnswRef   *un = shnsw_upper_neighbors(u, l, meta->m);
+
+					if (shnsw_upper_counts(u)[l - 1] > meta->m)
+						problem(vs, "upper record of node (%u,%d) has %u neighbours on layer %d",
+								blk, s, shnsw_upper_counts(u)[l - 1], l);
+					for (int k = 0; k < Min(shnsw_upper_counts(u)[l - 1], meta->m); k++)
+						if (!ref_ok(un[k], meta->slot_bits, nblocks, types, nslots))
+							problem(vs, "node (%u,%d) layer %d neighbour %d references %u, not a node",
+									blk, s, l, k, un[k]);
+				}
+		}
+		UnlockReleaseBuffer(ubuf);
+	}
+}
+
+/*
+ * verify_node checks node slot s of graph page blk (a copy): flags,
+ * neighbours, heap TID, vector place, upper record, and counts it. A vector
+ * whose header is to be read once the page is released is added to
+ * vec_slot/vec_blk/vec_off.
+ */
+static void
+verify_node(VerifyState *vs, Page page, BlockNumber blk, int s, int *nvec, int *vec_slot,
+			BlockNumber *vec_blk, uint16 *vec_off)
+{
+	BlockNumber nblocks = vs->nblocks;
+	uint8	   *types = vs->types;
+	uint16	   *nslots = vs->nslots;
+	const ShnswMetaPageData *meta = &vs->meta;
+	ShnswNodeHeader *h = shnsw_page_node(page, s, meta->node_size);
+	ShnswRef	self = shnsw_make_ref(blk, s, meta->slot_bits);
+	ShnswRef   *nb = shnsw_node_neighbors(h);
+	uint64		vend = (uint64) h->vec_offset + meta->vec_size;
+
+	vs->nodes++;
+	if (h->flags & SHNSW_NODE_DELETED)
+		vs->deleted++;
+	if (h->flags & SHNSW_NODE_FREE)
+	{
+		if (!(h->flags & SHNSW_NODE_DELETED) || h->level != 0 || h->nneighbors != 0)
+			problem(vs, "free node (%u,%d) has flags %u, level %u, %u neighbours",
+					blk, s, h->flags, h->level, h->nneighbors);
+		if (vs->nfree < vs->free_cap)
+		{
+			if (vs->free_refs == NULL)
+			{
+				vs->free_refs = palloc_extended(sizeof(ShnswRef) * vs->free_cap, MCXT_ALLOC_HUGE);
+				vs->free_next = palloc_extended(sizeof(ShnswRef) * vs->free_cap, MCXT_ALLOC_HUGE);
+			}
+			vs->free_refs[vs->nfree] = self;
+			vs->free_next[vs->nfree] = nb[0];
+		}
+		vs->nfree++;
+	}
+	if (h->level > SHNSW_MAX_LEVEL)
+		problem(vs, "node (%u,%d) has level %u", blk, s, h->level);
+	if (h->nneighbors > 2 * meta->m)
+		problem(vs, "node (%u,%d) has %u neighbours, more than %d", blk, s, h->nneighbors, 2 * meta->m);
+	for (int k = 0; k < Min(h->nneighbors, 2 * meta->m); k++)
+	{
+		if (!ref_ok(nb[k], meta->slot_bits, nblocks, types, nslots))
+			problem(vs, "node (%u,%d) neighbour %d references %u, not a node", blk, s, k, nb[k]);
+		else if (nb[k] == self)
+			problem(vs, "node (%u,%d) is its own neighbour", blk, s);
+	}
+	if (!(h->flags & SHNSW_NODE_FREE) &&
+		(h->tid_off == InvalidOffsetNumber || h->tid_off > MaxOffsetNumber))
+		problem(vs, "node (%u,%d) has heap tuple offset %u", blk, s, h->tid_off);
+	/* exact vector: on vector pages, possibly continuing on the next */
+	for (BlockNumber vb = h->vec_block; vend > 0; vb++)
+	{
+		if (vb >= nblocks || types[vb] != SHNSW_PAGE_VECTOR)
+		{
+			problem(vs, "node (%u,%d) has its vector at block %u, not a vector page", blk, s, vb);
+			break;
+		}
+		if (vend <= SHNSW_PAGE_CAPACITY)
+		{
+			/* its header is checked once the page is released */
+			if (h->vec_offset < SHNSW_PAGE_CAPACITY && h->vec_offset % 4 == 0)
+			{
+				vec_slot[*nvec] = s;
+				vec_blk[*nvec] = h->vec_block;
+				vec_off[(*nvec)++] = h->vec_offset;
+			}
+			break;
+		}
+		vend -= SHNSW_PAGE_CAPACITY;
+	}
+	if (h->vec_offset >= SHNSW_PAGE_CAPACITY || h->vec_offset % 4 != 0)
+		problem(vs, "node (%u,%d) has vector offset %u", blk, s, h->vec_offset);
+	if (h->level > 0 && !(h->flags & SHNSW_NODE_FREE))
+		verify_upper(vs, blk, s, h);
+}
+
+/*
+ * verify_nodes is pass 2: the nodes of every graph page, from a copy of the
+ * page, so that no lock is held while the upper pages its nodes name are
+ * read.
+ */
+static void
+verify_nodes(VerifyState *vs)
+{
+	char	   *copy = palloc(BLCKSZ);
+
+	for (BlockNumber blk = 0; blk < vs->nblocks; blk++)
 	{
 		Buffer		buf;
-		Page		page;
 		int			nvec = 0;
 		int			vec_slot[SHNSW_MAX_NODES_PER_PAGE];
 		BlockNumber vec_blk[SHNSW_MAX_NODES_PER_PAGE];
 		uint16		vec_off[SHNSW_MAX_NODES_PER_PAGE];
 
-		if (types[blk] != SHNSW_PAGE_GRAPH)
+		if (vs->types[blk] != SHNSW_PAGE_GRAPH)
 			continue;
-		buf = ReadBuffer(index, blk);
+		buf = ReadBuffer(vs->index, blk);
 		LockBuffer(buf, BUFFER_LOCK_SHARE);
 		memcpy(copy, BufferGetPage(buf), BLCKSZ);
 		UnlockReleaseBuffer(buf);
-		page = (Page) copy;
-		for (int s = 0; s < nslots[blk]; s++)
-		{
-			ShnswNodeHeader *h = shnsw_page_node(page, s, meta.node_size);
-			ShnswRef	self = shnsw_make_ref(blk, s, meta.slot_bits);
-			ShnswRef   *nb = shnsw_node_neighbors(h);
-			ShnswUpperLoc uloc = shnsw_node_upper_loc(h);
-			uint64		vend = (uint64) h->vec_offset + meta.vec_size;
-
-			nodes++;
-			if (h->flags & SHNSW_NODE_DELETED)
-				deleted++;
-			if (h->flags & SHNSW_NODE_FREE)
-			{
-				if (!(h->flags & SHNSW_NODE_DELETED) || h->level != 0 || h->nneighbors != 0)
-					problem(&vs, "free node (%u,%d) has flags %u, level %u, %u neighbours",
-							blk, s, h->flags, h->level, h->nneighbors);
-				if (nfree < free_cap)
-				{
-					if (free_refs == NULL)
-					{
-						free_refs = palloc_extended(sizeof(ShnswRef) * free_cap, MCXT_ALLOC_HUGE);
-						free_next = palloc_extended(sizeof(ShnswRef) * free_cap, MCXT_ALLOC_HUGE);
-					}
-					free_refs[nfree] = self;
-					free_next[nfree] = nb[0];
-				}
-				nfree++;
-			}
-			if (h->level > SHNSW_MAX_LEVEL)
-				problem(&vs, "node (%u,%d) has level %u", blk, s, h->level);
-			if (h->nneighbors > 2 * meta.m)
-				problem(&vs, "node (%u,%d) has %u neighbours, more than %d", blk, s, h->nneighbors, 2 * meta.m);
-			for (int k = 0; k < Min(h->nneighbors, 2 * meta.m); k++)
-			{
-				if (!ref_ok(nb[k], meta.slot_bits, nblocks, types, nslots))
-					problem(&vs, "node (%u,%d) neighbour %d references %u, not a node", blk, s, k, nb[k]);
-				else if (nb[k] == self)
-					problem(&vs, "node (%u,%d) is its own neighbour", blk, s);
-			}
-			if (!(h->flags & SHNSW_NODE_FREE) &&
-				(h->tid_off == InvalidOffsetNumber || h->tid_off > MaxOffsetNumber))
-				problem(&vs, "node (%u,%d) has heap tuple offset %u", blk, s, h->tid_off);
-			/* exact vector: on vector pages, possibly continuing on the next */
-			for (BlockNumber vb = h->vec_block; vend > 0; vb++)
-			{
-				if (vb >= nblocks || types[vb] != SHNSW_PAGE_VECTOR)
-				{
-					problem(&vs, "node (%u,%d) has its vector at block %u, not a vector page", blk, s, vb);
-					break;
-				}
-				if (vend <= SHNSW_PAGE_CAPACITY)
-				{
-					/* its header is checked once the page is released */
-					if (h->vec_offset < SHNSW_PAGE_CAPACITY && h->vec_offset % 4 == 0)
-					{
-						vec_slot[nvec] = s;
-						vec_blk[nvec] = h->vec_block;
-						vec_off[nvec++] = h->vec_offset;
-					}
-					break;
-				}
-				vend -= SHNSW_PAGE_CAPACITY;
-			}
-			if (h->vec_offset >= SHNSW_PAGE_CAPACITY || h->vec_offset % 4 != 0)
-				problem(&vs, "node (%u,%d) has vector offset %u", blk, s, h->vec_offset);
-			/* upper record */
-			if (h->level > 0 && !(h->flags & SHNSW_NODE_FREE))
-			{
-				if (uloc.block >= nblocks || types[uloc.block] != SHNSW_PAGE_UPPER)
-					problem(&vs, "node (%u,%d) of level %u has no upper record", blk, s, h->level);
-				else
-				{
-					Buffer		ubuf = ReadBuffer(index, uloc.block);
-					Page		upage;
-
-					LockBuffer(ubuf, BUFFER_LOCK_SHARE);
-					upage = BufferGetPage(ubuf);
-					if (uloc.offset < FirstOffsetNumber || uloc.offset > PageGetMaxOffsetNumber(upage))
-						problem(&vs, "node (%u,%d) references missing upper record (%u,%u)",
-								blk, s, uloc.block, uloc.offset);
-					else if (!upper_item_ok(upage, uloc.offset, meta.m))
-						problem(&vs, "node (%u,%d) references upper record (%u,%u), whose item cannot hold it",
-								blk, s, uloc.block, uloc.offset);
-					else
-					{
-						ShnswUpperHeader *u = (ShnswUpperHeader *) PageGetItem(upage, PageGetItemId(upage, uloc.offset));
-
-						if (u->node != self || u->level != h->level)
-							problem(&vs, "upper record (%u,%u) belongs to node %u level %u, not node (%u,%d) level %u",
-									uloc.block, uloc.offset, u->node, u->level, blk, s, h->level);
-						else
-							for (int l = 1; l <= u->level; l++)
-							{
-								ShnswRef   *un = shnsw_upper_neighbors(u, l, meta.m);
-
-								if (shnsw_upper_counts(u)[l - 1] > meta.m)
-									problem(&vs, "upper record of node (%u,%d) has %u neighbours on layer %d",
-											blk, s, shnsw_upper_counts(u)[l - 1], l);
-								for (int k = 0; k < Min(shnsw_upper_counts(u)[l - 1], meta.m); k++)
-									if (!ref_ok(un[k], meta.slot_bits, nblocks, types, nslots))
-										problem(&vs, "node (%u,%d) layer %d neighbour %d references %u, not a node",
-												blk, s, l, k, un[k]);
-							}
-					}
-					UnlockReleaseBuffer(ubuf);
-				}
-			}
-		}
+		for (int s = 0; s < vs->nslots[blk]; s++)
+			verify_node(vs, (Page) copy, blk, s, &nvec, vec_slot, vec_blk, vec_off);
 		for (int k = 0; k < nvec; k++)
-			check_vector(&vs, index, &meta, blk, vec_slot[k], vec_blk[k], vec_off[k]);
+			check_vector(vs, vs->index, &vs->meta, blk, vec_slot[k], vec_blk[k], vec_off[k]);
 		CHECK_FOR_INTERRUPTS();
 	}
 	pfree(copy);
+}
+
+/* verify_counts checks the entry point and the metapage's node counts. */
+static void
+verify_counts(VerifyState *vs)
+{
+	Relation	index = vs->index;
+	BlockNumber nblocks = vs->nblocks;
+	uint8	   *types = vs->types;
+	uint16	   *nslots = vs->nslots;
+	const ShnswMetaPageData *meta = &vs->meta;
 
 	/* entry point and counts */
-	if (meta.entry == SHNSW_INVALID_REF)
+	if (meta->entry == SHNSW_INVALID_REF)
 	{
-		if (nodes > deleted)
-			problem(&vs, "index has %llu live nodes but no entry point",
-					(unsigned long long) (nodes - deleted));
+		if (vs->nodes > vs->deleted)
+			problem(vs, "index has %llu live vs->nodes but no entry point",
+					(unsigned long long) (vs->nodes - vs->deleted));
 	}
-	else if (!ref_ok(meta.entry, meta.slot_bits, nblocks, types, nslots))
-		problem(&vs, "entry point %u is not a node", meta.entry);
+	else if (!ref_ok(meta->entry, meta->slot_bits, nblocks, types, nslots))
+		problem(vs, "entry point %u is not a node", meta->entry);
 	else
 	{
-		Buffer		buf = ReadBuffer(index, shnsw_ref_block(meta.entry, meta.slot_bits));
+		Buffer		buf = ReadBuffer(index, shnsw_ref_block(meta->entry, meta->slot_bits));
 		ShnswNodeHeader *h;
 
 		LockBuffer(buf, BUFFER_LOCK_SHARE);
-		h = shnsw_page_node(BufferGetPage(buf), shnsw_ref_slot(meta.entry, meta.slot_bits),
-							meta.node_size);
+		h = shnsw_page_node(BufferGetPage(buf), shnsw_ref_slot(meta->entry, meta->slot_bits),
+							meta->node_size);
 		if (h->flags & SHNSW_NODE_FREE)
-			problem(&vs, "entry point %u is a free node", meta.entry);
-		else if (h->level != meta.entry_level)
-			problem(&vs, "entry point has level %u, metapage says %d", h->level, meta.entry_level);
+			problem(vs, "entry point %u is a free node", meta->entry);
+		else if (h->level != meta->entry_level)
+			problem(vs, "entry point has level %u, metapage says %d", h->level, meta->entry_level);
 		UnlockReleaseBuffer(buf);
 	}
-	if (nodes != meta.node_count)
-		problem(&vs, "index holds %llu nodes, metapage counts %llu",
-				(unsigned long long) nodes, (unsigned long long) meta.node_count);
-	if (deleted != meta.deleted_count)
-		problem(&vs, "index holds %llu deleted nodes, metapage counts %llu",
-				(unsigned long long) deleted, (unsigned long long) meta.deleted_count);
+	if (vs->nodes != meta->node_count)
+		problem(vs, "index holds %llu vs->nodes, metapage counts %llu",
+				(unsigned long long) vs->nodes, (unsigned long long) meta->node_count);
+	if (vs->deleted != meta->deleted_count)
+		problem(vs, "index holds %llu vs->deleted vs->nodes, metapage counts %llu",
+				(unsigned long long) vs->deleted, (unsigned long long) meta->deleted_count);
 
-	if (nfree != meta.free_count)
-		problem(&vs, "index holds %llu free nodes, metapage counts %llu",
-				(unsigned long long) nfree, (unsigned long long) meta.free_count);
+	if (vs->nfree != meta->free_count)
+		problem(vs, "index holds %llu free vs->nodes, metapage counts %llu",
+				(unsigned long long) vs->nfree, (unsigned long long) meta->free_count);
+}
 
-	/* the free list links every free node once (free_refs is sorted) */
+/* verify_free_list checks that the free list links every free node once. */
+static void
+verify_free_list(VerifyState *vs)
+{
+	const ShnswMetaPageData *meta = &vs->meta;
+
+	/* the free list links every free node once (vs->free_refs is sorted) */
 	{
 		uint64		walked = 0;
-		uint64		have = Min(nfree, free_cap);
+		uint64		have = Min(vs->nfree, vs->free_cap);
 
-		for (ShnswRef r = meta.free_head; r != SHNSW_INVALID_REF; walked++)
+		for (ShnswRef r = meta->free_head; r != SHNSW_INVALID_REF; walked++)
 		{
-			ShnswRef   *at = have > 0 ? bsearch(&r, free_refs, have, sizeof(ShnswRef), shnsw_ref_cmp) : NULL;
+			ShnswRef   *at = have > 0 ? bsearch(&r, vs->free_refs, have, sizeof(ShnswRef), shnsw_ref_cmp) : NULL;
 
 			if (at == NULL)
 			{
-				problem(&vs, "free list links %u, which is not a free node", r);
+				problem(vs, "free list links %u, which is not a free node", r);
 				break;
 			}
 			if (walked >= have)
 			{
-				problem(&vs, "free list is longer than the %llu free nodes (a cycle)",
+				problem(vs, "free list is longer than the %llu free vs->nodes (a cycle)",
 						(unsigned long long) have);
 				break;
 			}
-			r = free_next[at - free_refs];
+			r = vs->free_next[at - vs->free_refs];
 		}
 		if (walked < have)
-			problem(&vs, "free list links %llu of %llu free nodes",
+			problem(vs, "free list links %llu of %llu free vs->nodes",
 					(unsigned long long) walked, (unsigned long long) have);
 	}
-	relation_close(index, lockmode);
+}
+
+PG_FUNCTION_INFO_V1(streamhnsw_verify);
+
+/*
+ * streamhnsw_verify(regclass) returns setof text: one row per problem.
+ * Holds a ShareLock on the index throughout (AccessShareLock on a standby).
+ */
+Datum
+streamhnsw_verify(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	VerifyState vs;
+	LOCKMODE	lockmode;
+
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	memset(&vs, 0, sizeof(vs));
+	vs.ts = rsinfo->setResult;
+	vs.desc = rsinfo->setDesc;
+
+	/* a standby allows no lock above RowExclusiveLock, nor takes inserts */
+	lockmode = RecoveryInProgress() ? AccessShareLock : ShareLock;
+	vs.index = open_streamhnsw_index(relid, lockmode);
+	vs.nblocks = RelationGetNumberOfBlocks(vs.index);
+	if (vs.nblocks == 0)
+		problem(&vs, "index has no metapage");
+	else
+	{
+		vs.types = palloc0(vs.nblocks);
+		vs.nslots = palloc0(sizeof(uint16) * vs.nblocks);
+		if (verify_pages(&vs) && verify_meta_sizes(&vs))
+		{
+			verify_meta_places(&vs);
+			/* no more free nodes than slots, whatever the metapage counts */
+			vs.free_cap = Min(vs.meta.node_count, (uint64) vs.nblocks * vs.meta.nodes_per_page);
+			verify_nodes(&vs);
+			verify_counts(&vs);
+			verify_free_list(&vs);
+		}
+	}
+	relation_close(vs.index, lockmode);
 	return (Datum) 0;
 }
 

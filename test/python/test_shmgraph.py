@@ -339,3 +339,18 @@ def test_fallback_when_dsm_fails():
             # once memory can be had again (after the retry delay, or on request)
             assert conn.execute("SELECT streamhnsw_cache_load('sg_nodsm_idx')").fetchone()[0] > 0
             assert "shared graph: used" in explain_shared(conn, "sg_nodsm", queries[1])
+
+
+def test_every_page_write_goes_through_the_wrappers():
+    """Write-through relies on every GenericXLog call of the extension going
+    through shmgraph.h's wrappers: only shmgraph.o may call the real ones."""
+    import shutil
+    import subprocess
+    from pathlib import Path
+    objs = sorted((Path(__file__).resolve().parents[2] / "src").glob("*.o"))
+    if not objs or shutil.which("nm") is None:
+        pytest.skip("no built objects or no nm")
+    direct = [o.name for o in objs if o.name != "shmgraph.o" and
+              "GenericXLog" in subprocess.run(["nm", "-u", str(o)], capture_output=True,
+                                              text=True).stdout]
+    assert direct == [], direct

@@ -4,7 +4,7 @@
  *	  graph construction and the disk search), without a server.
  *
  * The disk search runs over "pages" held in plain memory through the same
- * ShnswPageOps interface the server implements over shared buffers.
+ * ShnswNodeSource interface the server implements over shared buffers.
  * Prints "N passed, N failed" and exits non-zero on any failure.
  */
 #include <math.h>
@@ -436,10 +436,10 @@ mem_index_init(MemIndex *mi, ShnswBuildGraph *g, const uint32_t *order, const ui
 }
 
 /* Page operations over a memory index (no read-ahead hints). */
-static ShnswPageOps
+static ShnswNodeSource
 mem_ops(MemIndex *mi)
 {
-	ShnswPageOps ops;
+	ShnswNodeSource ops;
 
 	ops.ctx = mi;
 	ops.read_nodes = mem_read_nodes;
@@ -514,7 +514,7 @@ test_graph_search(ShnswMetric metric, int n, int dim, int m, int efc, bool use_c
 	ShnswBuildGraph g;
 	MemIndex	mi;
 	uint32_t   *order = malloc(sizeof(uint32_t) * n);
-	ShnswPageOps ops;
+	ShnswNodeSource ops;
 	double		hits = 0;
 	int			connected;
 	int			reachable,
@@ -625,7 +625,7 @@ test_graph_search(ShnswMetric metric, int n, int dim, int m, int efc, bool use_c
 		/* read-ahead hints never change what a search returns */
 		if (qi == 1)
 		{
-			ShnswPageOps ops2 = ops;
+			ShnswNodeSource ops2 = ops;
 			ShnswSearch s2;
 			uint32_t	out2[64];
 			int			n2;
@@ -846,7 +846,7 @@ self_search(ShnswBuildGraph *g, ShnswMetric metric, const float *x, const uint8_
 	float	   *qsb = malloc(sizeof(float) * dim),
 			   *wb = malloc(sizeof(float) * dim);
 	MemIndex	mi;
-	ShnswPageOps ops;
+	ShnswNodeSource ops;
 	int			misses = 0;
 
 	shnsw_build_layout_order(g, order);
@@ -1259,7 +1259,7 @@ test_search_bounds(void)
 	uint32_t   *order = malloc(sizeof(uint32_t) * n);
 	ShnswBuildGraph g;
 	MemIndex	mi;
-	ShnswPageOps ops;
+	ShnswNodeSource ops;
 	float		qsb[64],
 				wb[64];
 	Sq8Query	sq = {.dim = dim,.qs = qsb,.w = wb};

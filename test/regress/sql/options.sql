@@ -12,6 +12,17 @@ INSERT INTO opt_t
 -- defaults: m 16, ef_construction 64
 CREATE INDEX opt_default ON opt_t USING streamhnsw (val);
 SELECT m, ef_construction FROM streamhnsw_metapage('opt_default');
+
+-- ALTER INDEX changes the reloption, not the index: inserts and VACUUM keep
+-- the ef_construction the index was built with (the metapage's)
+ALTER INDEX opt_default SET (ef_construction = 1000);
+DELETE FROM opt_t WHERE id > 25;
+VACUUM opt_t;
+INSERT INTO opt_t
+  SELECT i, ARRAY[i % 7, (i * 3) % 11, (i * i) % 13]::vector
+  FROM generate_series(26, 30) i;
+SELECT m, ef_construction FROM streamhnsw_metapage('opt_default');
+SELECT streamhnsw_verify('opt_default');
 DROP INDEX opt_default;
 
 -- m: 2 .. 100

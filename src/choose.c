@@ -1,0 +1,245 @@
+/*-------------------------------------------------------------------------
+ *
+ * choose.c
+ *	  Choosing neighbours on disk: node copies and codes read through the
+ *	  node source, the search for a vector's neighbours (inserts, VACUUM's
+ *	  relinking and repair) and the heuristic on codes. It only reads;
+ *	  links.c, above it, changes lists.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "utils/rel.h"
+
+#include "streamhnsw.h"
+
+/*
+ * shnsw_linker_init sets lk up to read, choose and change the lists of
+ * index (insert, VACUUM); info is the caller's copy of the description and
+ * must outlive lk.
+ */
+void
+shnsw_linker_init(ShnswLinker *lk, Relation index, ShnswIndexInfo *info)
+{
+	lk->index = index;
+	lk->info = info;
+	lk->dims = info->dims;
+	lk->m = info->m;
+	lk->scratch = palloc(sizeof(float) * 3 * info->dims);
+	lk->given_up = 0;
+	shnsw_buffer_source_init(&lk->ops, &lk->pctx, index, info, NULL);
+}
+
+/* ---------- reading ---------- */
+
+typedef struct CopyArg
+{
+	int			dims;
+	int			m;
+	uint8	   *codes;			/* codes, dims bytes each (may be NULL) */
+	ShnswNodeCopy *node;		/* first node's header fields (may be NULL) */
+} CopyArg;
+
+static void
+copy_cb(void *arg, int i, const ShnswNodeHeader *h)
+{
+	CopyArg    *a = (CopyArg *) arg;
+
+	if (a->codes)
+		memcpy(a->codes + (Size) i * a->dims, shnsw_node_code(h, a->m), a->dims);
+	if (a->node != NULL && i == 0)
+	{
+		a->node->flags = h->flags;
+		a->node->level = h->level;
+		a->node->upper = shnsw_node_upper_loc(h);
+		a->node->count = Min(h->nneighbors, 2 * a->m);
+		memcpy(a->node->list, shnsw_node_neighbors(h), sizeof(ShnswRef) * a->node->count);
+	}
+}
+
+/* Copy the codes of refs[0..n-1] into codes (dims bytes each). */
+void
+shnsw_read_codes(ShnswLinker *lk, const ShnswRef *refs, int n, uint8 *codes)
+{
+	CopyArg		a = {lk->dims, lk->m, codes, NULL};
+
+	if (n > 0)
+		lk->ops.read_nodes(lk->ops.ctx, refs, n, copy_cb, &a);
+}
+
+/*
+ * shnsw_read_node copies node e's flags, level, code (if code is not NULL)
+ * and its neighbour list on a layer into *out. A layer above the node's
+ * level reads as an empty list. Holds no lock on return.
+ */
+void
+shnsw_read_node(ShnswLinker *lk, ShnswRef e, int layer, ShnswNodeCopy *out, uint8 *code)
+{
+	CopyArg		a = {lk->dims, lk->m, code, out};
+
+	lk->ops.read_nodes(lk->ops.ctx, &e, 1, copy_cb, &a);
+	if (layer > 0)
+		out->count = out->level >= layer && !(out->flags & SHNSW_NODE_FREE) ?
+			lk->ops.read_upper(lk->ops.ctx, out->upper, layer, out->list) : 0;
+}
+
+/* ---------- choosing ---------- */
+
+typedef struct CandOrderArg
+{
+	const ShnswRef *refs;
+	const float *d;
+} CandOrderArg;
+
+/* qsort_arg order of candidate positions: distance, then reference. */
+static int
+cand_order_cmp(const void *a, const void *b, void *arg)
+{
+	const CandOrderArg *oa = (const CandOrderArg *) arg;
+	int			x = *(const int *) a;
+	int			y = *(const int *) b;
+
+	if (oa->d[x] != oa->d[y])
+		return oa->d[x] < oa->d[y] ? -1 : 1;
+	return oa->refs[x] < oa->refs[y] ? -1 : oa->refs[x] > oa->refs[y];
+}
+
+/*
+ * Sort candidates (refs, d, codes) by distance and keep those the heuristic
+ * chooses, at most max; the result overwrites the first entries of refs, d
+ * and codes (nearest first). Returns how many were kept.
+ */
+int
+shnsw_select_neighbors(ShnswLinker *lk, ShnswRef *refs, float *d, uint8 *codes, int n, int max)
+{
+	int		   *order = palloc(sizeof(int) * Max(n, 1));
+	ShnswRef   *srefs = palloc(sizeof(ShnswRef) * Max(n, 1));
+	float	   *sd = palloc(sizeof(float) * Max(n, 1));
+	uint8	   *scodes = palloc((Size) Max(n, 1) * lk->dims);
+	int		   *sel = palloc(sizeof(int) * Max(n, 1));
+	CandOrderArg oa = {refs, d};
+	int			nsel;
+
+	for (int k = 0; k < n; k++)
+		order[k] = k;
+	qsort_arg(order, n, sizeof(int), cand_order_cmp, &oa);
+	for (int k = 0; k < n; k++)
+	{
+		srefs[k] = refs[order[k]];
+		sd[k] = d[order[k]];
+		memcpy(scodes + (Size) k * lk->dims, codes + (Size) order[k] * lk->dims, lk->dims);
+	}
+	nsel = shnsw_select_by_codes(sd, scodes, n, max, lk->dims, lk->info->metric,
+								 lk->info->lo, lk->info->scale, lk->scratch, sel);
+	for (int k = 0; k < nsel; k++)
+	{
+		refs[k] = srefs[sel[k]];
+		d[k] = sd[sel[k]];
+		memcpy(codes + (Size) k * lk->dims, scodes + (Size) sel[k] * lk->dims, lk->dims);
+	}
+	pfree(order);
+	pfree(srefs);
+	pfree(sd);
+	pfree(scodes);
+	pfree(sel);
+	return nsel;
+}
+
+/* SQ8 distances from the node whose code is ecode to codes[0..n-1]. */
+void
+shnsw_code_distances(ShnswLinker *lk, const uint8 *ecode, const uint8 *codes, int n, float *d)
+{
+	Sq8Query	sq;
+
+	sq.dim = lk->dims;
+	sq.qs = lk->scratch + lk->dims;
+	sq.w = lk->scratch + 2 * lk->dims;
+	sq8_decode(lk->info->lo, lk->info->scale, ecode, lk->scratch, lk->dims);
+	sq8_prepare_query(&sq, lk->info->metric, lk->scratch, lk->info->lo, lk->info->scale);
+	for (int k = 0; k < n; k++)
+		d[k] = sq8_distance(&sq, codes + (Size) k * lk->dims);
+}
+
+/*
+ * shnsw_find_neighbors searches the graph for the neighbours of a vector q
+ * (navigation form) on layers min(level, entry_level) .. 0, with width ef,
+ * and chooses them with the heuristic: nbrs[l][0 .. nnbrs[l] - 1], nearest
+ * first (palloc'd; layers not searched get 0). Deleted nodes and exclude
+ * are passed through, never chosen. Holds no lock on return.
+ */
+void
+shnsw_find_neighbors(ShnswLinker *lk, const float *q, ShnswRef entry, int entry_level,
+					 int level, int ef, ShnswRef exclude, ShnswRef **nbrs, int *nnbrs)
+{
+	int			dims = lk->dims;
+	int			m = lk->m;
+	Sq8Query	sq;
+	ShnswSearch s;
+	ShnswRef	ep;
+	uint32	   *out = palloc(sizeof(uint32) * (ef + 1));
+
+	for (int l = 0; l <= level; l++)
+		nnbrs[l] = 0;
+	sq.dim = dims;
+	sq.qs = palloc(sizeof(float) * dims);
+	sq.w = palloc(sizeof(float) * dims);
+	sq8_prepare_query(&sq, lk->info->metric, q, lk->info->lo, lk->info->scale);
+	shnsw_search_init(&s, &sq, &lk->ops, m, 0);
+	ep = shnsw_search_descend(&s, entry, entry_level, level);
+	for (int l = Min(level, entry_level); l >= 0; l--)
+	{
+		int			n,
+					nlive = 0;
+		int			max = l == 0 ? 2 * m : m;
+		ShnswRef   *refs;
+		float	   *d;
+		uint8	   *codes;
+
+		if (l > 0)
+			n = shnsw_search_upper_layer(&s, ep, l, ef, out);
+		else
+			n = shnsw_search_next(&s, ep, ef, out);
+		refs = palloc(sizeof(ShnswRef) * Max(n, 1));
+		d = palloc(sizeof(float) * Max(n, 1));
+		codes = palloc((Size) Max(n, 1) * dims);
+		/* deleted nodes are waypoints for the search, never neighbours */
+		for (int k = 0; k < n; k++)
+		{
+			const ShnswCand *c = &s.cands[out[k]];
+
+			if ((c->node_flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)) || c->ref == exclude)
+				continue;
+			refs[nlive] = c->ref;
+			d[nlive++] = c->d;
+		}
+		shnsw_read_codes(lk, refs, nlive, codes);
+		nnbrs[l] = shnsw_select_neighbors(lk, refs, d, codes, nlive, max);
+		nbrs[l] = refs;
+		pfree(d);
+		pfree(codes);
+		if (nnbrs[l] > 0)
+			ep = refs[0];
+	}
+	shnsw_search_free(&s);
+	pfree(out);
+	pfree(sq.qs);
+	pfree(sq.w);
+}
+
+/* qsort/bsearch order of node references. */
+int
+shnsw_ref_cmp(const void *a, const void *b)
+{
+	ShnswRef	x = *(const ShnswRef *) a;
+	ShnswRef	y = *(const ShnswRef *) b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Is r in the sorted set? */
+bool
+shnsw_refset_has(const ShnswRefSet *set, ShnswRef r)
+{
+	return set->n > 0 && bsearch(&r, set->refs, set->n, sizeof(ShnswRef), shnsw_ref_cmp) != NULL;
+}

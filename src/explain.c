@@ -1,0 +1,148 @@
+/*-------------------------------------------------------------------------
+ *
+ * explain.c
+ *	  Lines in EXPLAIN (ANALYZE) for an Index Scan on a streamhnsw index.
+ *
+ * PostgreSQL 18's explain_per_node_hook lets us add lines to any plan node;
+ * for an Index Scan on a streamhnsw index we print the figures the scan
+ * keeps (scan.c, shnsw_scan_stats), named as in stats.c. This file sits
+ * above both: nothing calls into it but the hook (src/README, Layers).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/relscan.h"
+#include "commands/explain.h"
+#include "commands/explain_format.h"
+#include "commands/explain_state.h"
+#include "nodes/execnodes.h"
+#include "utils/rel.h"
+
+#include "streamhnsw.h"
+
+static explain_per_node_hook_type prev_explain_per_node_hook = NULL;
+
+static const char *const io_mode_names[] = {"sync", "prefetch", "stream"};
+static const char *const hist_labels[SHNSW_LA_HIST_BUCKETS] = {
+	"0", "1", "2-3", "4-7", "8-15", "16-31", "32-63", "64+"
+};
+
+static void
+explain_text_line(ExplainState *es, const char *fmt,...) pg_attribute_printf(2, 3);
+
+/* explain_text_line appends one indented line to a text EXPLAIN. */
+static void
+explain_text_line(ExplainState *es, const char *fmt,...)
+{
+	va_list		ap;
+
+	ExplainIndentText(es);
+	for (;;)
+	{
+		int			needed;
+
+		va_start(ap, fmt);
+		needed = appendStringInfoVA(es->str, fmt, ap);
+		va_end(ap);
+		if (needed == 0)
+			break;
+		enlargeStringInfo(es->str, needed);
+	}
+	appendStringInfoChar(es->str, '\n');
+}
+
+/* explain_scan prints one scan's figures, as text lines or properties. */
+static void
+explain_scan(const ShnswScanStats *st, ExplainState *es)
+{
+	double		avg = st->la_samples ? (double) st->la_distance_sum / st->la_samples : 0.0;
+	const char *mode = io_mode_names[st->io_mode];
+
+	if (es->format == EXPLAIN_FORMAT_TEXT)
+	{
+		StringInfoData hist;
+
+		explain_text_line(es, "streamhnsw: rounds=" UINT64_FORMAT " nodes expanded=" UINT64_FORMAT
+						  " distances=" UINT64_FORMAT " re-ranked=" UINT64_FORMAT,
+						  st->rounds, st->nodes_expanded, st->distances, st->reranked);
+		explain_text_line(es, "streamhnsw shared graph: %s, nodes from image=" UINT64_FORMAT
+						  " through buffers=" UINT64_FORMAT,
+						  shnsw_shm_status_name(st->shared_graph), st->image_nodes,
+						  st->image_fallback_nodes);
+		explain_text_line(es, "streamhnsw order: held back=" UINT64_FORMAT " late finds placed="
+						  UINT64_FORMAT " found after a farther row=" UINT64_FORMAT
+						  " parked rows re-ranked=" UINT64_FORMAT,
+						  st->held_back, st->late_placed, st->late_unplaced, st->parked_reranked);
+		explain_text_line(es, "streamhnsw I/O: mode=%s pages hit=" UINT64_FORMAT " read=" UINT64_FORMAT
+						  " (synchronous=" UINT64_FORMAT ") reads ahead=" UINT64_FORMAT
+						  " speculative=" UINT64_FORMAT " (reads=" UINT64_FORMAT " used=" UINT64_FORMAT
+						  " wasted=" UINT64_FORMAT ") stalls=" UINT64_FORMAT " wait=%.3f ms",
+						  mode, st->pages_hit, st->pages_read, st->sync_reads, st->reads_ahead,
+						  st->spec_issued, st->spec_ios, st->spec_used, st->spec_wasted,
+						  st->stalls, st->wait_ns / 1e6);
+		initStringInfo(&hist);
+		for (int b = 0; b < SHNSW_LA_HIST_BUCKETS; b++)
+			appendStringInfo(&hist, "%s%s:" UINT64_FORMAT, b ? " " : "", hist_labels[b], st->la_hist[b]);
+		explain_text_line(es, "streamhnsw look-ahead: avg distance=%.1f histogram=[%s]", avg, hist.data);
+		pfree(hist.data);
+		return;
+	}
+	ExplainPropertyText("streamhnsw I/O Mode", mode, es);
+	ExplainPropertyText("streamhnsw Shared Graph", shnsw_shm_status_name(st->shared_graph), es);
+	ExplainPropertyInteger("streamhnsw Image Nodes", NULL, (int64) st->image_nodes, es);
+	ExplainPropertyInteger("streamhnsw Image Fallback Nodes", NULL, (int64) st->image_fallback_nodes, es);
+	for (int i = 0; i < shnsw_stat_nfields; i++)
+	{
+		char		label[64];
+
+		if (shnsw_stat_fields[i].offset == offsetof(ShnswScanStats, scans) ||
+			shnsw_stat_fields[i].offset == offsetof(ShnswScanStats, la_samples) ||
+			shnsw_stat_fields[i].offset == offsetof(ShnswScanStats, la_distance_sum))
+			continue;
+		snprintf(label, sizeof(label), "streamhnsw %s", shnsw_stat_fields[i].label);
+		ExplainPropertyInteger(label, NULL, (int64) SHNSW_STAT_FIELD(st, i), es);
+	}
+	ExplainPropertyInteger("streamhnsw Held Back", NULL, (int64) st->held_back, es);
+	ExplainPropertyInteger("streamhnsw Late Finds Placed", NULL, (int64) st->late_placed, es);
+	ExplainPropertyInteger("streamhnsw Found After Farther Row", NULL, (int64) st->late_unplaced, es);
+	ExplainPropertyInteger("streamhnsw Parked Re-ranked", NULL, (int64) st->parked_reranked, es);
+	ExplainPropertyFloat("streamhnsw Look-ahead Average", NULL, avg, 1, es);
+	for (int b = 0; b < SHNSW_LA_HIST_BUCKETS; b++)
+	{
+		char		label[64];
+
+		snprintf(label, sizeof(label), "streamhnsw Look-ahead %s", hist_labels[b]);
+		ExplainPropertyInteger(label, NULL, (int64) st->la_hist[b], es);
+	}
+}
+
+/*
+ * explain_node adds our lines to an Index Scan on a streamhnsw index when
+ * EXPLAIN ANALYZE ran it.
+ */
+static void
+explain_node(PlanState *planstate, List *ancestors, const char *relationship,
+			 const char *plan_name, ExplainState *es)
+{
+	if (prev_explain_per_node_hook)
+		prev_explain_per_node_hook(planstate, ancestors, relationship, plan_name, es);
+	if (es->analyze && IsA(planstate, IndexScanState))
+	{
+		IndexScanDesc scan = ((IndexScanState *) planstate)->iss_ScanDesc;
+
+		if (scan != NULL && scan->indexRelation->rd_indam->amgettuple == shnsw_gettuple &&
+			scan->opaque != NULL)
+			explain_scan(shnsw_scan_stats(scan), es);
+	}
+}
+
+/*
+ * shnsw_explain_init installs the EXPLAIN hook (from _PG_init).
+ */
+void
+shnsw_explain_init(void)
+{
+	prev_explain_per_node_hook = explain_per_node_hook;
+	explain_per_node_hook = explain_node;
+}

@@ -1,0 +1,59 @@
+/*-------------------------------------------------------------------------
+ *
+ * nodesource.h
+ *	  The node source: how the disk search (graph.c) gets node records and
+ *	  upper-layer lists. Pure code.
+ *
+ * The search never touches pages itself. Implementations today:
+ * pageaccess.c over shared buffers (with reader.c's read-ahead behind it)
+ * and test/unit/run_unit.c over plain memory; a decoded shared-memory image
+ * of the graph is meant to be another one, not another search.
+ *
+ * Contract:
+ *
+ * read_nodes(ctx, refs, n, fn, arg) calls fn(arg, i, record) exactly once
+ * for each i in 0..n-1 with the node record of refs[i] (format.h layout).
+ * The record is valid only during that call: fn copies what it keeps. Calls
+ * may come in any order (the buffer implementation groups references by
+ * page, visiting each page once, in reference order, and for equal
+ * references in the order given). References come from records read
+ * from disk: an implementation checks what it reads (pageaccess.c raises
+ * an ERROR for a reference or record that is out of range).
+ *
+ * read_upper(ctx, loc, layer, out) copies the layer-`layer` neighbour list
+ * of the upper-layer record at loc into out (room for m entries) and returns
+ * its length.
+ *
+ * prefetch(ctx, refs, n, speculative), which may be NULL, is a hint: which
+ * nodes are wanted next. With speculative false, nodes about to be read
+ * (the neighbours of the node being expanded, given together before any is
+ * read); with speculative true, neighbours of the best candidates still
+ * queued, best first, of which the implementation takes as many as its
+ * look-ahead allows. A wrong guess costs I/O bandwidth, never a wrong
+ * answer; a source with nothing to read ahead leaves it NULL.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef STREAMHNSW_NODESOURCE_H
+#define STREAMHNSW_NODESOURCE_H
+
+#include <stdbool.h>
+
+#include "format.h"
+
+typedef void (*ShnswNodeFn) (void *arg, int i, const ShnswNodeHeader *node);
+
+typedef struct ShnswNodeSource
+{
+	void	   *ctx;
+	void		(*read_nodes) (void *ctx, const ShnswRef *refs, int n,
+							   ShnswNodeFn fn, void *arg);
+	int			(*read_upper) (void *ctx, ShnswUpperLoc loc, int layer,
+							   ShnswRef *out);
+	void		(*prefetch) (void *ctx, const ShnswRef *refs, int n, bool speculative);
+} ShnswNodeSource;
+
+/* How many queued candidates' neighbourhoods speculative read-ahead looks at. */
+#define SHNSW_SPECULATIVE_CANDIDATES 4
+
+#endif							/* STREAMHNSW_NODESOURCE_H */

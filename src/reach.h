@@ -1,0 +1,44 @@
+/*-------------------------------------------------------------------------
+ *
+ * reach.h
+ *	  The reachability walk-and-attach: every node must be reachable on
+ *	  layer 0 from the entry point, or no search finds it. One loop for the
+ *	  build (graph.c, in memory) and VACUUM (vacuum.c, pass 4, on pages).
+ *	  Pure code.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef STREAMHNSW_REACH_H
+#define STREAMHNSW_REACH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/*
+ * How the loop sees the graph; nodes are numbered 0..n-1.
+ *
+ * walk(arg, i) marks node i reached (if it is not) and everything reachable
+ * from it. reached(arg, i) says whether node i is. attach(arg, i) links
+ * unreached node i from a reached node and returns whether it did. done
+ * (may be NULL) says that every node is reached, so the loop can stop.
+ * step (may be NULL) is called for every unreached node before attach
+ * (interrupts, VACUUM's delay point).
+ */
+typedef struct ShnswReachOps
+{
+	void		(*walk) (void *arg, int64_t i);
+	bool		(*reached) (void *arg, int64_t i);
+	bool		(*attach) (void *arg, int64_t i);
+	bool		(*done) (void *arg);
+	void		(*step) (void *arg, int64_t i);
+} ShnswReachOps;
+
+/*
+ * shnsw_reach_all walks from entry, then visits the nodes in order: each
+ * one still unreached is attached and the walk continues from it (picking
+ * up any part of the graph only it leads to). Checks for interrupts once
+ * per node. Returns the number attached.
+ */
+extern int64_t shnsw_reach_all(int64_t n, int64_t entry, const ShnswReachOps *ops, void *arg);
+
+#endif							/* STREAMHNSW_REACH_H */
