@@ -354,3 +354,19 @@ def test_every_page_write_goes_through_the_wrappers():
               "GenericXLog" in subprocess.run(["nm", "-u", str(o)], capture_output=True,
                                               text=True).stdout]
     assert direct == [], direct
+
+
+def test_preloaded():
+    """The same with the library in shared_preload_libraries."""
+    rows, queries = data.clustered(2000, 16, seed=91, n_queries=5)
+    with Cluster(name="shnsw-sg-preload",
+                 settings={"shared_preload_libraries": "'streamhnsw'"}) as c:
+        c.execute("CREATE EXTENSION streamhnsw CASCADE")
+        with c.connect() as conn:
+            data.load(conn, "sg_pre", rows)
+            conn.execute("CREATE INDEX sg_pre_idx ON sg_pre USING streamhnsw (embedding vector_l2_ops)")
+            assert explain_shared(conn, "sg_pre", queries[0]).startswith(
+                "streamhnsw shared graph: built by this scan")
+            same_on_off(conn, "sg_pre", queries)
+        with c.connect() as conn:
+            assert "shared graph: used" in explain_shared(conn, "sg_pre", queries[1])
