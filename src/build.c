@@ -80,8 +80,9 @@ typedef struct ShnswBuildState
 /*
  * Memory the collected state, the graph and the layout would need for n
  * in-memory rows: the node (graph.c), its heap TID and file position, and
- * its layout entries (order, pos, upper location, and the layout walk's
- * seen flag; the reachability pass's 10 bytes a node come and go before).
+ * its layout entries (order, pos, upper location, and the page layout's
+ * state byte; its candidate index uses pos before pos is filled; the
+ * reachability pass's 10 bytes a node come and go before).
  */
 static Size
 build_memory(ShnswBuildState *bs, uint32 n, bool use_codes)
@@ -278,7 +279,8 @@ build_layout(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswLayout *l)
 	l->order = palloc_extended(sizeof(uint32) * Max(bs->nmem, 1), MCXT_ALLOC_HUGE);
 	l->pos = palloc_extended(sizeof(uint32) * Max(bs->nmem, 1), MCXT_ALLOC_HUGE);
 	l->upper = palloc_extended(sizeof(ShnswUpperLoc) * Max(bs->nmem, 1), MCXT_ALLOC_HUGE);
-	shnsw_build_layout_order(g, l->order);
+	/* l->pos is the layout's scratch until it is filled below */
+	shnsw_build_layout_pages(g, l->per_page, l->order, l->pos);
 	for (uint32 p = 0; p < bs->nmem; p++)
 		l->pos[l->order[p]] = p;
 

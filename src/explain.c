@@ -56,7 +56,7 @@ explain_text_line(ExplainState *es, const char *fmt,...)
 static void
 explain_scan(const ShnswScanStats *st, ExplainState *es)
 {
-	double		avg = st->la_samples ? (double) st->la_distance_sum / st->la_samples : 0.0;
+	double		avg = st->io.la_samples ? (double) st->io.la_distance_sum / st->io.la_samples : 0.0;
 	const char *mode = io_mode_names[st->io_mode];
 
 	if (es->format == EXPLAIN_FORMAT_TEXT)
@@ -75,15 +75,20 @@ explain_scan(const ShnswScanStats *st, ExplainState *es)
 						  " parked rows re-ranked=" UINT64_FORMAT,
 						  st->held_back, st->late_placed, st->late_unplaced, st->parked_reranked);
 		explain_text_line(es, "streamhnsw I/O: mode=%s pages hit=" UINT64_FORMAT " read=" UINT64_FORMAT
-						  " (synchronous=" UINT64_FORMAT ") reads ahead=" UINT64_FORMAT
-						  " speculative=" UINT64_FORMAT " (reads=" UINT64_FORMAT " used=" UINT64_FORMAT
-						  " wasted=" UINT64_FORMAT ") stalls=" UINT64_FORMAT " wait=%.3f ms",
-						  mode, st->pages_hit, st->pages_read, st->sync_reads, st->reads_ahead,
-						  st->spec_issued, st->spec_ios, st->spec_used, st->spec_wasted,
-						  st->stalls, st->wait_ns / 1e6);
+						  " (synchronous=" UINT64_FORMAT " known=" UINT64_FORMAT ") reads ahead="
+						  UINT64_FORMAT " speculative=" UINT64_FORMAT " (reads=" UINT64_FORMAT
+						  " used=" UINT64_FORMAT " wasted=" UINT64_FORMAT ") waits=" UINT64_FORMAT
+						  " stalls=" UINT64_FORMAT " wait=%.3f ms round trips=" UINT64_FORMAT,
+						  mode, st->io.pages_hit, st->io.pages_read, st->io.sync_reads,
+						  st->io.known_sync, st->io.reads_ahead, st->io.spec_issued, st->io.spec_ios,
+						  st->io.spec_used, st->io.spec_wasted, st->io.waits, st->io.stalls,
+						  st->io.wait_ns / 1e6, st->io.waits + st->io.sync_reads);
+		if (st->io.heap_prefetched > 0)
+			explain_text_line(es, "streamhnsw heap: blocks read ahead=" UINT64_FORMAT " (reads="
+							  UINT64_FORMAT ")", st->io.heap_prefetched, st->io.heap_reads);
 		initStringInfo(&hist);
 		for (int b = 0; b < SHNSW_LA_HIST_BUCKETS; b++)
-			appendStringInfo(&hist, "%s%s:" UINT64_FORMAT, b ? " " : "", hist_labels[b], st->la_hist[b]);
+			appendStringInfo(&hist, "%s%s:" UINT64_FORMAT, b ? " " : "", hist_labels[b], st->io.la_hist[b]);
 		explain_text_line(es, "streamhnsw look-ahead: avg distance=%.1f histogram=[%s]", avg, hist.data);
 		pfree(hist.data);
 		return;
@@ -97,12 +102,14 @@ explain_scan(const ShnswScanStats *st, ExplainState *es)
 		char		label[64];
 
 		if (shnsw_stat_fields[i].offset == offsetof(ShnswScanStats, scans) ||
-			shnsw_stat_fields[i].offset == offsetof(ShnswScanStats, la_samples) ||
-			shnsw_stat_fields[i].offset == offsetof(ShnswScanStats, la_distance_sum))
+			shnsw_stat_fields[i].offset == offsetof(ShnswScanStats, io.la_samples) ||
+			shnsw_stat_fields[i].offset == offsetof(ShnswScanStats, io.la_distance_sum))
 			continue;
 		snprintf(label, sizeof(label), "streamhnsw %s", shnsw_stat_fields[i].label);
 		ExplainPropertyInteger(label, NULL, (int64) SHNSW_STAT_FIELD(st, i), es);
 	}
+	ExplainPropertyInteger("streamhnsw Round Trips", NULL,
+						   (int64) (st->io.waits + st->io.sync_reads), es);
 	ExplainPropertyInteger("streamhnsw Held Back", NULL, (int64) st->held_back, es);
 	ExplainPropertyInteger("streamhnsw Late Finds Placed", NULL, (int64) st->late_placed, es);
 	ExplainPropertyInteger("streamhnsw Found After Farther Row", NULL, (int64) st->late_unplaced, es);
@@ -113,7 +120,7 @@ explain_scan(const ShnswScanStats *st, ExplainState *es)
 		char		label[64];
 
 		snprintf(label, sizeof(label), "streamhnsw Look-ahead %s", hist_labels[b]);
-		ExplainPropertyInteger(label, NULL, (int64) st->la_hist[b], es);
+		ExplainPropertyInteger(label, NULL, (int64) st->io.la_hist[b], es);
 	}
 }
 

@@ -883,6 +883,138 @@ shnsw_build_layout_order(const ShnswBuildGraph *g, uint32_t *order)
 	shnsw_free(seen);
 }
 
+/*
+ * Page placement state of shnsw_build_layout_pages: 0 not placed, 1 on an
+ * earlier page, 2 on the page being filled.
+ */
+#define LP_FREE		0
+#define LP_DONE		1
+#define LP_PAGE		2
+
+typedef struct LayoutPage
+{
+	const ShnswBuildGraph *g;
+	uint8_t    *state;
+	int32_t    *slot;			/* node -> its candidate index, or -1 */
+	uint32_t   *cn;				/* candidates of this page ... */
+	int32_t    *cs;				/* ... and their scores */
+	int			nc;
+	uint32_t   *order;
+	uint32_t	placed;
+} LayoutPage;
+
+/* Place node x on the page being filled; its unplaced neighbours gain. */
+static void
+layout_place(LayoutPage *lp, uint32_t x)
+{
+	int			cnt;
+	ShnswRef   *nb = shnsw_build_neighbors(lp->g, x, 0, &cnt);
+
+	lp->state[x] = LP_PAGE;
+	lp->order[lp->placed++] = x;
+	for (int k = 0; k < cnt; k++)
+	{
+		uint32_t	y = nb[k];
+
+		if (lp->state[y] != LP_FREE)
+			continue;
+		if (lp->slot[y] < 0)
+		{
+			int			ycnt;
+			ShnswRef   *ynb = shnsw_build_neighbors(lp->g, y, 0, &ycnt);
+			int			in = 0;
+
+			/* y's own links into the page count too */
+			for (int j = 0; j < ycnt; j++)
+				in += lp->state[ynb[j]] == LP_PAGE;
+			lp->slot[y] = lp->nc;
+			lp->cn[lp->nc] = y;
+			lp->cs[lp->nc] = in;
+			lp->nc++;
+		}
+		lp->cs[lp->slot[y]]++;
+	}
+}
+
+void
+shnsw_build_layout_pages(const ShnswBuildGraph *g, int per_page, uint32_t *order,
+						 uint32_t *scratch)
+{
+	LayoutPage	lp;
+	uint32_t	scan = 0;
+	uint32_t	carry = UINT32_MAX;
+
+	if (g->n == 0)
+		return;
+	if (per_page < 2)
+	{
+		shnsw_build_layout_order(g, order);
+		return;
+	}
+	lp.g = g;
+	lp.state = shnsw_alloc0(g->n);
+	lp.slot = (int32_t *) scratch;
+	for (uint32_t i = 0; i < g->n; i++)
+		lp.slot[i] = -1;
+	lp.cn = shnsw_alloc(sizeof(uint32_t) * ((size_t) per_page * 2 * g->m + 1));
+	lp.cs = shnsw_alloc(sizeof(int32_t) * ((size_t) per_page * 2 * g->m + 1));
+	lp.order = order;
+	lp.placed = 0;
+
+	while (lp.placed < g->n)
+	{
+		uint32_t	first = lp.placed;
+		uint32_t	s;
+		int			best = -1;
+
+		shnsw_check_interrupts();
+		/* a page starts from the best candidate the last one left over */
+		if (lp.placed == 0)
+			s = g->entry;
+		else if (carry != UINT32_MAX && lp.state[carry] == LP_FREE)
+			s = carry;
+		else
+		{
+			while (lp.state[scan] != LP_FREE)
+				scan++;
+			s = scan;
+		}
+		lp.nc = 0;
+		layout_place(&lp, s);
+		while (lp.placed - first < (uint32_t) per_page && lp.placed < g->n)
+		{
+			uint32_t	x;
+
+			best = -1;
+			for (int c = 0; c < lp.nc; c++)
+				if (lp.state[lp.cn[c]] == LP_FREE && (best < 0 || lp.cs[c] > lp.cs[best]))
+					best = c;
+			if (best >= 0)
+				x = lp.cn[best];
+			else
+			{
+				while (lp.state[scan] != LP_FREE)
+					scan++;
+				x = scan;
+			}
+			layout_place(&lp, x);
+		}
+		best = -1;
+		for (int c = 0; c < lp.nc; c++)
+		{
+			if (lp.state[lp.cn[c]] == LP_FREE && (best < 0 || lp.cs[c] > lp.cs[best]))
+				best = c;
+			lp.slot[lp.cn[c]] = -1;
+		}
+		carry = best >= 0 ? lp.cn[best] : UINT32_MAX;
+		for (uint32_t p = first; p < lp.placed; p++)
+			lp.state[order[p]] = LP_DONE;
+	}
+	shnsw_free(lp.state);
+	shnsw_free(lp.cn);
+	shnsw_free(lp.cs);
+}
+
 /* ---------------------------------------------------------------------
  * Disk search
  * ---------------------------------------------------------------------

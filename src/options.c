@@ -20,6 +20,7 @@ int			shnsw_max_scan_tuples = SHNSW_DEFAULT_MAX_SCAN_TUPLES;
 int			shnsw_io_mode = SHNSW_IO_STREAM;
 int			shnsw_max_read_ahead = SHNSW_DEFAULT_MAX_READ_AHEAD;
 int			shnsw_lookahead_window = SHNSW_DEFAULT_LOOKAHEAD_WINDOW;
+int			shnsw_heap_prefetch = SHNSW_DEFAULT_HEAP_PREFETCH;
 bool		shnsw_debug_discard_caches = false;
 bool		shnsw_debug_list_conflicts = false;
 int			shnsw_iterative_scan = SHNSW_ITERATIVE_STRICT;
@@ -81,6 +82,11 @@ shnsw_init_options(void)
 							"Maximum number of pages a scan keeps pinned for read-ahead.",
 							"Also bounded by the backend's share of shared buffers.",
 							&shnsw_max_read_ahead, SHNSW_DEFAULT_MAX_READ_AHEAD, 1, 1024,
+							PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamhnsw.heap_prefetch",
+							"Number of result rows whose heap blocks a scan reads ahead of the executor (0: none).",
+							"The first rows a scan returns have their heap blocks read together; the window doubles as rows are consumed, within effective_io_concurrency.",
+							&shnsw_heap_prefetch, SHNSW_DEFAULT_HEAP_PREFETCH, 0, 1024,
 							PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("streamhnsw.lookahead_window",
 							"Number of page accesses the read-ahead controller averages its miss rate over.",

@@ -8,28 +8,50 @@
  *	 known       pages about to be read (all unvisited neighbours of the node
  *				 being expanded; all exact vectors of a re-rank round), asked
  *				 for together before any of them is read;
- *	 speculative pages the best queued candidates would lead to, best first.
+ *	 speculative pages the best queued candidates would lead to, best first
+ *				 (a wish list: each request replaces the previous one).
  *
- * In stream mode each requested page is pinned with StartReadBuffer(), which
- * starts its read asynchronously (io_method=worker or io_uring) when the page
- * is not cached, and is kept in a small in-flight table until the search
- * asks for it; WaitReadBuffers() then returns at once if the read finished
+ * In stream mode each page is pinned with StartReadBuffer(), which starts
+ * its read asynchronously (io_method=worker or io_uring) when the page is
+ * not cached, and is kept in a small in-flight table until the search asks
+ * for it; WaitReadBuffers() then returns at once if the read finished
  * meanwhile. The table lives as long as the scan, so read-ahead depth is
  * never reset between node hops (the problem of a read_stream per hop on
  * PostgreSQL 18, whose read_stream_reset() forgets its distance).
  *
+ * The budget is effective_io_concurrency reads in flight, where a read
+ * counts until it is seen complete (polled, or waited for). The rule:
+ *
+ *	 1. every known page is started before the first of them is read: while
+ *		more reads are wanted than the budget allows, wait for the oldest
+ *		read in flight and start the next. So a page whose need is known
+ *		ahead is never read synchronously; the waits are on reads already
+ *		under way, oldest first, and the pages come in the order asked;
+ *	 2. whatever budget is left goes to the speculative wishes, best first,
+ *		up to the controller's distance (in pages; lookahead.c). Every time
+ *		a read completes or a page is consumed, the budget is topped up
+ *		again, known pages first: the next hop's pages are in flight while
+ *		this hop's distances are computed;
+ *	 3. a speculative page never makes the search wait for its read, except
+ *		when the table is full and its slot is wanted for a known page.
+ *
  *	   search ──known──► ┌──────────────── in-flight table ─────────────┐
  *	          ──spec───► │ blk 812 io  │ blk 97 hit │ blk 4410 io spec │ ──► get(blk)
  *	                     └──────────────────────────────────────────────┘
- *	   limits: known reads with I/O ≤ effective_io_concurrency;
+ *	   limits: reads in flight ≤ effective_io_concurrency (known first);
  *	           speculative pages ≤ the controller's distance;
  *	           all pins ≤ streamhnsw.max_read_ahead and the backend's pin limit
  *
- * Every page the search reads is reported to the look-ahead controller
- * (lookahead.c) as a hit or a miss; its distance bounds the speculative
- * part. When the table is full, the oldest speculative page is dropped to
- * make room for a known one. Speculative pages never read are released when
- * the scan ends (after their reads complete).
+ * Every page the search reads is reported to the look-ahead controller as a
+ * hit or a miss. When the table is full, the oldest speculative page is
+ * dropped to make room for a known one. Speculative pages never read are
+ * released when the scan ends (after their reads complete).
+ *
+ * The heap. Once the scan knows the rows it returns next, it asks the
+ * reader to start reads of their heap blocks (shnsw_reader_heap_prefetch):
+ * the executor's heap fetch then finds the page in flight or cached,
+ * instead of a LIMIT 10 costing ten serial heap reads. Those pins are
+ * released as the executor moves past each row.
  *
  * prefetch mode issues posix_fadvise hints (PrefetchBuffer) for the same
  * pages, remembered in the same table (without pins) so that a page is
@@ -39,7 +61,9 @@
  * Contract: requests are made with no buffer content lock held; get()
  * returns a pinned, unlocked buffer that the caller releases. Slots never
  * move while in use: a ReadBuffersOperation must stay where it is until
- * WaitReadBuffers(), because the I/O reports its result into it.
+ * WaitReadBuffers(), because the I/O reports its result into it. Nothing
+ * waits for a read inside pgaio_enter_batchmode(): the AIO layer forbids
+ * waiting while this backend has staged reads it has not submitted.
  *
  *-------------------------------------------------------------------------
  */
@@ -49,6 +73,7 @@
 #include "miscadmin.h"
 #include "portability/instr_time.h"
 #include "storage/aio.h"
+#include "storage/buf_internals.h"
 #include "storage/bufmgr.h"
 #include "utils/rel.h"
 #include "utils/spccache.h"
@@ -58,14 +83,16 @@
 /* a wait shorter than this means the read had already completed */
 #define SHNSW_STALL_NS	20000
 
+/* at most this many heap blocks read ahead of the executor */
+#define SHNSW_HEAP_AHEAD_MAX	32
+
 void
-shnsw_reader_init(ShnswReader *r, Relation rel, ShnswScanStats *stats)
+shnsw_reader_init(ShnswReader *r, Relation rel)
 {
 	int			pins;
 
 	MemSet(r, 0, sizeof(*r));
 	r->rel = rel;
-	r->stats = stats;
 	r->mode = shnsw_io_mode;
 	r->target_ios = get_tablespace_io_concurrency(rel->rd_rel->reltablespace);
 	if (r->target_ios == 0)
@@ -80,7 +107,7 @@ shnsw_reader_init(ShnswReader *r, Relation rel, ShnswScanStats *stats)
 	}
 	shnsw_la_init(&r->la, r->target_ios, r->mode == SHNSW_IO_SYNC ? 0 : r->max_pins,
 				  shnsw_lookahead_window);
-	stats->io_mode = r->mode;
+	r->heap_nblocks = 0;
 }
 
 static inline int
@@ -103,27 +130,70 @@ reader_free_slot(ShnswReader *r)
 	return -1;
 }
 
-/*
- * Finish slot i's read (if any) and remove it; returns its pinned buffer.
- * Never called in batch mode: waiting for a read while this backend has
- * staged reads not yet submitted is not allowed (storage/aio.h).
- */
-static Buffer
-reader_take(ShnswReader *r, int i, bool *miss)
+static inline void
+reader_leave_batch(ShnswReader *r)
 {
-	ShnswInflight *s = &r->slots[i];
-	Buffer		buf = s->buf;
-
-	Assert(!r->in_batch);
-	*miss = false;
-	if (r->mode == SHNSW_IO_PREFETCH)
+	if (r->in_batch)
 	{
-		/* only a record of advice given: nothing pinned */
-		if (s->io)
-			r->ios_in_flight--;
-		buf = InvalidBuffer;
+		pgaio_exit_batchmode();
+		r->in_batch = false;
 	}
-	else if (s->io)
+}
+
+/*
+ * True if the read into slot s's buffer is known to have completed (without
+ * waiting): the buffer is valid. The completing process (an I/O worker, or
+ * any backend that reaped it) sets BM_VALID; we hold a pin, so the
+ * descriptor is that of our page. Local buffers are never polled.
+ */
+static inline bool
+read_done(const ShnswInflight *s)
+{
+	if (!BufferIsValid(s->buf) || BufferIsLocal(s->buf))
+		return false;
+	return (pg_atomic_read_u32(&GetBufferDescriptor(s->buf - 1)->state) & BM_VALID) != 0;
+}
+
+/* Slot s's read is no longer counted as in flight. */
+static inline void
+reader_landed(ShnswReader *r, ShnswInflight *s)
+{
+	Assert(s->inflight);
+	s->inflight = false;
+	r->ios_in_flight--;
+	if (s->speculative)
+		r->ios_spec--;
+}
+
+/*
+ * reader_reap stops counting the reads seen complete, so that the budget
+ * is that of reads really under way. Outside batch mode.
+ */
+static void
+reader_reap(ShnswReader *r)
+{
+	Assert(!r->in_batch);
+	if (r->mode != SHNSW_IO_STREAM)
+		return;
+	for (int i = 0; i < r->max_pins && r->ios_in_flight > 0; i++)
+	{
+		ShnswInflight *s = &r->slots[i];
+
+		if (s->blk != InvalidBlockNumber && s->inflight && read_done(s))
+			reader_landed(r, s);
+	}
+}
+
+/*
+ * reader_wait completes the read of slot s (WaitReadBuffers), counting a
+ * wait if it was not complete yet. The slot keeps its pinned buffer.
+ */
+static void
+reader_wait(ShnswReader *r, ShnswInflight *s)
+{
+	Assert(!r->in_batch);
+	Assert(s->io);
+	if (s->inflight && !read_done(s))
 	{
 		instr_time	start,
 					elapsed;
@@ -132,12 +202,82 @@ reader_take(ShnswReader *r, int i, bool *miss)
 		WaitReadBuffers(&s->op);
 		INSTR_TIME_SET_CURRENT(elapsed);
 		INSTR_TIME_SUBTRACT(elapsed, start);
-		r->stats->wait_ns += INSTR_TIME_GET_NANOSEC(elapsed);
+		r->stats.waits++;
+		r->stats.wait_ns += INSTR_TIME_GET_NANOSEC(elapsed);
 		if (INSTR_TIME_GET_NANOSEC(elapsed) > SHNSW_STALL_NS)
-			r->stats->stalls++;
-		r->ios_in_flight--;
-		*miss = true;
+			r->stats.stalls++;
 	}
+	else
+		WaitReadBuffers(&s->op);
+	s->io = false;
+	if (s->inflight)
+		reader_landed(r, s);
+}
+
+/*
+ * reader_start starts the read of slot s (stream mode: pins the page;
+ * prefetch mode: gives advice). Enters batch mode, so that the reads
+ * started together are submitted together.
+ */
+static void
+reader_start(ShnswReader *r, ShnswInflight *s)
+{
+	Assert(!s->started);
+	if (r->mode == SHNSW_IO_PREFETCH)
+		s->io = PrefetchBuffer(r->rel, MAIN_FORKNUM, s->blk).initiated_io;
+	else
+	{
+		if (!r->in_batch)
+		{
+			pgaio_enter_batchmode();
+			r->in_batch = true;
+		}
+		s->op.rel = r->rel;
+		s->op.smgr = RelationGetSmgr(r->rel);
+		s->op.persistence = r->rel->rd_rel->relpersistence;
+		s->op.forknum = MAIN_FORKNUM;
+		s->op.strategy = NULL;
+		s->io = StartReadBuffer(&s->op, &s->buf, s->blk, 0);
+	}
+	s->started = true;
+	s->miss = s->io;
+	s->inflight = s->io;
+	if (s->io)
+	{
+		r->ios_in_flight++;
+		if (s->speculative)
+			r->ios_spec++;
+		if (s->speculative)
+			r->stats.spec_ios++;
+		else
+			r->stats.reads_ahead++;
+	}
+	if (!s->speculative)
+		r->npending--;
+}
+
+/*
+ * Finish slot i's read (if any) and remove it; returns its pinned buffer
+ * (InvalidBuffer in prefetch mode, which pins nothing).
+ */
+static Buffer
+reader_take(ShnswReader *r, int i, bool *miss)
+{
+	ShnswInflight *s = &r->slots[i];
+	Buffer		buf = s->buf;
+
+	Assert(!r->in_batch);
+	Assert(s->started);
+	*miss = s->miss;
+	if (r->mode == SHNSW_IO_PREFETCH)
+	{
+		/* only a record of advice given: nothing pinned */
+		if (s->inflight)
+			reader_landed(r, s);
+		buf = InvalidBuffer;
+	}
+	else if (s->io)
+		reader_wait(r, s);
 	if (s->speculative)
 		r->spec_pins--;
 	s->blk = InvalidBlockNumber;
@@ -145,35 +285,171 @@ reader_take(ShnswReader *r, int i, bool *miss)
 	return buf;
 }
 
+/* Remove slot i, whatever its state, releasing its pin. */
+static void
+reader_drop(ShnswReader *r, int i)
+{
+	ShnswInflight *s = &r->slots[i];
+	bool		miss;
+
+	if (!s->started)
+	{
+		/* a known page not started yet: nothing pinned */
+		r->npending--;
+		s->blk = InvalidBlockNumber;
+		r->nslots--;
+		return;
+	}
+	{
+		Buffer		buf = reader_take(r, i, &miss);
+
+		if (BufferIsValid(buf))
+			ReleaseBuffer(buf);
+	}
+}
+
 /* Drop the oldest speculative slot to make room; false if there is none. */
 static bool
 reader_evict_speculative(ShnswReader *r)
 {
+	int			oldest = -1;
+
 	for (int i = 0; i < r->max_pins; i++)
 	{
-		if (r->slots[i].blk != InvalidBlockNumber && r->slots[i].speculative)
-		{
-			bool		miss;
-			Buffer		buf = reader_take(r, i, &miss);
+		ShnswInflight *s = &r->slots[i];
 
-			if (BufferIsValid(buf))
-				ReleaseBuffer(buf);
-			r->stats->spec_wasted++;
-			return true;
-		}
+		if (s->blk != InvalidBlockNumber && s->speculative &&
+			(oldest < 0 || (int32) (s->seq - r->slots[oldest].seq) < 0))
+			oldest = i;
 	}
-	return false;
+	if (oldest < 0)
+		return false;
+	reader_leave_batch(r);
+	reader_drop(r, oldest);
+	r->stats.spec_wasted++;
+	return true;
+}
+
+/* The slot of the oldest known page not started yet, or -1. */
+static int
+reader_oldest_pending(ShnswReader *r)
+{
+	int			oldest = -1;
+
+	for (int i = 0; i < r->max_pins; i++)
+	{
+		ShnswInflight *s = &r->slots[i];
+
+		if (s->blk != InvalidBlockNumber && !s->started &&
+			(oldest < 0 || (int32) (s->seq - r->slots[oldest].seq) < 0))
+			oldest = i;
+	}
+	return oldest;
+}
+
+/* Wait for the oldest known read in flight; false if none is. */
+static bool
+reader_wait_oldest(ShnswReader *r)
+{
+	int			oldest = -1;
+
+	for (int i = 0; i < r->max_pins; i++)
+	{
+		ShnswInflight *s = &r->slots[i];
+
+		if (s->blk != InvalidBlockNumber && s->inflight && !s->speculative &&
+			(oldest < 0 || (int32) (s->seq - r->slots[oldest].seq) < 0))
+			oldest = i;
+	}
+	if (oldest < 0)
+		return false;
+	reader_wait(r, &r->slots[oldest]);
+	return true;
+}
+
+/*
+ * Is there budget for one more read? A known page counts only the known
+ * reads in flight: a speculative read started earlier never holds back a
+ * page the search needs now (the guesses were started only with budget to
+ * spare). A speculative page counts every read in flight. Looks for
+ * completed reads if the budget seems spent.
+ */
+static bool
+reader_budget(ShnswReader *r, bool speculative)
+{
+	int			counted = speculative ? r->ios_in_flight : r->ios_in_flight - r->ios_spec;
+
+	if (counted < r->target_ios)
+		return true;
+	reader_leave_batch(r);
+	reader_reap(r);
+	counted = speculative ? r->ios_in_flight : r->ios_in_flight - r->ios_spec;
+	return counted < r->target_ios;
+}
+
+/*
+ * reader_pump starts known pages, oldest first, then speculative wishes,
+ * best first, while the budget allows. With wait_for_known, known pages
+ * beyond the budget are started as the oldest reads in flight complete
+ * (waiting for them): on return every known page is started. Ends outside
+ * batch mode.
+ */
+static void
+reader_pump(ShnswReader *r, bool wait_for_known)
+{
+	while (r->npending > 0)
+	{
+		int			i;
+
+		if (!reader_budget(r, false))
+		{
+			/* prefetch mode cannot wait for advice: top up as pages are read */
+			if (!wait_for_known || r->mode != SHNSW_IO_STREAM)
+				break;
+			reader_leave_batch(r);
+			if (!reader_wait_oldest(r))
+				break;
+			continue;
+		}
+		i = reader_oldest_pending(r);
+		if (i < 0)
+			break;
+		reader_start(r, &r->slots[i]);
+	}
+
+	while (r->wish_next < r->nwish && r->npending == 0)
+	{
+		BlockNumber blk = r->wish[r->wish_next];
+		ShnswInflight *s;
+
+		if (r->spec_pins >= shnsw_la_distance(&r->la) || r->nslots >= r->max_pins ||
+			!reader_budget(r, true))
+			break;
+		r->wish_next++;
+		if (reader_find(r, blk) >= 0)
+			continue;
+		s = &r->slots[reader_free_slot(r)];
+		r->nslots++;
+		s->blk = blk;
+		s->buf = InvalidBuffer;
+		s->started = false;
+		s->speculative = true;
+		s->seq = r->seq++;
+		r->spec_pins++;
+		r->stats.spec_issued++;
+		reader_start(r, s);
+	}
+	reader_leave_batch(r);
 }
 
 /*
  * shnsw_reader_request asks for pages (see the file header). Blocks may
- * repeat; those already in flight are skipped.
+ * repeat; those already in the table are skipped. A speculative request
+ * replaces the previous wishes.
  */
 void
 shnsw_reader_request(ShnswReader *r, const BlockNumber *blocks, int n, bool speculative)
 {
-	bool		batch = false;
-
 	if (r->mode == SHNSW_IO_SYNC || n == 0)
 		return;
 	if (speculative)
@@ -187,83 +463,55 @@ shnsw_reader_request(ShnswReader *r, const BlockNumber *blocks, int n, bool spec
 	if (shnsw_la_all_hits(&r->la))
 		return;
 
+	if (speculative)
+	{
+		if (r->wishcap < n)
+		{
+			r->wishcap = Max(n, 2 * r->wishcap);
+			r->wish = r->wish ? repalloc(r->wish, sizeof(BlockNumber) * r->wishcap)
+				: palloc(sizeof(BlockNumber) * r->wishcap);
+		}
+		memcpy(r->wish, blocks, sizeof(BlockNumber) * n);
+		r->nwish = n;
+		r->wish_next = 0;
+		reader_pump(r, false);
+		return;
+	}
+
 	for (int k = 0; k < n; k++)
 	{
 		BlockNumber blk = blocks[k];
+		int			i;
 		ShnswInflight *s;
 
 		if (k > 0 && blocks[k - 1] == blk)
 			continue;
-		if (speculative && r->spec_pins >= shnsw_la_distance(&r->la))
-			break;
-
-		if (reader_find(r, blk) >= 0)
-			continue;
-		if (!speculative && r->ios_in_flight >= r->target_ios)
-			break;				/* topped up as earlier reads are consumed */
-		if (r->nslots >= r->max_pins)
+		i = reader_find(r, blk);
+		if (i >= 0)
 		{
-			if (speculative)
-				break;
-
-			/*
-			 * Evicting waits for the slot's read: submit the reads staged
-			 * so far first, as the AIO layer requires before any wait
-			 * (a staged read might be the one waited for, or another
-			 * backend might wait for one of ours).
-			 */
-			if (batch)
+			/* wished for, now needed: it is no longer a guess */
+			if (r->slots[i].speculative)
 			{
-				pgaio_exit_batchmode();
-				batch = r->in_batch = false;
+				r->slots[i].speculative = false;
+				r->spec_pins--;
+				if (r->slots[i].inflight)
+					r->ios_spec--;
+				r->stats.spec_used++;
 			}
-			if (!reader_evict_speculative(r))
-				break;
+			continue;
 		}
-
+		if (r->nslots >= r->max_pins && !reader_evict_speculative(r))
+			break;				/* the rest is asked for again as pages are read */
 		s = &r->slots[reader_free_slot(r)];
 		r->nslots++;
 		s->blk = blk;
-		s->speculative = speculative;
 		s->buf = InvalidBuffer;
-		if (r->mode == SHNSW_IO_PREFETCH)
-		{
-			/* only advice: the slot records it, nothing is pinned */
-			s->io = PrefetchBuffer(r->rel, MAIN_FORKNUM, blk).initiated_io;
-		}
-		else
-		{
-			if (!batch)
-			{
-				pgaio_enter_batchmode();
-				batch = r->in_batch = true;
-			}
-			s->op.rel = r->rel;
-			s->op.smgr = RelationGetSmgr(r->rel);
-			s->op.persistence = r->rel->rd_rel->relpersistence;
-			s->op.forknum = MAIN_FORKNUM;
-			s->op.strategy = NULL;
-			s->io = StartReadBuffer(&s->op, &s->buf, blk, 0);
-		}
-		if (s->io)
-		{
-			r->ios_in_flight++;
-			if (speculative)
-				r->stats->spec_ios++;
-			else
-				r->stats->reads_ahead++;
-		}
-		if (speculative)
-		{
-			r->spec_pins++;
-			r->stats->spec_issued++;
-		}
+		s->started = false;
+		s->speculative = false;
+		s->seq = r->seq++;
+		r->npending++;
 	}
-	if (batch)
-	{
-		pgaio_exit_batchmode();
-		r->in_batch = false;
-	}
+	reader_pump(r, true);
 }
 
 /*
@@ -274,14 +522,31 @@ shnsw_reader_request(ShnswReader *r, const BlockNumber *blocks, int n, bool spec
 Buffer
 shnsw_reader_get(ShnswReader *r, BlockNumber blk)
 {
-	Buffer		buf;
-	bool		miss;
+	Buffer		buf = InvalidBuffer;
+	bool		miss = false;
+	bool		sync = true;
 	int			i = r->slots ? reader_find(r, blk) : -1;
 
 	if (i >= 0)
 	{
-		if (r->slots[i].speculative)
-			r->stats->spec_used++;
+		ShnswInflight *s = &r->slots[i];
+
+		if (!s->started)
+		{
+			/* asked for, but no budget or pin was free to start it ahead */
+			reader_start(r, s);
+			reader_leave_batch(r);
+			if (s->miss)
+			{
+				/* started only now: a synchronous read, not one ahead */
+				r->stats.reads_ahead--;
+				r->stats.known_sync++;
+			}
+		}
+		else
+			sync = false;
+		if (s->speculative)
+			r->stats.spec_used++;
 		buf = reader_take(r, i, &miss);
 	}
 	if (i < 0 || r->mode == SHNSW_IO_PREFETCH)
@@ -290,44 +555,209 @@ shnsw_reader_get(ShnswReader *r, BlockNumber blk)
 
 		buf = ReadBuffer(r->rel, blk);
 		miss = pgBufferUsage.shared_blks_read + pgBufferUsage.local_blks_read != before;
-		if (miss && r->mode != SHNSW_IO_PREFETCH)
-			r->stats->sync_reads++;
+		sync = true;
 	}
 	if (miss)
-		r->stats->pages_read++;
+	{
+		r->stats.pages_read++;
+		if (sync && r->mode != SHNSW_IO_PREFETCH)
+			r->stats.sync_reads++;
+	}
 	else
-		r->stats->pages_hit++;
+		r->stats.pages_hit++;
 	shnsw_la_record(&r->la, miss);
+
+	/* a read was consumed: keep the budget in use */
+	if (r->mode == SHNSW_IO_STREAM && (r->npending > 0 || r->wish_next < r->nwish))
+		reader_pump(r, false);
 	return buf;
 }
 
 /*
- * shnsw_reader_end completes and releases every page still in flight and
- * folds the controller's figures into the statistics.
+ * shnsw_reader_end completes and releases every index page still in flight
+ * and folds the controller's figures into the reader's statistics. The
+ * heap pages stay (shnsw_reader_heap_end releases them).
  */
 void
 shnsw_reader_end(ShnswReader *r)
 {
+	reader_leave_batch(r);
 	for (int i = 0; r->nslots > 0 && i < r->max_pins; i++)
 	{
-		bool		miss;
-
 		if (r->slots[i].blk == InvalidBlockNumber)
 			continue;
 		if (r->slots[i].speculative)
-			r->stats->spec_wasted++;
-		{
-			Buffer		buf = reader_take(r, i, &miss);
-
-			if (BufferIsValid(buf))
-				ReleaseBuffer(buf);
-		}
+			r->stats.spec_wasted++;
+		reader_drop(r, i);
 	}
-	r->stats->la_samples += r->la.samples;
-	r->stats->la_distance_sum += r->la.distance_sum;
+	r->nwish = r->wish_next = 0;
+	r->stats.la_samples += r->la.samples;
+	r->stats.la_distance_sum += r->la.distance_sum;
 	for (int b = 0; b < SHNSW_LA_HIST_BUCKETS; b++)
-		r->stats->la_hist[b] += r->la.hist[b];
+		r->stats.la_hist[b] += r->la.hist[b];
 	r->la.samples = r->la.distance_sum = 0;
 	for (int b = 0; b < SHNSW_LA_HIST_BUCKETS; b++)
 		r->la.hist[b] = 0;
+}
+
+/* ---------- heap blocks of the rows returned next ---------- */
+
+/* Complete (if needed) and release heap slot i. */
+static void
+heap_release(ShnswReader *r, int i)
+{
+	ShnswHeapAhead *h = &r->hslots[i];
+
+	if (h->io)
+		WaitReadBuffers(&h->op);
+	if (BufferIsValid(h->buf))
+		ReleaseBuffer(h->buf);
+	h->blk = InvalidBlockNumber;
+	h->buf = InvalidBuffer;
+	h->io = false;
+	r->nheap--;
+}
+
+/*
+ * shnsw_reader_heap_prefetch starts reads of the heap blocks of these rows
+ * (the rows the scan returns next, nearest first), at most
+ * effective_io_concurrency blocks (and SHNSW_HEAP_AHEAD_MAX) held at a
+ * time; blocks already held are skipped. In prefetch mode it gives advice
+ * instead; in sync mode it does nothing. A block beyond the heap's end
+ * (which a valid TID never names) is left to the executor.
+ */
+void
+shnsw_reader_heap_prefetch(ShnswReader *r, Relation heap, const ItemPointerData *tids, int n)
+{
+	if (r->mode == SHNSW_IO_SYNC || heap == NULL || n == 0)
+		return;
+	Assert(r->heap == NULL || r->heap == heap);
+	if (r->hslots == NULL)
+	{
+		r->max_heap = Min(Max(r->target_ios, 1), SHNSW_HEAP_AHEAD_MAX);
+		r->hslots = palloc(sizeof(ShnswHeapAhead) * r->max_heap);
+		for (int i = 0; i < r->max_heap; i++)
+		{
+			r->hslots[i].blk = InvalidBlockNumber;
+			r->hslots[i].buf = InvalidBuffer;
+			r->hslots[i].io = false;
+		}
+		r->heap = heap;
+	}
+	for (int k = 0; k < n && r->nheap < r->max_heap; k++)
+	{
+		BlockNumber blk = ItemPointerGetBlockNumber(&tids[k]);
+		ShnswHeapAhead *h = NULL;
+		bool		held = false;
+
+		for (int i = 0; i < r->max_heap; i++)
+		{
+			if (r->hslots[i].blk == blk)
+				held = true;
+			else if (h == NULL && r->hslots[i].blk == InvalidBlockNumber)
+				h = &r->hslots[i];
+		}
+		if (held || h == NULL)
+			continue;
+		if (blk >= r->heap_nblocks)
+		{
+			r->heap_nblocks = RelationGetNumberOfBlocks(heap);
+			if (blk >= r->heap_nblocks)
+				continue;
+		}
+		if (r->mode == SHNSW_IO_PREFETCH)
+		{
+			/* advice only: remembered so that it is given once */
+			h->io = false;
+			h->buf = InvalidBuffer;
+			if (PrefetchBuffer(heap, MAIN_FORKNUM, blk).initiated_io)
+				r->stats.heap_reads++;
+		}
+		else
+		{
+			if (GetAdditionalPinLimit() == 0)
+				break;
+			if (!r->in_batch)
+			{
+				pgaio_enter_batchmode();
+				r->in_batch = true;
+			}
+			h->op.rel = heap;
+			h->op.smgr = RelationGetSmgr(heap);
+			h->op.persistence = heap->rd_rel->relpersistence;
+			h->op.forknum = MAIN_FORKNUM;
+			h->op.strategy = NULL;
+			h->buf = InvalidBuffer;
+			h->io = StartReadBuffer(&h->op, &h->buf, blk, 0);
+			if (h->io)
+				r->stats.heap_reads++;
+		}
+		h->blk = blk;
+		h->seq = r->seq++;
+		r->nheap++;
+		r->stats.heap_prefetched++;
+	}
+	reader_leave_batch(r);
+}
+
+/*
+ * shnsw_reader_heap_done releases the read-ahead pin of heap block blk, if
+ * any: the executor has fetched the row (and holds its own pin).
+ */
+void
+shnsw_reader_heap_done(ShnswReader *r, BlockNumber blk)
+{
+	if (r->nheap == 0)
+		return;
+	for (int i = 0; i < r->max_heap; i++)
+		if (r->hslots[i].blk == blk)
+		{
+			heap_release(r, i);
+			return;
+		}
+}
+
+/* shnsw_reader_heap_end releases every heap block still held. */
+void
+shnsw_reader_heap_end(ShnswReader *r)
+{
+	reader_leave_batch(r);
+	for (int i = 0; r->nheap > 0 && i < r->max_heap; i++)
+		if (r->hslots[i].blk != InvalidBlockNumber)
+			heap_release(r, i);
+}
+
+/*
+ * shnsw_reader_stats_add adds src (and, for a reader still running, its
+ * controller's figures la) to dst.
+ */
+void
+shnsw_reader_stats_add(ShnswReaderStats *dst, const ShnswReaderStats *src,
+					   const ShnswLookahead *la)
+{
+	dst->pages_hit += src->pages_hit;
+	dst->pages_read += src->pages_read;
+	dst->sync_reads += src->sync_reads;
+	dst->known_sync += src->known_sync;
+	dst->reads_ahead += src->reads_ahead;
+	dst->spec_issued += src->spec_issued;
+	dst->spec_ios += src->spec_ios;
+	dst->spec_used += src->spec_used;
+	dst->spec_wasted += src->spec_wasted;
+	dst->waits += src->waits;
+	dst->stalls += src->stalls;
+	dst->wait_ns += src->wait_ns;
+	dst->heap_prefetched += src->heap_prefetched;
+	dst->heap_reads += src->heap_reads;
+	dst->la_samples += src->la_samples;
+	dst->la_distance_sum += src->la_distance_sum;
+	for (int b = 0; b < SHNSW_LA_HIST_BUCKETS; b++)
+		dst->la_hist[b] += src->la_hist[b];
+	if (la != NULL)
+	{
+		dst->la_samples += la->samples;
+		dst->la_distance_sum += la->distance_sum;
+		for (int b = 0; b < SHNSW_LA_HIST_BUCKETS; b++)
+			dst->la_hist[b] += la->hist[b];
+	}
 }

@@ -52,6 +52,9 @@
 
 #include "streamhnsw.h"
 
+/* parked nodes whose vectors scan_take_ahead reads ahead */
+#define SHNSW_TAKE_AHEAD	15
+
 /* A re-ranked row. */
 typedef struct ShnswResult
 {
@@ -113,12 +116,28 @@ typedef struct ShnswScanOpaqueData
 	double		err_abs;		/* SQ8 error, in exact-distance units */
 	double		err_rel;		/* float rounding, relative */
 
+	/* heap read-ahead of the rows returned next (scan_heap_ahead) */
+	int			heap_ahead;		/* returned rows to go before asking again */
+	int			heap_window;	/* rows asked for at a time (ramps up) */
+	BlockNumber heap_prev;		/* heap block of the row returned last */
+
 	/* NULL query: walk every graph page */
 	BlockNumber seq_blk;
 	BlockNumber seq_nblocks;
 } ShnswScanOpaqueData;
 
 typedef ShnswScanOpaqueData *ShnswScanOpaque;
+
+/*
+ * scan_fold_reader adds the reader's figures so far to so->stats and starts
+ * its counters again (heap read-ahead goes on after the search ends).
+ */
+static void
+scan_fold_reader(ShnswScanOpaque so)
+{
+	shnsw_reader_stats_add(&so->stats.io, &so->reader.stats, NULL);
+	MemSet(&so->reader.stats, 0, sizeof(so->reader.stats));
+}
 
 /*
  * scan_fold ends the active search: releases the reader's pins and adds the
@@ -133,6 +152,7 @@ scan_fold(ShnswScanOpaque so)
 	so->stats.nodes_expanded += so->search.nexpanded;
 	so->stats.distances += so->search.ndistances;
 	shnsw_reader_end(&so->reader);
+	scan_fold_reader(so);
 	so->live = false;
 }
 
@@ -148,15 +168,12 @@ shnsw_scan_stats(IndexScanDesc scan)
 	ShnswScanOpaque so = (ShnswScanOpaque) scan->opaque;
 
 	snap = so->stats;
+	shnsw_reader_stats_add(&snap.io, &so->reader.stats, so->live ? &so->reader.la : NULL);
 	if (so->live)
 	{
 		snap.rounds += so->search.rounds;
 		snap.nodes_expanded += so->search.nexpanded;
 		snap.distances += so->search.ndistances;
-		snap.la_samples += so->reader.la.samples;
-		snap.la_distance_sum += so->reader.la.distance_sum;
-		for (int b = 0; b < SHNSW_LA_HIST_BUCKETS; b++)
-			snap.la_hist[b] += so->reader.la.hist[b];
 	}
 	return &snap;
 }
@@ -174,6 +191,7 @@ shnsw_beginscan(Relation index, int nkeys, int norderbys)
 	so->ctx = AllocSetContextCreate(CurrentMemoryContext, "streamhnsw scan",
 									ALLOCSET_DEFAULT_SIZES);
 	so->first = true;
+	so->heap_prev = InvalidBlockNumber;
 	scan->opaque = so;
 	if (norderbys > 0)
 	{
@@ -208,7 +226,12 @@ shnsw_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys, int 
 	if (orderbys && scan->numberOfOrderBys > 0)
 		memmove(scan->orderByData, orderbys, scan->numberOfOrderBys * sizeof(ScanKeyData));
 	scan_fold(so);
+	shnsw_reader_heap_end(&so->reader);
+	scan_fold_reader(so);
 	MemoryContextReset(so->ctx);
+	MemSet(&so->reader, 0, sizeof(so->reader));	/* its memory was in ctx */
+	so->heap_ahead = 0;
+	so->heap_prev = InvalidBlockNumber;
 	/* everything below lived in so->ctx */
 	so->outbuf = NULL;
 	so->outcap = 0;
@@ -544,7 +567,8 @@ scan_setup(IndexScanDesc scan)
 					  info->metric : SHNSW_METRIC_L2, nav, info->lo, info->scale);
 	scan_prepare_bound(so, nav);
 
-	shnsw_reader_init(&so->reader, index, &so->stats);
+	shnsw_reader_init(&so->reader, index);
+	so->stats.io_mode = so->reader.mode;
 	shnsw_buffer_source_init(&so->ops, &so->pctx, index, info, &so->reader);
 	shnsw_shm_scan_begin(index, info, &snap, &so->ops, &so->stats, so->ctx);
 	shnsw_search_init(&so->search, &so->sq, &so->ops, info->m, 0);
@@ -686,6 +710,32 @@ scan_rerank(IndexScanDesc scan, int n)
 }
 
 /*
+ * scan_take_ahead asks the reader, speculatively, for the vector pages of
+ * the nodes parked nearest (the top of the search's parked heap: the next
+ * ones scan_take would re-rank), so that taking them one at a time does not
+ * cost a serial read each on a cold index.
+ */
+static void
+scan_take_ahead(ShnswScanOpaque so)
+{
+	BlockNumber blks[2 * SHNSW_TAKE_AHEAD];
+	int			n = 0;
+	const ShnswHeap *d = &so->search.D;
+
+	if (!so->live)
+		return;
+	for (int i = 0; i < d->n && i < SHNSW_TAKE_AHEAD; i++)
+	{
+		ShnswCand  *c = &so->search.cands[d->a[i].id];
+
+		if (c->state & SHNSW_CAND_EMITTED || c->node_flags & SHNSW_NODE_DELETED)
+			continue;
+		n += shnsw_vector_blocks(c->vec_block, c->vec_offset, so->info->vec_size, blks + n);
+	}
+	shnsw_reader_request(&so->reader, blks, n, true);
+}
+
+/*
  * scan_take re-ranks the nearest node parked by the search without
  * expanding it (the next round will): when the emit bound is the parked
  * nodes' navigation distance less the codes' error, their exact distances
@@ -701,11 +751,102 @@ scan_take(IndexScanDesc scan)
 	if (idx < 0)
 		return false;
 	so->ntaken++;
+	scan_take_ahead(so);
 	so->outbuf[0] = (uint32) idx;
 	scan_rerank(scan, 1);
 	if (!(so->search.cands[idx].node_flags & SHNSW_NODE_DELETED))
 		so->stats.parked_reranked++;
 	return true;
+}
+
+/*
+ * scan_heap_ahead runs before each row the scan returns: the executor is
+ * done with the heap block of the row returned before (its read-ahead pin
+ * is released), and when the rows whose heap blocks were read ahead run
+ * out, the heap blocks of the next rows, nearest first, are asked for
+ * together (streamhnsw.heap_prefetch rows first, then twice as many each
+ * time), so that a LIMIT 10 does not pay ten serial heap reads.
+ */
+static void
+scan_heap_ahead(IndexScanDesc scan, ShnswScanOpaque so)
+{
+	ItemPointerData *tids;
+	int		   *front;
+	int			nfront;
+	int			n;
+
+	if (so->heap_prev != InvalidBlockNumber)
+	{
+		shnsw_reader_heap_done(&so->reader, so->heap_prev);
+		so->heap_prev = InvalidBlockNumber;
+	}
+	if (shnsw_heap_prefetch == 0 || scan->heapRelation == NULL || so->nheld == 0 ||
+		so->reader.mode == SHNSW_IO_SYNC)
+		return;
+	if (so->heap_ahead > 0)
+	{
+		so->heap_ahead--;
+		return;
+	}
+	so->heap_window = so->heap_window == 0 ? shnsw_heap_prefetch
+		: Min(so->heap_window * 2, SHNSW_MAX_EF_SEARCH);
+	n = Min(so->heap_window, so->nheld);
+
+	/*
+	 * The n nearest held rows, nearest first, without sorting them all (a
+	 * scan can hold thousands): a best-first walk of the held min-heap,
+	 * whose frontier (positions, ordered by their rows) is itself a small
+	 * binary heap.
+	 */
+	front = palloc(sizeof(int) * (n + 1));
+	tids = palloc(sizeof(ItemPointerData) * n);
+	nfront = 0;
+	front[nfront++] = 0;
+	for (int k = 0; k < n && nfront > 0; k++)
+	{
+		int			top = front[0];
+		int			last = front[--nfront];
+		int			i = 0;
+
+		/* pop the frontier's nearest position */
+		for (;;)
+		{
+			int			c = 2 * i + 1;
+
+			if (c >= nfront)
+				break;
+			if (c + 1 < nfront && result_cmp(&so->held[front[c + 1]], &so->held[front[c]]) < 0)
+				c++;
+			if (result_cmp(&so->held[last], &so->held[front[c]]) <= 0)
+				break;
+			front[i] = front[c];
+			i = c;
+		}
+		if (nfront > 0)
+			front[i] = last;
+		tids[k] = so->held[top].tid;
+		/* its children in the held heap join the frontier */
+		for (int child = 2 * top + 1; child <= 2 * top + 2 && child < so->nheld; child++)
+		{
+			int			j = nfront++;
+
+			if (nfront > n + 1)
+			{
+				nfront--;		/* more than n can never be needed */
+				break;
+			}
+			while (j > 0 && result_cmp(&so->held[child], &so->held[front[(j - 1) / 2]]) < 0)
+			{
+				front[j] = front[(j - 1) / 2];
+				j = (j - 1) / 2;
+			}
+			front[j] = child;
+		}
+	}
+	shnsw_reader_heap_prefetch(&so->reader, scan->heapRelation, tids, n);
+	pfree(tids);
+	pfree(front);
+	so->heap_ahead = n - 1;		/* this row is the first of them */
 }
 
 /*
@@ -834,6 +975,8 @@ shnsw_gettuple(IndexScanDesc scan, ScanDirection dir)
 			if (r.round < so->search.rounds)
 				so->stats.held_back++;
 			so->returned_any = true;
+			scan_heap_ahead(scan, so);
+			so->heap_prev = ItemPointerGetBlockNumber(&r.tid);
 			scan->xs_heaptid = r.tid;
 			scan->xs_recheck = false;
 			scan->xs_recheckorderby = false;
@@ -864,6 +1007,8 @@ shnsw_endscan(IndexScanDesc scan)
 	ShnswScanOpaque so = (ShnswScanOpaque) scan->opaque;
 
 	scan_fold(so);
+	shnsw_reader_heap_end(&so->reader);
+	scan_fold_reader(so);
 	if (so->stats.scans > 0)
 		shnsw_stats_accumulate(&so->stats);
 	MemoryContextDelete(so->ctx);

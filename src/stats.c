@@ -32,18 +32,22 @@ const ShnswStatField shnsw_stat_fields[] =
 	{"Nodes Expanded", offsetof(ShnswScanStats, nodes_expanded)},
 	{"Distances", offsetof(ShnswScanStats, distances)},
 	{"Re-ranked", offsetof(ShnswScanStats, reranked)},
-	{"Pages Hit", offsetof(ShnswScanStats, pages_hit)},
-	{"Pages Read", offsetof(ShnswScanStats, pages_read)},
-	{"Synchronous Reads", offsetof(ShnswScanStats, sync_reads)},
-	{"Reads Ahead", offsetof(ShnswScanStats, reads_ahead)},
-	{"Speculative Pages", offsetof(ShnswScanStats, spec_issued)},
-	{"Speculative Reads", offsetof(ShnswScanStats, spec_ios)},
-	{"Speculative Used", offsetof(ShnswScanStats, spec_used)},
-	{"Speculative Wasted", offsetof(ShnswScanStats, spec_wasted)},
-	{"Stalls", offsetof(ShnswScanStats, stalls)},
-	{"Wait Nanoseconds", offsetof(ShnswScanStats, wait_ns)},
-	{"Look-ahead Samples", offsetof(ShnswScanStats, la_samples)},
-	{"Look-ahead Distance Sum", offsetof(ShnswScanStats, la_distance_sum)},
+	{"Pages Hit", offsetof(ShnswScanStats, io.pages_hit)},
+	{"Pages Read", offsetof(ShnswScanStats, io.pages_read)},
+	{"Synchronous Reads", offsetof(ShnswScanStats, io.sync_reads)},
+	{"Reads Ahead", offsetof(ShnswScanStats, io.reads_ahead)},
+	{"Speculative Pages", offsetof(ShnswScanStats, io.spec_issued)},
+	{"Speculative Reads", offsetof(ShnswScanStats, io.spec_ios)},
+	{"Speculative Used", offsetof(ShnswScanStats, io.spec_used)},
+	{"Speculative Wasted", offsetof(ShnswScanStats, io.spec_wasted)},
+	{"Waits", offsetof(ShnswScanStats, io.waits)},
+	{"Stalls", offsetof(ShnswScanStats, io.stalls)},
+	{"Wait Nanoseconds", offsetof(ShnswScanStats, io.wait_ns)},
+	{"Known Synchronous Reads", offsetof(ShnswScanStats, io.known_sync)},
+	{"Heap Prefetches", offsetof(ShnswScanStats, io.heap_prefetched)},
+	{"Heap Reads", offsetof(ShnswScanStats, io.heap_reads)},
+	{"Look-ahead Samples", offsetof(ShnswScanStats, io.la_samples)},
+	{"Look-ahead Distance Sum", offsetof(ShnswScanStats, io.la_distance_sum)},
 };
 
 #define NFIELDS lengthof(shnsw_stat_fields)
@@ -74,8 +78,15 @@ get_shared_stats(void)
 	if (shared_stats == NULL)
 	{
 		bool		found;
+		char		name[64];
 
-		shared_stats = GetNamedDSMSegment("streamhnsw_stats", sizeof(ShnswSharedStats),
+		/*
+		 * The name carries the segment's size: a library built with other
+		 * counters (an upgrade without a server restart) gets a segment of
+		 * its own instead of an error at the end of every scan.
+		 */
+		snprintf(name, sizeof(name), "streamhnsw_stats_%zu", sizeof(ShnswSharedStats));
+		shared_stats = GetNamedDSMSegment(name, sizeof(ShnswSharedStats),
 										  shared_stats_init, &found);
 	}
 	return shared_stats;
@@ -93,8 +104,8 @@ shnsw_stats_accumulate(const ShnswScanStats *st)
 		if (SHNSW_STAT_FIELD(st, i) != 0)
 			pg_atomic_fetch_add_u64(&s->fields[i], (int64) SHNSW_STAT_FIELD(st, i));
 	for (int b = 0; b < SHNSW_LA_HIST_BUCKETS; b++)
-		if (st->la_hist[b] != 0)
-			pg_atomic_fetch_add_u64(&s->hist[b], (int64) st->la_hist[b]);
+		if (st->io.la_hist[b] != 0)
+			pg_atomic_fetch_add_u64(&s->hist[b], (int64) st->io.la_hist[b]);
 }
 
 /* ---------- SQL ---------- */
@@ -123,11 +134,11 @@ streamhnsw_stats(PG_FUNCTION_ARGS)
 	{
 		uint64		v = pg_atomic_read_u64(&s->fields[i]);
 
-		if (shnsw_stat_fields[i].offset == offsetof(ShnswScanStats, la_samples))
+		if (shnsw_stat_fields[i].offset == offsetof(ShnswScanStats, io.la_samples))
 			samples = v;
-		else if (shnsw_stat_fields[i].offset == offsetof(ShnswScanStats, la_distance_sum))
+		else if (shnsw_stat_fields[i].offset == offsetof(ShnswScanStats, io.la_distance_sum))
 			dsum = v;
-		else if (shnsw_stat_fields[i].offset == offsetof(ShnswScanStats, wait_ns))
+		else if (shnsw_stat_fields[i].offset == offsetof(ShnswScanStats, io.wait_ns))
 			values[n++] = Float8GetDatum(v / 1e6);
 		else
 			values[n++] = Int64GetDatum((int64) v);

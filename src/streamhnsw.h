@@ -33,6 +33,7 @@
 #include "graph.h"
 #include "kernels.h"
 #include "lookahead.h"
+#include "reader.h"
 #include "shmgraph.h"
 
 #define STREAMHNSW_VERSION "0.1.0"
@@ -68,6 +69,7 @@ extern int	shnsw_max_scan_tuples;
 extern int	shnsw_io_mode;
 extern int	shnsw_max_read_ahead;
 extern int	shnsw_lookahead_window;
+extern int	shnsw_heap_prefetch;
 extern bool shnsw_debug_discard_caches;
 extern bool shnsw_debug_list_conflicts;
 extern int	shnsw_iterative_scan;
@@ -79,6 +81,7 @@ extern int	shnsw_iterative_scan;
 
 #define SHNSW_DEFAULT_MAX_READ_AHEAD	64
 #define SHNSW_DEFAULT_LOOKAHEAD_WINDOW	32
+#define SHNSW_DEFAULT_HEAP_PREFETCH		10	/* a LIMIT 10's rows */
 
 
 /* streamhnsw.iterative_scan */
@@ -281,53 +284,11 @@ typedef struct ShnswScanStats
 	uint64		late_placed;	/* rows returned ahead of an earlier round's */
 	uint64		late_unplaced;	/* rows found after a farther row was returned */
 	uint64		parked_reranked;	/* of reranked, parked nodes taken (scan_take) */
-	uint64		pages_hit;		/* page accesses that found the page cached */
-	uint64		pages_read;		/* page accesses that needed a read */
-	uint64		sync_reads;		/* of those, read synchronously on demand */
-	uint64		reads_ahead;	/* known-order reads started ahead */
-	uint64		spec_issued;	/* speculative pages requested */
-	uint64		spec_ios;		/* of those, needing a read */
-	uint64		spec_used;		/* speculative pages the search then read */
-	uint64		spec_wasted;	/* speculative pages dropped unread */
-	uint64		stalls;			/* waits for a read still in progress */
-	uint64		wait_ns;
-	uint64		la_samples;
-	uint64		la_distance_sum;
-	uint64		la_hist[SHNSW_LA_HIST_BUCKETS];
+	ShnswReaderStats io;		/* the read pipeline's figures (reader.h) */
 	int			shared_graph;	/* SHNSW_SHM_*: did the scan search the image */
 	uint64		image_nodes;	/* node records read from the image */
 	uint64		image_fallback_nodes;	/* ... and through buffers instead */
 } ShnswScanStats;
-
-/* ---------- reader.c: the scan's read pipeline ---------- */
-typedef struct ShnswInflight
-{
-	BlockNumber blk;
-	Buffer		buf;
-	bool		io;				/* a read was started: WaitReadBuffers pending */
-	bool		speculative;
-	ReadBuffersOperation op;
-} ShnswInflight;
-
-typedef struct ShnswReader
-{
-	Relation	rel;
-	int			mode;
-	int			target_ios;		/* effective_io_concurrency */
-	int			max_pins;
-	ShnswInflight *slots;
-	int			nslots;
-	int			ios_in_flight;
-	int			spec_pins;
-	bool		in_batch;		/* inside pgaio_enter_batchmode(): no waits */
-	ShnswLookahead la;
-	ShnswScanStats *stats;
-} ShnswReader;
-
-extern void shnsw_reader_init(ShnswReader *r, Relation rel, ShnswScanStats *stats);
-extern void shnsw_reader_request(ShnswReader *r, const BlockNumber *blocks, int n, bool speculative);
-extern Buffer shnsw_reader_get(ShnswReader *r, BlockNumber blk);
-extern void shnsw_reader_end(ShnswReader *r);
 
 /* ---------- pageaccess.c: ShnswNodeSource over shared buffers ---------- */
 typedef struct ShnswPageCtx

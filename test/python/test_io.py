@@ -4,6 +4,7 @@ statistics add up, and many concurrent cold scans respect the pin limit."""
 import multiprocessing as mp
 import os
 
+import numpy as np
 import pytest
 
 from shnsw import data
@@ -50,9 +51,13 @@ def run(conn, q, limit=10, where=""):
 
 
 @pytest.mark.parametrize("cold", [False, True])
-def test_every_io_mode_returns_the_same_rows(io_cluster, cold):
+@pytest.mark.parametrize("heap_prefetch", [0, 10])
+def test_every_io_mode_returns_the_same_rows(io_cluster, cold, heap_prefetch):
+    """Same rows in every io_mode, with the heap read ahead of the executor
+    and without (the table is evicted too when cold)."""
     with io_cluster.connect() as conn:
         conn.execute("SET enable_seqscan = off")
+        conn.execute(f"SET streamhnsw.heap_prefetch = {heap_prefetch}")
         for q in io_cluster.queries[:10]:
             results = {}
             for mode in MODES:
@@ -60,8 +65,68 @@ def test_every_io_mode_returns_the_same_rows(io_cluster, cold):
                 if cold:
                     evict(conn, io_cluster, ["io_t_idx", "io_t"])
                 results[mode] = run(conn, q, limit=50, where="WHERE id %% 3 <> 0")
+                # a LIMIT smaller than the first window, and one row
+                results[mode + "5"] = run(conn, q, limit=5)
+                results[mode + "1"] = run(conn, q, limit=1)
             assert results["sync"] == results["prefetch"] == results["stream"]
-            assert len(results["sync"]) == 50
+            assert results["sync5"] == results["prefetch5"] == results["stream5"]
+            assert results["sync1"] == results["prefetch1"] == results["stream1"]
+            assert len(results["sync"]) == 50 and len(results["sync5"]) == 5
+
+
+def test_heap_blocks_are_read_ahead(io_cluster):
+    """A cold LIMIT 10 in stream mode starts the reads of its rows' heap
+    blocks together (EXPLAIN's heap line); heap_prefetch = 0 does not."""
+    with io_cluster.connect() as conn:
+        conn.execute("SET streamhnsw.io_mode = stream")
+        conn.execute("SET streamhnsw.heap_prefetch = 10")
+        evict(conn, io_cluster, ["io_t_idx", "io_t"])
+        lines = explain_lines(conn, io_cluster.queries[3])
+        heap = [l for l in lines if l.startswith("streamhnsw heap:")]
+        assert len(heap) == 1, lines
+        h = parse(heap[0])
+        assert 1 <= int(h["ahead"]) <= 10 and int(h["reads"]) >= 1
+        conn.execute("SET streamhnsw.heap_prefetch = 0")
+        evict(conn, io_cluster, ["io_t_idx", "io_t"])
+        lines = explain_lines(conn, io_cluster.queries[3])
+        assert not any(l.startswith("streamhnsw heap:") for l in lines)
+
+
+def test_cold_scan_reads_known_pages_ahead(io_cluster):
+    """Scattered neighbours (uniform random 128-d rows: a node's neighbours
+    lie on many pages, about 10 of its page reads per hop), cold, at the
+    default effective_io_concurrency 16: every page whose need is known
+    ahead (a hop's neighbours, the re-ranked vectors) is read ahead, none
+    synchronously; only pages no request named (the descent's first pages)
+    may be. The rows are those of io_mode sync."""
+    rng = np.random.default_rng(5)
+    rows = rng.random((6000, 128), dtype=np.float32)
+    queries = rng.random((8, 128), dtype=np.float32)
+    with io_cluster.connect() as conn:
+        data.load(conn, "scat_t", rows)
+        conn.execute("CREATE INDEX scat_t_idx ON scat_t USING streamhnsw (embedding vector_l2_ops)")
+        conn.execute("CHECKPOINT")
+        conn.execute("SET effective_io_concurrency = 16")
+        conn.execute("SET enable_seqscan = off")
+        total_read = total_sync = 0
+        for q in queries:
+            lit = data.vector_literal(q)
+            sql = "SELECT id FROM scat_t ORDER BY embedding <-> %s::vector LIMIT 10"
+            conn.execute("SET streamhnsw.io_mode = sync")
+            expect = conn.execute(sql, (lit,)).fetchall()
+            conn.execute("SET streamhnsw.io_mode = stream")
+            evict(conn, io_cluster, ["scat_t_idx", "scat_t"])
+            conn.execute("SELECT streamhnsw_stats_reset()")
+            assert conn.execute(sql, (lit,)).fetchall() == expect
+            read, sync, known, ahead = conn.execute(
+                "SELECT pages_read, synchronous_reads, known_synchronous_reads, reads_ahead "
+                "FROM streamhnsw_stats()").fetchone()
+            assert known == 0, (read, sync, known, ahead)
+            assert read > 50 and ahead > read / 2, (read, sync, known, ahead)
+            total_read += read
+            total_sync += sync
+        # the descent's unrequested pages only: a few per scan
+        assert total_sync <= 0.05 * total_read, (total_sync, total_read)
 
 
 def explain_lines(conn, q):

@@ -1343,6 +1343,87 @@ test_search_bounds(void)
 	free(order);
 }
 
+/*
+ * Distinct pages among the layer-0 neighbours of a node, averaged over all
+ * nodes, when nodes are placed per_page to a page in `order`: the pages an
+ * expansion reads on a cold index (its unvisited neighbours are a subset).
+ */
+static double
+layout_pages_per_list(ShnswBuildGraph *g, const uint32_t *order, int per_page)
+{
+	uint32_t   *page = malloc(sizeof(uint32_t) * g->n);
+	double		total = 0;
+
+	for (uint32_t p = 0; p < g->n; p++)
+		page[order[p]] = p / per_page;
+	for (uint32_t i = 0; i < g->n; i++)
+	{
+		int			cnt;
+		ShnswRef   *nb = shnsw_build_neighbors(g, i, 0, &cnt);
+		uint32_t	seen[2 * SHNSW_MAX_M];
+		int			ns = 0;
+
+		for (int k = 0; k < cnt; k++)
+		{
+			int			j = 0;
+
+			while (j < ns && seen[j] != page[nb[k]])
+				j++;
+			if (j == ns)
+				seen[ns++] = page[nb[k]];
+		}
+		total += ns;
+	}
+	free(page);
+	return total / g->n;
+}
+
+/*
+ * The page-by-page layout (shnsw_build_layout_pages) is a permutation and
+ * puts a node's neighbours on fewer pages than breadth-first order, on
+ * clustered and on scattered (uniform) data; prints both.
+ */
+static void
+test_layout_locality(const char *what, int n, int dim, int nc, int per_page)
+{
+	float	   *x = nc > 0 ? make_data(n, dim, nc) : malloc(sizeof(float) * n * dim);
+	ShnswBuildGraph g;
+	uint32_t   *bfs = malloc(sizeof(uint32_t) * n);
+	uint32_t   *pages = malloc(sizeof(uint32_t) * n);
+	uint8_t    *seen = calloc(n, 1);
+	int			perm = 1;
+	double		pb,
+				pp;
+
+	if (nc == 0)
+		for (int i = 0; i < n * dim; i++)
+			x[i] = (float) urand();
+	shnsw_build_init(&g, dim, 16, 64, SHNSW_METRIC_L2, n, false, NULL, NULL, 7, NULL);
+	for (int i = 0; i < n; i++)
+		shnsw_build_link(&g, shnsw_build_add_vector(&g, x + (size_t) i * dim));
+	shnsw_build_ensure_reachable(&g);
+	shnsw_build_layout_pages(&g, per_page, pages, bfs);	/* bfs: its scratch */
+	shnsw_build_layout_order(&g, bfs);
+	for (int i = 0; i < n; i++)
+	{
+		if (seen[pages[i]])
+			perm = 0;
+		seen[pages[i]] = 1;
+	}
+	CHECK(perm, "%s: page layout is a permutation", what);
+	CHECK(pages[0] == g.entry, "%s: page layout starts at the entry point", what);
+	pb = layout_pages_per_list(&g, bfs, per_page);
+	pp = layout_pages_per_list(&g, pages, per_page);
+	printf("  layout %s (%d x %d, %d per page): pages per neighbour list: breadth-first %.2f, "
+		   "page-greedy %.2f\n", what, n, dim, per_page, pb, pp);
+	CHECK(pp < pb, "%s: page layout %.2f pages per list, breadth-first %.2f", what, pp, pb);
+	shnsw_build_free(&g);
+	free(x);
+	free(bfs);
+	free(pages);
+	free(seen);
+}
+
 int
 main(void)
 {
@@ -1358,6 +1439,8 @@ main(void)
 	test_graph_search(SHNSW_METRIC_L2, 20000, 24, 16, 64, false);
 	test_reachability_cases();
 	test_search_bounds();
+	test_layout_locality("clustered", 20000, 32, 50, 15);
+	test_layout_locality("uniform", 20000, 32, 0, 15);
 	printf("%d passed, %d failed\n", npassed, nfailed);
 	return nfailed == 0 ? 0 : 1;
 }

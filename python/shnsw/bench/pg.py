@@ -315,7 +315,30 @@ def explain_buffers(conn, sql: str, lit: str) -> dict:
         r = json.loads(r)
     top = r[0]
     plan = top["Plan"]
-    return {"hit": plan.get("Shared Hit Blocks", 0),
-            "read": plan.get("Shared Read Blocks", 0),
-            "io_read_ms": plan.get("Shared I/O Read Time", plan.get("I/O Read Time", 0.0)),
-            "exec_ms": top.get("Execution Time")}
+    out = {"hit": plan.get("Shared Hit Blocks", 0),
+           "read": plan.get("Shared Read Blocks", 0),
+           "io_read_ms": plan.get("Shared I/O Read Time", plan.get("I/O Read Time", 0.0)),
+           "exec_ms": top.get("Execution Time")}
+    out.update(_streamhnsw_io(plan))
+    return out
+
+
+# The streamhnsw EXPLAIN fields a cold run reports (src/stats.c), by key.
+_SHNSW_FIELDS = {"Nodes Expanded": "nodes_expanded", "Pages Hit": "pages_hit",
+                 "Pages Read": "pages_read", "Synchronous Reads": "sync_reads",
+                 "Waits": "waits", "Stalls": "stalls", "Reads Ahead": "reads_ahead",
+                 "Speculative Reads": "spec_reads", "Speculative Wasted": "spec_wasted",
+                 "Heap Prefetches": "heap_prefetches"}
+
+
+def _streamhnsw_io(plan: dict) -> dict:
+    """The streamhnsw scan's own I/O figures from an EXPLAIN JSON plan (the
+    first node that has them), empty for other engines."""
+    if "streamhnsw Pages Read" in plan:
+        return {v: plan[f"streamhnsw {k}"] for k, v in _SHNSW_FIELDS.items()
+                if f"streamhnsw {k}" in plan}
+    for sub in plan.get("Plans", []):
+        got = _streamhnsw_io(sub)
+        if got:
+            return got
+    return {}

@@ -70,6 +70,16 @@ def _with_unit(setting: str, unit) -> str:
     return setting + unit
 
 
+def _shnsw_io_text(p) -> str:
+    """streamhnsw's EXPLAIN I/O figures of a cold point, for the log."""
+    if "pages_read" not in p:
+        return ""
+    return (f"  [streamhnsw read {p['pages_read']:.0f} sync {p['sync_reads']:.0f}"
+            + (f" waits {p['waits']:.0f}" if "waits" in p else "")
+            + f" pages/expansion {p.get('pages_per_expansion', 0):.1f}"
+            f" reads/expansion {p.get('reads_per_expansion', 0):.1f}]")
+
+
 def _point(engine, ef, lat, found, truth, k, extra=None) -> dict:
     p = {"engine": engine, "ef_search": ef, **metrics.latency_summary(lat)}
     if found is not None:
@@ -408,6 +418,19 @@ class Bench:
                  "buffers_read": statistics.mean(b["read"] for b in bufs) if bufs else None,
                  "hot_recall@10": self.hot_recall[eng.label].get(ef),
                  "delay_us": delay_us}
+        # streamhnsw's own figures (EXPLAIN lines): synchronous reads, waits,
+        # and pages per expansion (page accesses and reads per node expanded)
+        shn = [b for b in bufs if "pages_read" in b]
+        if shn:
+            for key in pg._SHNSW_FIELDS.values():
+                vals = [b[key] for b in shn if key in b]
+                if vals:
+                    extra[key] = statistics.mean(vals)
+            exp = sum(b["nodes_expanded"] for b in shn)
+            if exp:
+                extra["pages_per_expansion"] = sum(b["pages_read"] + b["pages_hit"]
+                                                   for b in shn) / exp
+                extra["reads_per_expansion"] = sum(b["pages_read"] for b in shn) / exp
         p = _point(eng.label, ef, lat, found, truth, self.k, extra)
         if delay_us:
             p["round_trips_p50"] = p["p50_ms"] * 1e3 / delay_us
@@ -440,8 +463,8 @@ class Bench:
                     points.append(p)
                     log(f"    ef {ef:4d}: p50 {p['p50_ms']:.2f} ms  storage reads/q "
                         f"{p['storage_reads']:.0f}  buffers read/q {p['buffers_read']:.0f}"
-                        + (f"  round trips {p['round_trips_p50']:.0f}" if delay_us else ""),
-                        flush=True)
+                        + (f"  round trips {p['round_trips_p50']:.0f}" if delay_us else "")
+                        + _shnsw_io_text(p), flush=True)
                     if p["storage_reads"] == 0:
                         self.note(f"{name}: {eng.label} ef {ef} made no storage reads: "
                                   "the latency shim is not loaded or the cache was not dropped")
@@ -466,7 +489,7 @@ class Bench:
                     points.append(p)
                     log(f"    eic {eic:3d}: mean {p['mean_ms']:.1f} ms  p50 {p['p50_ms']:.1f} ms"
                         f"  round trips {p['round_trips_p50']:.0f}  reads/q "
-                        f"{p['storage_reads']:.0f}", flush=True)
+                        f"{p['storage_reads']:.0f}" + _shnsw_io_text(p), flush=True)
         self.result["modes"]["eic"] = {"queries": len(lits), "delay_us": delay,
                                        "points": points}
 
