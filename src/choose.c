@@ -26,8 +26,11 @@ shnsw_linker_init(ShnswLinker *lk, Relation index, ShnswIndexInfo *info)
 	lk->info = info;
 	lk->dims = info->dims;
 	lk->m = info->m;
-	lk->scratch = palloc(sizeof(float) * 3 * info->dims);
+	/* shnsw_select_by_codes: (1 + max) * dims, max up to 2m + 1 */
+	lk->scratch = palloc(sizeof(float) * (2 * info->m + 2) * info->dims);
 	lk->given_up = 0;
+	lk->dup_code = NULL;
+	lk->ndups = 0;
 	shnsw_buffer_source_init(&lk->ops, &lk->pctx, index, info, NULL);
 }
 
@@ -90,39 +93,67 @@ typedef struct CandOrderArg
 {
 	const ShnswRef *refs;
 	const float *d;
+	uint32		salt;
 } CandOrderArg;
 
-/* qsort_arg order of candidate positions: distance, then reference. */
+/* A reference's rank among candidates at the same distance. */
+static inline uint32
+tie_rank(ShnswRef r, uint32 salt)
+{
+	uint32		h = (r ^ salt) * 0x9E3779B1u;
+
+	return h ^ (h >> 15);
+}
+
+/*
+ * qsort_arg order of candidate positions: distance, then a rank that
+ * depends on the whole candidate set. Exact ties are copies of one vector
+ * (code distance 0): ordered by reference, every list of copies would keep
+ * the same lowest ones, and copies added later would lose all their
+ * in-links; a set-dependent order spreads the links among them.
+ */
 static int
 cand_order_cmp(const void *a, const void *b, void *arg)
 {
 	const CandOrderArg *oa = (const CandOrderArg *) arg;
 	int			x = *(const int *) a;
 	int			y = *(const int *) b;
+	uint32		rx,
+				ry;
 
 	if (oa->d[x] != oa->d[y])
 		return oa->d[x] < oa->d[y] ? -1 : 1;
+	rx = tie_rank(oa->refs[x], oa->salt);
+	ry = tie_rank(oa->refs[y], oa->salt);
+	if (rx != ry)
+		return rx < ry ? -1 : 1;
 	return oa->refs[x] < oa->refs[y] ? -1 : oa->refs[x] > oa->refs[y];
 }
 
 /*
  * Sort candidates (refs, d, codes) by distance and keep those the heuristic
- * chooses, at most max; the result overwrites the first entries of refs, d
- * and codes (nearest first). Returns how many were kept.
+ * chooses, at most max, filled up to fill (<= max; 0: not) with the ones it
+ * passed over, nearest first; the result overwrites the first entries of
+ * refs, d and codes (nearest first). Returns how many were kept; *nchosen
+ * (may be NULL) says how many of them the heuristic chose.
  */
 int
-shnsw_select_neighbors(ShnswLinker *lk, ShnswRef *refs, float *d, uint8 *codes, int n, int max)
+shnsw_select_neighbors(ShnswLinker *lk, ShnswRef *refs, float *d, uint8 *codes, int n, int max,
+					   int fill, int *nchosen)
 {
 	int		   *order = palloc(sizeof(int) * Max(n, 1));
 	ShnswRef   *srefs = palloc(sizeof(ShnswRef) * Max(n, 1));
 	float	   *sd = palloc(sizeof(float) * Max(n, 1));
 	uint8	   *scodes = palloc((Size) Max(n, 1) * lk->dims);
 	int		   *sel = palloc(sizeof(int) * Max(n, 1));
-	CandOrderArg oa = {refs, d};
+	CandOrderArg oa = {refs, d, 0};
 	int			nsel;
 
 	for (int k = 0; k < n; k++)
+	{
 		order[k] = k;
+		oa.salt += refs[k] * 0x85EBCA6Bu;	/* the same for any order of the set */
+	}
 	qsort_arg(order, n, sizeof(int), cand_order_cmp, &oa);
 	for (int k = 0; k < n; k++)
 	{
@@ -130,8 +161,8 @@ shnsw_select_neighbors(ShnswLinker *lk, ShnswRef *refs, float *d, uint8 *codes, 
 		sd[k] = d[order[k]];
 		memcpy(scodes + (Size) k * lk->dims, codes + (Size) order[k] * lk->dims, lk->dims);
 	}
-	nsel = shnsw_select_by_codes(sd, scodes, n, max, lk->dims, lk->info->metric,
-								 lk->info->lo, lk->info->scale, lk->scratch, sel);
+	nsel = shnsw_select_by_codes(sd, scodes, n, max, fill, lk->dims, lk->info->metric,
+								 lk->info->lo, lk->info->scale, lk->scratch, sel, nchosen);
 	for (int k = 0; k < nsel; k++)
 	{
 		refs[k] = srefs[sel[k]];
@@ -195,6 +226,7 @@ shnsw_find_neighbors(ShnswLinker *lk, const float *q, ShnswRef entry, int entry_
 		ShnswRef   *refs;
 		float	   *d;
 		uint8	   *codes;
+		bool	   *room;
 
 		if (l > 0)
 			n = shnsw_search_upper_layer(&s, ep, l, ef, out);
@@ -203,6 +235,7 @@ shnsw_find_neighbors(ShnswLinker *lk, const float *q, ShnswRef entry, int entry_
 		refs = palloc(sizeof(ShnswRef) * Max(n, 1));
 		d = palloc(sizeof(float) * Max(n, 1));
 		codes = palloc((Size) Max(n, 1) * dims);
+		room = palloc(sizeof(bool) * Max(n, 1));
 		/* deleted nodes are waypoints for the search, never neighbours */
 		for (int k = 0; k < n; k++)
 		{
@@ -210,11 +243,19 @@ shnsw_find_neighbors(ShnswLinker *lk, const float *q, ShnswRef entry, int entry_
 
 			if ((c->node_flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)) || c->ref == exclude)
 				continue;
+			room[nlive] = c->extra_tids < SHNSW_NODE_TIDS - 1;
 			refs[nlive] = c->ref;
 			d[nlive++] = c->d;
 		}
 		shnsw_read_codes(lk, refs, nlive, codes);
-		nnbrs[l] = shnsw_select_neighbors(lk, refs, d, codes, nlive, max);
+		/* nodes that may hold the same vector and have room for its row */
+		for (int k = 0; l == 0 && lk->dup_code != NULL && k < nlive; k++)
+			if (room[k] && lk->ndups < SHNSW_MAX_DUPS &&
+				memcmp(codes + (Size) k * dims, lk->dup_code, dims) == 0)
+				lk->dups[lk->ndups++] = refs[k];
+		pfree(room);
+		/* no fill: inserts do not fill new lists (src/README, Departures) */
+		nnbrs[l] = shnsw_select_neighbors(lk, refs, d, codes, nlive, max, 0, NULL);
 		nbrs[l] = refs;
 		pfree(d);
 		pfree(codes);

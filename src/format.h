@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define SHNSW_MAGIC				0x53484E57	/* "SHNW" */
-#define SHNSW_FORMAT_VERSION	2
+#define SHNSW_FORMAT_VERSION	3	/* 3: a node holds up to SHNSW_NODE_TIDS rows */
 
 /*
  * A node reference: the graph page's block number and the node's slot on it,
@@ -31,6 +31,14 @@ typedef uint32_t ShnswRef;
 #define SHNSW_MAX_M				100 /* largest m a node record allows */
 #define SHNSW_MAX_LEVEL			15	/* highest layer a node can have */
 #define SHNSW_MAX_NODES_PER_PAGE (1 << SHNSW_MAX_SLOT_BITS)
+
+/*
+ * Heap rows one node can hold: identical vectors share a node. The first
+ * TID is in the header, the others (extra_tids of them) follow the code.
+ * Kept small because every node pays for the room (graph pages are what a
+ * search reads); more copies than fit go to another node.
+ */
+#define SHNSW_NODE_TIDS			10
 
 static inline uint32_t
 shnsw_ref_block(ShnswRef ref, int slot_bits)
@@ -64,6 +72,9 @@ shnsw_make_ref(uint32_t block, uint32_t slot, int slot_bits)
  *	 ShnswRef neighbors[2 * m]		layer-0 adjacency, nneighbors used
  *	 uint8	  code[dims]			SQ8 code of the navigation vector
  *	 padding to a multiple of 4
+ *	 ShnswTid tids[SHNSW_NODE_TIDS - 1]	more heap rows of the same vector,
+ *									extra_tids used
+ *	 padding to a multiple of 4
  *
  * Upper layers (level >= 1) live in a separate record on an upper page,
  * found through upper_*; the exact vector lives on vector pages at
@@ -82,8 +93,18 @@ typedef struct ShnswNodeHeader
 	uint16_t	nneighbors;		/* used entries of neighbors[] */
 	uint32_t	vec_block;		/* exact vector: first vector page */
 	uint16_t	vec_offset;		/* byte offset in that page's contents */
-	uint16_t	reserved;
+	uint16_t	extra_tids;		/* used entries of the extra TIDs */
 } ShnswNodeHeader;
+
+/* A heap TID after the code, laid out as ItemPointerData (2-byte aligned). */
+typedef struct ShnswTid
+{
+	uint16_t	blk_hi;
+	uint16_t	blk_lo;
+	uint16_t	off;
+} ShnswTid;
+
+_Static_assert(sizeof(ShnswTid) == 6, "a TID must be 6 bytes");
 
 _Static_assert(sizeof(ShnswNodeHeader) == 24, "node header must be 24 bytes");
 
@@ -106,12 +127,25 @@ shnsw_node_code(const ShnswNodeHeader *node, int m)
 	return (uint8_t *) (shnsw_node_neighbors(node) + 2 * m);
 }
 
+#define SHNSW_EXTRA_TIDS_SIZE \
+	((sizeof(ShnswTid) * (SHNSW_NODE_TIDS - 1) + 3) & ~(size_t) 3)
+
 static inline size_t
 shnsw_node_size(int m, int dims)
 {
 	size_t		sz = sizeof(ShnswNodeHeader) + sizeof(ShnswRef) * 2 * m + dims;
 
-	return (sz + 3) & ~(size_t) 3;
+	return ((sz + 3) & ~(size_t) 3) + SHNSW_EXTRA_TIDS_SIZE;
+}
+
+/*
+ * The node's extra heap TIDs (extra_tids of SHNSW_NODE_TIDS - 1 used): the
+ * last SHNSW_EXTRA_TIDS_SIZE bytes of a record of node_size bytes.
+ */
+static inline ShnswTid *
+shnsw_node_extra_tids(const ShnswNodeHeader *node, size_t node_size)
+{
+	return (ShnswTid *) ((char *) node + node_size - SHNSW_EXTRA_TIDS_SIZE);
 }
 
 /*

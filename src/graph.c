@@ -40,6 +40,7 @@ shnsw_build_node_bytes(int dim, int m, bool use_codes)
 
 	sz += use_codes ? (size_t) dim : (size_t) dim * sizeof(float);
 	sz += sizeof(ShnswRef) * 2 * m + sizeof(uint16_t) + sizeof(uint8_t);
+	sz += (sizeof(float) + sizeof(uint8_t)) * 2 * m;	/* dist0, pruned0 */
 	sz += sizeof(uint32_t *) + sizeof(uint32_t);
 	/* expected upper-layer storage: about 1/(m-1) nodes per upper layer */
 	sz += (sizeof(uint32_t) * (m + 1) * 2) / (m > 1 ? (size_t) (m - 1) : 1);
@@ -94,6 +95,8 @@ shnsw_build_init(ShnswBuildGraph *g, int dim, int m, int ef_construction,
 	g->levels = shnsw_alloc(g->cap);
 	g->nbr0 = shnsw_alloc(sizeof(ShnswRef) * (size_t) g->cap * 2 * m);
 	g->cnt0 = shnsw_alloc0(sizeof(uint16_t) * (size_t) g->cap);
+	g->dist0 = shnsw_alloc(sizeof(float) * (size_t) g->cap * 2 * m);
+	g->pruned0 = shnsw_alloc(sizeof(uint8_t) * (size_t) g->cap * 2 * m);
 	g->upper = shnsw_alloc0(sizeof(uint32_t *) * (size_t) g->cap);
 	g->vis = shnsw_alloc0(sizeof(uint32_t) * (size_t) g->cap);
 	g->qbuf = shnsw_alloc(sizeof(float) * dim);
@@ -122,6 +125,8 @@ shnsw_build_free(ShnswBuildGraph *g)
 	shnsw_free(g->levels);
 	shnsw_free(g->nbr0);
 	shnsw_free(g->cnt0);
+	shnsw_free(g->dist0);
+	shnsw_free(g->pruned0);
 	shnsw_free(g->upper);
 	shnsw_free(g->vis);
 	shnsw_free(g->qbuf);
@@ -344,25 +349,39 @@ build_cand_dist(void *arg, int a, int b)
 
 /*
  * The neighbour heuristic (neighbors.c) over build candidates ids/dists,
- * sorted nearest first; writes the kept node numbers to sel.
+ * sorted nearest first, filled up to fill with the ones passed over; writes
+ * the kept node numbers to sel (nearest first), and, if seld is not NULL,
+ * their distances to seld and passed-over flags to passed; *nchosen (may
+ * be NULL) says how many the heuristic chose.
  */
 static int
 build_select(ShnswBuildGraph *g, const uint32_t *ids, const float *dists, int n,
-			 int max, uint32_t *sel)
+			 int max, int fill, uint32_t *sel, float *seld, uint8_t *passed, int *nchosen)
 {
 	BuildCandDist c = {g, ids, -1, {NULL, NULL}};
 	int			pos[2 * SHNSW_MAX_M + 1];
 	int		   *p = n <= (int) (sizeof(pos) / sizeof(pos[0])) ? pos : shnsw_alloc(sizeof(int) * n);
-	int			nsel = shnsw_select_heuristic(dists, n, max, build_cand_dist, &c, p);
+	int			nsel = shnsw_select_heuristic(dists, n, max, fill, build_cand_dist, &c, p,
+											  passed, nchosen);
 
 	for (int k = 0; k < nsel; k++)
+	{
 		sel[k] = ids[p[k]];
+		if (seld != NULL)
+			seld[k] = dists[p[k]];
+	}
 	if (p != pos)
 		shnsw_free(p);
 	return nsel;
 }
 
-/* Distances between code candidates: codes[k * dim], decoded per a. */
+/*
+ * Distances between code candidates: codes[k * dim]. The heuristic asks
+ * for the distance from each candidate to the chosen ones; the distances
+ * are symmetric, so each chosen candidate is prepared as a query once,
+ * from its code, and measured to the others' codes (it chooses far fewer
+ * than it examines).
+ */
 typedef struct CodeCandDist
 {
 	const uint8_t *codes;
@@ -370,29 +389,37 @@ typedef struct CodeCandDist
 	ShnswMetric metric;
 	const float *lo;
 	const float *scale;
-	float	   *scratch;
-	Sq8Query	sq;
-	int			from;
+	float	   *scratch;		/* (1 + max) * dim floats */
+	int			nprep;
+	int			prepared[2 * SHNSW_MAX_M + 1];	/* candidate of each query */
+	Sq8Query	sq[2 * SHNSW_MAX_M + 1];
 } CodeCandDist;
 
 static float
 code_cand_dist(void *arg, int a, int b)
 {
 	CodeCandDist *c = (CodeCandDist *) arg;
+	int			q = 0;
 
-	if (c->from != a)
+	/* b is a chosen candidate: the heuristic chooses them in order */
+	while (q < c->nprep && c->prepared[q] != b)
+		q++;
+	if (q == c->nprep)
 	{
-		sq8_decode(c->lo, c->scale, c->codes + (size_t) a * c->dim, c->scratch, c->dim);
-		sq8_prepare_query(&c->sq, c->metric, c->scratch, c->lo, c->scale);
-		c->from = a;
+		c->sq[q].dim = c->dim;
+		c->sq[q].w = c->scratch;
+		c->sq[q].qs = c->scratch + (size_t) (1 + q) * c->dim;
+		sq8_prepare_code(&c->sq[q], c->metric, c->codes + (size_t) b * c->dim, c->lo, c->scale);
+		c->prepared[q] = b;
+		c->nprep++;
 	}
-	return sq8_distance(&c->sq, c->codes + (size_t) b * c->dim);
+	return sq8_distance(&c->sq[q], c->codes + (size_t) a * c->dim);
 }
 
 int
-shnsw_select_by_codes(const float *d, const uint8_t *codes, int n, int max, int dim,
+shnsw_select_by_codes(const float *d, const uint8_t *codes, int n, int max, int fill, int dim,
 					  ShnswMetric metric, const float *lo, const float *scale,
-					  float *scratch, int *sel)
+					  float *scratch, int *sel, int *nchosen)
 {
 	CodeCandDist c;
 
@@ -402,11 +429,8 @@ shnsw_select_by_codes(const float *d, const uint8_t *codes, int n, int max, int 
 	c.lo = lo;
 	c.scale = scale;
 	c.scratch = scratch;
-	c.sq.dim = dim;
-	c.sq.qs = scratch + dim;
-	c.sq.w = scratch + 2 * dim;
-	c.from = -1;
-	return shnsw_select_heuristic(d, n, max, code_cand_dist, &c, sel);
+	c.nprep = 0;
+	return shnsw_select_heuristic(d, n, max, fill, code_cand_dist, &c, sel, NULL, nchosen);
 }
 
 /* ShnswListOps over the build graph: the list's owner is prepared (slot 0). */
@@ -414,6 +438,9 @@ typedef struct BuildListArg
 {
 	ShnswBuildGraph *g;
 	uint32_t	owner;
+	int			layer;
+	uint32_t	from;			/* node fx is prepared for (build_node_dist) */
+	BuildFrom	fx;
 } BuildListArg;
 
 static void
@@ -427,19 +454,48 @@ build_list_distances(void *arg, const uint32_t *list, int n, float *d)
 }
 
 static int
-build_list_choose(void *arg, uint32_t *list, float *d, int n, int max)
+build_list_choose(void *arg, uint32_t *list, float *d, int n, int max, int *nchosen)
 {
 	BuildListArg *a = (BuildListArg *) arg;
 	uint32_t	sel[2 * SHNSW_MAX_M + 1];
 	int			nsel;
 
 	shnsw_sort_by_distance(list, d, n);
-	nsel = build_select(a->g, list, d, n, max, sel);
+	nsel = build_select(a->g, list, d, n, max, max, sel, NULL, NULL, nchosen);
 	memcpy(list, sel, sizeof(uint32_t) * nsel);
 	return nsel;
 }
 
-static const ShnswListOps build_list_ops = {build_list_distances, build_list_choose};
+/* A layer-0 list's cached distances and flags (dist0, pruned0). */
+static bool
+build_list_cache(void *arg, float **d, uint8_t **passed)
+{
+	BuildListArg *a = (BuildListArg *) arg;
+	size_t		off = (size_t) a->owner * 2 * a->g->m;
+
+	if (a->layer != 0)
+		return false;
+	*d = a->g->dist0 + off;
+	*passed = a->g->pruned0 + off;
+	return true;
+}
+
+static float
+build_node_dist(void *arg, uint32_t x, uint32_t y)
+{
+	BuildListArg *a = (BuildListArg *) arg;
+
+	if (a->from != x)
+	{
+		a->fx = build_from_node(a->g, x, 1);
+		a->from = x;
+	}
+	return build_dist(a->g, &a->fx, y);
+}
+
+static const ShnswListOps build_list_ops = {
+	build_list_distances, build_list_choose, build_list_cache, build_node_dist
+};
 
 /* Add new to e's list on a layer (the back-link rule, neighbors.c). */
 static void
@@ -449,11 +505,11 @@ build_add_backlink(ShnswBuildGraph *g, uint32_t e, uint32_t newnode, int layer)
 	int			cnt;
 	ShnswRef   *nb = shnsw_build_neighbors(g, e, layer, &cnt);
 	uint32_t	list[2 * SHNSW_MAX_M + 1];
-	BuildListArg arg = {g, e};
+	BuildListArg arg = {g, e, layer, UINT32_MAX, {NULL, NULL}};
 	bool		kept;
 
 	memcpy(list, nb, sizeof(uint32_t) * cnt);
-	cnt = shnsw_backlink(list, cnt, max, newnode, false, &build_list_ops, &arg, &kept);
+	cnt = shnsw_backlink(list, cnt, max, newnode, false, &build_list_ops, &arg, &kept, NULL);
 	if (cnt < 0)
 		return;
 	memcpy(nb, list, sizeof(ShnswRef) * cnt);
@@ -502,6 +558,8 @@ shnsw_build_link(ShnswBuildGraph *g, uint32_t i)
 	uint32_t   *res;
 	float	   *resd;
 	uint32_t	sel[2 * SHNSW_MAX_M];
+	float		seld[2 * SHNSW_MAX_M];
+	uint8_t		selpr[2 * SHNSW_MAX_M];
 	int			nres = 1;
 	BuildFrom	q;
 
@@ -543,10 +601,26 @@ shnsw_build_link(ShnswBuildGraph *g, uint32_t i)
 			nres = build_search_layer(g, &q, prev, nres, l, efc, res, resd);
 			shnsw_free(prev);
 		}
-		nsel = build_select(g, res, resd, nres, max, sel);
+		/*
+		 * Pruned connections are kept (src/README, Departures), but a new
+		 * list is filled to half its capacity only: back-links fill the
+		 * rest unpruned, and a node far from all its neighbours (an
+		 * outlier) keeps in-links from nodes nearer to the queries that
+		 * pass by (filled to capacity at once, every back-link competes
+		 * for a place, outliers lose them, and a strict-order scan finds
+		 * such a row only after farther ones: 1 row of 1,500 in
+		 * test_scan_order's cosine case).
+		 */
+		nsel = build_select(g, res, resd, nres, max, max / 2, sel, seld, selpr, NULL);
 		mine = shnsw_build_neighbors(g, i, l, &cnt);
 		memcpy(mine, sel, sizeof(ShnswRef) * nsel);
 		build_set_count(g, i, l, nsel);
+		if (l == 0)
+		{
+			/* the cache build_list_cache gives the back-link rule */
+			memcpy(g->dist0 + (size_t) i * 2 * g->m, seld, sizeof(float) * nsel);
+			memcpy(g->pruned0 + (size_t) i * 2 * g->m, selpr, nsel);
+		}
 		for (int k = 0; k < nsel; k++)
 			build_add_backlink(g, sel[k], i, l);
 	}
@@ -682,7 +756,7 @@ reach_attach_first(ShnswBuildGraph *g, const uint32_t *parent, uint8_t *replaced
  */
 static uint32_t
 reach_link_node(ShnswBuildGraph *g, const uint32_t *parent, uint8_t *replaced,
-				const uint32_t *queue, uint32_t nreached, uint32_t u)
+				const uint32_t *queue, uint32_t nreached, uint32_t u, bool capped_only)
 {
 	BuildFrom	q = build_from_node(g, u, 0);
 	int			ef = g->ef_construction > 2 * g->m ? g->ef_construction : 2 * g->m;
@@ -723,13 +797,13 @@ reach_link_node(ShnswBuildGraph *g, const uint32_t *parent, uint8_t *replaced,
 		if (parent[res[k]] != REACH_NONE)
 			res[nres++] = res[k];
 	best = reach_attach_first(g, parent, replaced, res, nres, u, true);
-	if (best == REACH_NONE)
+	if (best == REACH_NONE && !capped_only)
 		best = reach_attach_first(g, parent, replaced, ids, n, u, false);
-	if (best == REACH_NONE)
+	if (best == REACH_NONE && !capped_only)
 		best = reach_attach_first(g, parent, replaced, res, nres, u, false);
 	shnsw_free(res);
 	shnsw_free(resd);
-	if (best != REACH_NONE)
+	if (best != REACH_NONE || capped_only)
 		return best;
 
 	/*
@@ -765,6 +839,9 @@ typedef struct BuildReach
 	uint32_t   *queue;			/* reached nodes, in walk order */
 	uint8_t    *replaced;
 	uint32_t	tail;
+	uint32_t   *adopted;		/* nodes the repair linked, in order */
+	uint32_t	nadopted;
+	uint32_t	nadopted_next;	/* first of them that may take a link */
 } BuildReach;
 
 static void
@@ -788,11 +865,35 @@ static bool
 build_reach_attach(void *arg, int64_t i)
 {
 	BuildReach *r = (BuildReach *) arg;
-	uint32_t	p = reach_link_node(r->g, r->parent, r->replaced, r->queue, r->tail, (uint32_t) i);
+	uint32_t	p = REACH_NONE;
 
+	/*
+	 * Under inner product most nodes can be unreached (interior points are
+	 * no node's near neighbour: 8,400 of 10,000 3-d points), and once every
+	 * reached node near them has given up its one entry, giving each a
+	 * link from its nearest reached node costs the nodes searches go
+	 * through more and more entries: recall@20 fell from 1.0 to 0.80. Then
+	 * they hang off the nodes the repair linked before (each list holds up
+	 * to 2m tree links), leaving the lists searches use as they were.
+	 */
+	if (r->g->metric == SHNSW_METRIC_IP)
+	{
+		p = reach_link_node(r->g, r->parent, r->replaced, r->queue, r->tail, (uint32_t) i, true);
+		while (p == REACH_NONE && r->nadopted_next < r->nadopted)
+		{
+			if (reach_attach(r->g, r->parent, r->replaced, r->adopted[r->nadopted_next],
+							 (uint32_t) i, false))
+				p = r->adopted[r->nadopted_next];
+			else
+				r->nadopted_next++;
+		}
+	}
+	if (p == REACH_NONE)
+		p = reach_link_node(r->g, r->parent, r->replaced, r->queue, r->tail, (uint32_t) i, false);
 	if (p == REACH_NONE)
 		return false;			/* cannot happen; see reach_link_node */
 	r->parent[i] = p;
+	r->adopted[r->nadopted++] = (uint32_t) i;
 	return true;
 }
 
@@ -821,6 +922,9 @@ shnsw_build_ensure_reachable(ShnswBuildGraph *g)
 	r.queue = shnsw_alloc(sizeof(uint32_t) * g->n);
 	r.replaced = shnsw_alloc0(g->n);
 	r.tail = 0;
+	r.adopted = shnsw_alloc(sizeof(uint32_t) * g->n);
+	r.nadopted = 0;
+	r.nadopted_next = 0;
 	memset(r.parent, 0xFF, sizeof(uint32_t) * g->n);
 
 	/*
@@ -832,6 +936,7 @@ shnsw_build_ensure_reachable(ShnswBuildGraph *g)
 	shnsw_free(r.parent);
 	shnsw_free(r.queue);
 	shnsw_free(r.replaced);
+	shnsw_free(r.adopted);
 	return added;
 }
 
@@ -1085,6 +1190,7 @@ search_add_cand(ShnswSearch *s, ShnswRef ref, float d, const ShnswNodeHeader *no
 	c->state = 0;
 	c->tid_blk = shnsw_node_tid_block(node);
 	c->tid_off = node->tid_off;
+	c->extra_tids = (uint8_t) (node->extra_tids < SHNSW_NODE_TIDS ? node->extra_tids : 0);
 	c->vec_block = node->vec_block;
 	c->vec_offset = node->vec_offset;
 	c->level = node->level;

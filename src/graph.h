@@ -50,6 +50,10 @@ typedef struct ShnswBuildGraph
 	uint8_t    *levels;
 	ShnswRef   *nbr0;			/* cap * 2m; entries are node numbers here */
 	uint16_t   *cnt0;
+	float	   *dist0;			/* cap * 2m: each layer-0 entry's distance to
+								 * its list's owner (lists sorted nearest first) */
+	uint8_t    *pruned0;		/* cap * 2m: 1 if the heuristic passed the entry
+								 * over (it fills the list, see build_select) */
 	uint32_t  **upper;
 
 	uint32_t	entry;
@@ -110,12 +114,15 @@ extern ShnswRef *shnsw_build_neighbors(const ShnswBuildGraph *g, uint32_t i, int
 /*
  * The neighbour heuristic on SQ8 codes (inserts): candidates 0..n-1 are
  * sorted nearest first with distances d[] to the new node and codes
- * codes[k * dim]. Writes the kept candidates' positions to sel; returns how
- * many (at most max). scratch needs 3 * dim floats.
+ * codes[k * dim], filled up to fill with the ones passed over
+ * (shnsw_select_heuristic). Writes the kept candidates' positions to sel,
+ * nearest first; returns how many (at most max <= 2 * SHNSW_MAX_M + 1) and
+ * how many were chosen in *nchosen (may be NULL). scratch needs
+ * (1 + max) * dim floats.
  */
 extern int	shnsw_select_by_codes(const float *d, const uint8_t *codes, int n, int max,
-								  int dim, ShnswMetric metric, const float *lo,
-								  const float *scale, float *scratch, int *sel);
+								  int fill, int dim, ShnswMetric metric, const float *lo,
+								  const float *scale, float *scratch, int *sel, int *nchosen);
 
 /* Draw a level for a new node (used by inserts too). */
 extern int	shnsw_random_level(uint64_t *rng, double ml, int max_level);
@@ -154,6 +161,7 @@ typedef struct ShnswCand
 	uint16_t	vec_offset;
 	uint8_t		level;			/* node's highest layer */
 	uint8_t		nbr_count;		/* its layer-0 neighbours, saved ... */
+	uint8_t		extra_tids;		/* its heap TIDs beyond the header's */
 	uint32_t	nbr_start;		/* ... at nbrs[nbr_start] when read */
 	ShnswUpperLoc upper;		/* its upper-layer record, if level > 0 */
 } ShnswCand;

@@ -77,6 +77,10 @@ typedef struct NewNode
 	struct varlena *value;		/* exact vector, vec_size bytes */
 } NewNode;
 
+static OffsetNumber append_upper_record(InsertState *is, Page upage, BlockNumber ublk,
+										ShnswRef newref, int level, Size usize,
+										ShnswRef **nbrs, const int *nnbrs);
+
 /* Write the node record of nn into h (the vector's and upper record's places given). */
 static void
 fill_node(InsertState *is, ShnswNodeHeader *h, const NewNode *nn, BlockNumber ublk,
@@ -88,9 +92,10 @@ fill_node(InsertState *is, ShnswNodeHeader *h, const NewNode *nn, BlockNumber ub
 	h->tid_off = nn->heap_tid->ip_posid;
 	h->level = nn->level;
 	h->flags = 0;
-	h->upper_blk_hi = nn->level > 0 ? (uint16) (ublk >> 16) : 0xFFFF;
-	h->upper_blk_lo = nn->level > 0 ? (uint16) (ublk & 0xFFFF) : 0xFFFF;
-	h->upper_off = nn->level > 0 ? uoff : InvalidOffsetNumber;
+	/* a level-0 node may keep its slot's upper record (write_free_slot) */
+	h->upper_blk_hi = ublk != InvalidBlockNumber ? (uint16) (ublk >> 16) : 0xFFFF;
+	h->upper_blk_lo = ublk != InvalidBlockNumber ? (uint16) (ublk & 0xFFFF) : 0xFFFF;
+	h->upper_off = ublk != InvalidBlockNumber ? uoff : InvalidOffsetNumber;
 	h->nneighbors = nn->nnbrs0;
 	if (nn->nnbrs0 > 0)
 		memcpy(shnsw_node_neighbors(h), nn->nbrs0, sizeof(ShnswRef) * nn->nnbrs0);
@@ -101,22 +106,103 @@ fill_node(InsertState *is, ShnswNodeHeader *h, const NewNode *nn, BlockNumber ub
 
 /*
  * write_free_slot writes the new node into the free slot head (its graph
- * page gbuf, its vector page(s) vbuf[0..nv-1] and the metapage, all locked
- * exclusively by the caller) and pops it off the free list, in one WAL
- * record. next is the slot's free-list link.
+ * page gbuf, its vector page(s) vbuf[0..nv-1], for a node of level > 0 the
+ * upper page ubuf (the slot's own record if inplace, at rloc, else the
+ * insert upper page) and the metapage, all locked exclusively by the
+ * caller) and pops it off the free list, in one WAL record (two when the
+ * vector spans pages and there is an upper record: see below). next is the
+ * slot's free-list link.
  */
 static void
 write_free_slot(InsertState *is, Buffer metabuf, Buffer gbuf, const Buffer *vbuf, int nv,
-				ShnswRef head, BlockNumber vblk, Size voff, ShnswRef next, const NewNode *nn)
+				Buffer ubuf, bool inplace, ShnswUpperLoc rloc, ShnswRef head, BlockNumber vblk,
+				Size voff, ShnswRef next, const NewNode *nn, ShnswRef **nbrs, const int *nnbrs)
 {
 	ShnswIndexInfo *info = is->info;
 	int			slot = shnsw_ref_slot(head, info->slot_bits);
 	GenericXLogState *state;
+	GenericXLogState *ustate = NULL;
 	ShnswMetaPage meta;
 	Page		gpage;
 	int			first;
+	BlockNumber ublk = InvalidBlockNumber;
+	OffsetNumber uoff = InvalidOffsetNumber;
+	ShnswRef	own[2 * SHNSW_MAX_M];
+	NewNode		mine = *nn;
 
-	state = GenericXLogStart(is->index);
+	/*
+	 * If a VACUUM freed this slot after our search saw its old node alive,
+	 * that node is among the neighbours found, on any layer: a node never
+	 * names itself (shnsw_check_node treats that as corruption).
+	 */
+	mine.nnbrs0 = 0;
+	for (int k = 0; k < nn->nnbrs0; k++)
+		if (nn->nbrs0[k] != head)
+			own[mine.nnbrs0++] = nn->nbrs0[k];
+	mine.nbrs0 = own;
+
+	/*
+	 * The upper record. A record holds at most four pages; with a vector
+	 * on two pages the upper page makes five, so then the upper record is
+	 * written first, in a record of its own. A crash in between leaves the
+	 * slot free with its record rewritten (its lists are still lists) or a
+	 * new record that no node names (space, nothing else).
+	 */
+	if (nn->level > 0)
+	{
+		ShnswRef   *unbrs[SHNSW_MAX_LEVEL + 1];
+		int			unn[SHNSW_MAX_LEVEL + 1];
+		Page		upage;
+
+		for (int l = 1; l <= nn->level; l++)
+		{
+			unbrs[l] = palloc(sizeof(ShnswRef) * Max(nnbrs[l], 1));
+			unn[l] = 0;
+			for (int k = 0; k < nnbrs[l]; k++)
+				if (nbrs[l][k] != head)
+					unbrs[l][unn[l]++] = nbrs[l][k];
+		}
+		ublk = BufferGetBlockNumber(ubuf);
+		if (nv == 2)
+			ustate = GenericXLogStart(is->index);
+		state = nv == 2 ? NULL : GenericXLogStart(is->index);
+		upage = GenericXLogRegisterBuffer(ustate ? ustate : state, ubuf, 0);
+		if (inplace)
+		{
+			ShnswUpperHeader *u = (ShnswUpperHeader *)
+				PageGetItem(upage, PageGetItemId(upage, rloc.offset));
+
+			/* its own layers; those above stay, empty (u->level unchanged) */
+			for (int l = 1; l <= u->level; l++)
+			{
+				int			cnt = l <= nn->level ? unn[l] : 0;
+
+				shnsw_upper_counts(u)[l - 1] = cnt;
+				if (cnt > 0)
+					memcpy(shnsw_upper_neighbors(u, l, is->m), unbrs[l], sizeof(ShnswRef) * cnt);
+			}
+			uoff = rloc.offset;
+		}
+		else
+			uoff = append_upper_record(is, upage, ublk, head, nn->level,
+									   shnsw_upper_size(nn->level, is->m), unbrs, unn);
+		if (ustate)
+		{
+			GenericXLogFinish(ustate);
+			state = GenericXLogStart(is->index);
+		}
+	}
+	else
+	{
+		state = GenericXLogStart(is->index);
+		if (rloc.block != InvalidBlockNumber)
+		{
+			/* a level-0 node keeps the slot's record for the next one */
+			ublk = rloc.block;
+			uoff = rloc.offset;
+		}
+	}
+
 	gpage = GenericXLogRegisterBuffer(state, gbuf, 0);
 	first = Min(info->vec_size, (int) (SHNSW_PAGE_CAPACITY - voff));
 	memcpy(PageGetContents(GenericXLogRegisterBuffer(state, vbuf[0], 0)) + voff,
@@ -125,33 +211,87 @@ write_free_slot(InsertState *is, Buffer metabuf, Buffer gbuf, const Buffer *vbuf
 		memcpy(PageGetContents(GenericXLogRegisterBuffer(state, vbuf[1], 0)),
 			   (char *) nn->value + first, info->vec_size - first);
 	meta = ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0));
-
-	/*
-	 * If a VACUUM freed this slot after our search saw its old node
-	 * alive, that node is among the neighbours found: a node never
-	 * names itself (shnsw_check_node treats that as corruption).
-	 */
-	{
-		ShnswRef	own[2 * SHNSW_MAX_M];
-		NewNode		mine = *nn;
-
-		mine.nnbrs0 = 0;
-		for (int k = 0; k < nn->nnbrs0; k++)
-			if (nn->nbrs0[k] != head)
-				own[mine.nnbrs0++] = nn->nbrs0[k];
-		mine.nbrs0 = own;
-		fill_node(is, shnsw_page_node(gpage, slot, info->node_size), &mine,
-				  InvalidBlockNumber, InvalidOffsetNumber, vblk, voff);
-	}
+	fill_node(is, shnsw_page_node(gpage, slot, info->node_size), &mine, ublk, uoff, vblk, voff);
 	meta->free_head = next;
 	meta->free_count--;
 	meta->deleted_count--;
-	if (meta->entry == SHNSW_INVALID_REF)
+	if (meta->entry == SHNSW_INVALID_REF || nn->level > meta->entry_level)
 	{
 		meta->entry = head;
-		meta->entry_level = 0;
+		meta->entry_level = nn->level;
 	}
 	GenericXLogFinish(state);
+}
+
+/*
+ * retained_upper_level returns the level of the upper record that free slot
+ * head kept from its last node (loc, read from the slot's header), or 0 if
+ * it has none usable. Called with no lock held; takes and releases a share
+ * lock on the record's page. The record's page must be none of the pages
+ * the caller locks with it (graph page gblk, vector page(s) from vblk).
+ */
+static int
+retained_upper_level(InsertState *is, ShnswRef head, BlockNumber gblk, BlockNumber vblk, int nv,
+					 const ShnswUpperLoc *loc)
+{
+	Buffer		buf;
+	ShnswUpperHeader *u;
+	int			level = 0;
+
+	if (loc->offset == InvalidOffsetNumber || loc->block == InvalidBlockNumber ||
+		loc->block == SHNSW_METAPAGE_BLKNO || loc->block == gblk || loc->block == vblk ||
+		(nv == 2 && loc->block == vblk + 1))
+		return 0;
+	shnsw_check_block(is->index, loc->block, &is->nblocks, gblk, "upper record block");
+	buf = ReadBuffer(is->index, loc->block);
+	LockBuffer(buf, BUFFER_LOCK_SHARE);
+	shnsw_check_page(is->index, BufferGetPage(buf), loc->block, SHNSW_PAGE_UPPER);
+	u = shnsw_upper_record(is->index, BufferGetPage(buf), loc->block, loc->offset, is->m);
+	if (u != NULL && u->node == head)
+		level = u->level;
+	UnlockReleaseBuffer(buf);
+	return level;
+}
+
+/*
+ * free_slot_level returns the level of the upper record kept by the slot at
+ * the head of the free list (0 if it has none), or -1 if the list is empty.
+ * Takes and releases share locks on the metapage, the slot's graph page and
+ * the record's upper page, one at a time.
+ */
+static int
+free_slot_level(InsertState *is, Buffer metabuf)
+{
+	ShnswIndexInfo *info = is->info;
+	ShnswRef	head;
+	BlockNumber gblk;
+	int			slot;
+	Buffer		gbuf;
+	ShnswUpperLoc loc;
+	bool		isfree = false;
+
+	LockBuffer(metabuf, BUFFER_LOCK_SHARE);
+	head = ShnswPageGetMeta(BufferGetPage(metabuf))->free_head;
+	LockBuffer(metabuf, BUFFER_LOCK_UNLOCK);
+	if (head == SHNSW_INVALID_REF)
+		return -1;
+	gblk = shnsw_ref_block(head, info->slot_bits);
+	slot = shnsw_ref_slot(head, info->slot_bits);
+	shnsw_check_block(is->index, gblk, &is->nblocks, SHNSW_METAPAGE_BLKNO, "free list head");
+	gbuf = ReadBuffer(is->index, gblk);
+	LockBuffer(gbuf, BUFFER_LOCK_SHARE);
+	shnsw_check_page(is->index, BufferGetPage(gbuf), gblk, SHNSW_PAGE_GRAPH);
+	if (slot < shnsw_graph_nslots(is->index, BufferGetPage(gbuf), gblk, info->node_size))
+	{
+		ShnswNodeHeader *h = shnsw_page_node(BufferGetPage(gbuf), slot, info->node_size);
+
+		isfree = (h->flags & SHNSW_NODE_FREE) != 0;
+		loc = shnsw_node_upper_loc(h);
+	}
+	UnlockReleaseBuffer(gbuf);
+	if (!isfree)
+		return -1;
+	return retained_upper_level(is, head, gblk, InvalidBlockNumber, 1, &loc);
 }
 
 /*
@@ -167,9 +307,11 @@ write_free_slot(InsertState *is, Buffer metabuf, Buffer gbuf, const Buffer *vbuf
  * caller.
  */
 static ShnswRef
-place_in_free_slot(InsertState *is, Buffer metabuf, const NewNode *nn)
+place_in_free_slot(InsertState *is, Buffer metabuf, const NewNode *nn, ShnswRef **nbrs,
+				   const int *nnbrs)
 {
 	ShnswIndexInfo *info = is->info;
+	Size		usize = nn->level > 0 ? shnsw_upper_size(nn->level, is->m) : 0;
 
 	for (int attempt = 0; attempt < 4; attempt++)
 	{
@@ -184,9 +326,15 @@ place_in_free_slot(InsertState *is, Buffer metabuf, const NewNode *nn)
 		BlockNumber vblk;
 		Size		voff;
 		ShnswRef	next;
+		BlockNumber ublk;
+		Buffer		ubuf = InvalidBuffer;
+		ShnswUpperLoc rloc;
+		int			rlevel;
+		bool		inplace = false;
 
 		LockBuffer(metabuf, BUFFER_LOCK_SHARE);
 		head = ShnswPageGetMeta(BufferGetPage(metabuf))->free_head;
+		ublk = ShnswPageGetMeta(BufferGetPage(metabuf))->insert_upper_blk;
 		LockBuffer(metabuf, BUFFER_LOCK_UNLOCK);
 		if (head == SHNSW_INVALID_REF)
 			return SHNSW_INVALID_REF;
@@ -214,6 +362,7 @@ place_in_free_slot(InsertState *is, Buffer metabuf, const NewNode *nn)
 						 &is->nblocks);
 		vblk = h->vec_block;
 		voff = h->vec_offset;
+		rloc = shnsw_node_upper_loc(h);
 		LockBuffer(gbuf, BUFFER_LOCK_UNLOCK);
 		nv = voff + info->vec_size > SHNSW_PAGE_CAPACITY ? 2 : 1;
 		for (int k = 0; k < nv; k++)
@@ -223,6 +372,33 @@ place_in_free_slot(InsertState *is, Buffer metabuf, const NewNode *nn)
 				shnsw_corrupt(is->index, gblk, "vector block", vblk + k);
 			vbuf[k] = ReadBuffer(is->index, vblk + k);
 		}
+		/* the upper record the slot kept, if any: its level (0: none) */
+		rlevel = retained_upper_level(is, head, gblk, vblk, nv, &rloc);
+		if (rlevel == 0)
+			rloc.block = InvalidBlockNumber;
+		if (nn->level > 0 && rlevel >= nn->level)
+		{
+			/* rewrite the slot's own record */
+			inplace = true;
+			ublk = rloc.block;
+			ubuf = ReadBuffer(is->index, ublk);
+		}
+		else if (nn->level > 0)
+		{
+			if (ublk == InvalidBlockNumber)
+			{
+				for (int k = 0; k < nv; k++)
+					ReleaseBuffer(vbuf[k]);
+				ReleaseBuffer(gbuf);
+				return SHNSW_INVALID_REF;
+			}
+			/* locked with the others: another page, within the relation */
+			shnsw_check_block(is->index, ublk, &is->nblocks, SHNSW_METAPAGE_BLKNO,
+							  "insert upper block");
+			if (ublk == gblk || ublk == vblk || (nv == 2 && ublk == vblk + 1))
+				shnsw_corrupt(is->index, SHNSW_METAPAGE_BLKNO, "insert upper block", ublk);
+			ubuf = ReadBuffer(is->index, ublk);
+		}
 
 		/* now lock, in order, and check that the slot is still ours to take */
 		LockBuffer(gbuf, BUFFER_LOCK_EXCLUSIVE);
@@ -231,6 +407,8 @@ place_in_free_slot(InsertState *is, Buffer metabuf, const NewNode *nn)
 		{
 			for (int k = 0; k < nv; k++)
 				ReleaseBuffer(vbuf[k]);
+			if (BufferIsValid(ubuf))
+				ReleaseBuffer(ubuf);
 			UnlockReleaseBuffer(gbuf);
 			continue;
 		}
@@ -240,20 +418,48 @@ place_in_free_slot(InsertState *is, Buffer metabuf, const NewNode *nn)
 			LockBuffer(vbuf[k], BUFFER_LOCK_EXCLUSIVE);
 			shnsw_check_page(is->index, BufferGetPage(vbuf[k]), vblk + k, SHNSW_PAGE_VECTOR);
 		}
+		if (BufferIsValid(ubuf))
+		{
+			LockBuffer(ubuf, BUFFER_LOCK_EXCLUSIVE);
+			shnsw_check_page(is->index, BufferGetPage(ubuf), ublk, SHNSW_PAGE_UPPER);
+			if (inplace)
+			{
+				ShnswUpperHeader *u = shnsw_upper_record(is->index, BufferGetPage(ubuf), ublk,
+														 rloc.offset, is->m);
+
+				/* only the insert that pops the slot changes its record */
+				if (u == NULL || u->node != head || u->level < nn->level)
+					shnsw_corrupt(is->index, ublk, "upper record of a free slot", rloc.offset);
+			}
+			else if (PageGetFreeSpace(BufferGetPage(ubuf)) < MAXALIGN(usize))
+			{
+				/* the upper page is full: append (it starts a new one) */
+				UnlockReleaseBuffer(ubuf);
+				for (int k = 0; k < nv; k++)
+					UnlockReleaseBuffer(vbuf[k]);
+				UnlockReleaseBuffer(gbuf);
+				return SHNSW_INVALID_REF;
+			}
+		}
 		LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
 		meta = ShnswPageGetMeta(BufferGetPage(metabuf));
 		if (meta->free_head != head)
 		{
 			/* VACUUM pushed more slots meanwhile: pop the new head instead */
 			LockBuffer(metabuf, BUFFER_LOCK_UNLOCK);
+			if (BufferIsValid(ubuf))
+				UnlockReleaseBuffer(ubuf);
 			for (int k = 0; k < nv; k++)
 				UnlockReleaseBuffer(vbuf[k]);
 			UnlockReleaseBuffer(gbuf);
 			continue;
 		}
 
-		write_free_slot(is, metabuf, gbuf, vbuf, nv, head, vblk, voff, next, nn);
+		write_free_slot(is, metabuf, gbuf, vbuf, nv, ubuf, inplace, rloc, head, vblk, voff,
+						next, nn, nbrs, nnbrs);
 		LockBuffer(metabuf, BUFFER_LOCK_UNLOCK);
+		if (BufferIsValid(ubuf))
+			UnlockReleaseBuffer(ubuf);
 		for (int k = 0; k < nv; k++)
 			UnlockReleaseBuffer(vbuf[k]);
 		UnlockReleaseBuffer(gbuf);
@@ -669,6 +875,114 @@ insert_publish(Relation index)
 }
 
 /*
+ * add_duplicate adds heap_tid to node ref if that node is live, has room
+ * for another row and holds exactly value (vec_size bytes); returns true
+ * if it did. The node's header is read under a share lock, its vector
+ * page(s) pinned with no lock held, then the graph page is locked
+ * exclusively, the header checked again and the vector compared under a
+ * share lock on its page(s) (graph page before vector pages, the order of
+ * src/README, Locking): so the row goes only to a node that holds its
+ * value at the moment it is added. One WAL record.
+ */
+static bool
+add_duplicate(InsertState *is, ShnswRef ref, const struct varlena *value, ItemPointer heap_tid)
+{
+	Relation	index = is->index;
+	int			node_size = is->info->node_size;
+	int			vec_size = is->info->vec_size;
+	BlockNumber blk = shnsw_ref_block(ref, is->info->slot_bits);
+	int			slot = shnsw_ref_slot(ref, is->info->slot_bits);
+	Buffer		gbuf,
+				vbuf[2];
+	BlockNumber vblk;
+	uint16		voff;
+	int			nv;
+	bool		done = false;
+	Page		page;
+	ShnswNodeHeader *h;
+
+	if (VARSIZE_ANY(value) != (Size) vec_size)
+		return false;
+	gbuf = ReadBuffer(index, blk);
+	LockBuffer(gbuf, BUFFER_LOCK_SHARE);
+	page = BufferGetPage(gbuf);
+	shnsw_check_page(index, page, blk, SHNSW_PAGE_GRAPH);
+	if (slot >= shnsw_graph_nslots(index, page, blk, node_size))
+	{
+		UnlockReleaseBuffer(gbuf);
+		return false;
+	}
+	h = shnsw_page_node(page, slot, node_size);
+	shnsw_check_node(index, blk, slot, h, is->m, is->info->slot_bits, vec_size, &is->nblocks);
+	if ((h->flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)) ||
+		h->extra_tids >= SHNSW_NODE_TIDS - 1)
+	{
+		UnlockReleaseBuffer(gbuf);
+		return false;
+	}
+	vblk = h->vec_block;
+	voff = h->vec_offset;
+	LockBuffer(gbuf, BUFFER_LOCK_UNLOCK);
+
+	nv = voff + vec_size > (int) SHNSW_PAGE_CAPACITY ? 2 : 1;
+	for (int k = 0; k < nv; k++)
+	{
+		if (vblk + k == blk || vblk + k == SHNSW_METAPAGE_BLKNO)
+			shnsw_corrupt(index, blk, "vector block", vblk + k);
+		vbuf[k] = ReadBuffer(index, vblk + k);
+	}
+
+	LockBuffer(gbuf, BUFFER_LOCK_EXCLUSIVE);
+	page = BufferGetPage(gbuf);
+	h = shnsw_page_node(page, slot, node_size);
+	if (!(h->flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)) &&
+		h->extra_tids < SHNSW_NODE_TIDS - 1 &&
+		h->vec_block == vblk && h->vec_offset == voff)
+	{
+		const char *v = (const char *) value;
+		int			at = 0;
+		int			off = voff;
+		bool		same = true;
+
+		for (int k = 0; k < nv && same; k++)
+		{
+			Page		vpage;
+			int			chunk = Min(vec_size - at, (int) SHNSW_PAGE_CAPACITY - off);
+
+			LockBuffer(vbuf[k], BUFFER_LOCK_SHARE);
+			vpage = BufferGetPage(vbuf[k]);
+			shnsw_check_page(index, vpage, vblk + k, SHNSW_PAGE_VECTOR);
+			if (chunk <= 0 ||
+				off + chunk > ((PageHeader) vpage)->pd_lower - MAXALIGN(SizeOfPageHeaderData))
+				same = false;
+			else
+				same = memcmp(PageGetContents(vpage) + off, v + at, chunk) == 0;
+			LockBuffer(vbuf[k], BUFFER_LOCK_UNLOCK);
+			at += chunk;
+			off = 0;
+		}
+		if (same)
+		{
+			GenericXLogState *state = GenericXLogStart(index);
+			ItemPointerData tids[SHNSW_NODE_TIDS];
+			int			n;
+
+			page = GenericXLogRegisterBuffer(state, gbuf, 0);
+			h = shnsw_page_node(page, slot, node_size);
+			n = shnsw_node_tids(index, blk, h, node_size, tids);
+			tids[n++] = *heap_tid;
+			shnsw_node_set_tids(h, node_size, tids, n);
+			GenericXLogFinish(state);
+			done = true;
+		}
+	}
+	UnlockReleaseBuffer(gbuf);
+	for (int k = 0; k < nv; k++)
+		ReleaseBuffer(vbuf[k]);
+	return done;
+}
+
+/*
  * insert_node does the work of one insert, under the insert lock (either
  * mode): find neighbours, place the node (a slot VACUUM freed, for a level-0
  * node, if there is one; else at the end), link it back, publish. Returns
@@ -694,9 +1008,35 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 	/* find neighbours */
 	MemSet(nnbrs, 0, sizeof(nnbrs));
 	level = shnsw_random_level(&st.rng, 1.0 / log((double) Max(is->m, 2)), SHNSW_MAX_LEVEL);
+
+	/*
+	 * A node that will take a free slot takes the level of the slot's last
+	 * node, whose upper record the slot kept: the freed levels are a sample
+	 * of the same distribution, and the records are rewritten in place
+	 * instead of new ones being added (place_in_free_slot).
+	 */
+	{
+		Buffer		mb = ReadBuffer(is->index, SHNSW_METAPAGE_BLKNO);
+		int			fl = free_slot_level(is, mb);
+
+		ReleaseBuffer(mb);
+		if (fl >= 0)
+			level = Min(fl, SHNSW_MAX_LEVEL);
+	}
+	is->lk.dup_code = code;
+	is->lk.ndups = 0;
 	if (st.entry != SHNSW_INVALID_REF)
 		shnsw_find_neighbors(&is->lk, nav, st.entry, st.entry_level, level, st.efc,
 							 SHNSW_INVALID_REF, nbrs, nnbrs);
+	is->lk.dup_code = NULL;
+
+	/* a node that holds the same vector takes the row, if it has room */
+	for (int k = 0; k < is->lk.ndups; k++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (add_duplicate(is, is->lk.dups[k], value, heap_tid))
+			return insert_publish(is->index);
+	}
 
 	/* place the node, its vector and its upper record; update the metapage */
 	nn.heap_tid = heap_tid;
@@ -706,7 +1046,7 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 	nn.code = code;
 	nn.value = value;
 	metabuf = ReadBuffer(is->index, SHNSW_METAPAGE_BLKNO);
-	newref = level == 0 ? place_in_free_slot(is, metabuf, &nn) : SHNSW_INVALID_REF;
+	newref = place_in_free_slot(is, metabuf, &nn, nbrs, nnbrs);
 	if (newref == SHNSW_INVALID_REF)
 		newref = append_node(is, metabuf, &nn, nbrs, nnbrs);
 	ReleaseBuffer(metabuf);

@@ -482,6 +482,38 @@ sq8_decode(const float *lo, const float *scale, const uint8_t *code, float *out,
  * each, are the caller's).
  */
 void
+sq8_prepare_code(Sq8Query *sq, ShnswMetric metric, const uint8_t *code,
+				 const float *lo, const float *scale)
+{
+	int			dim = sq->dim;
+
+	sq->metric = metric;
+	if (metric == SHNSW_METRIC_L2)
+	{
+		/* (lo + c * scale - lo) / scale is c itself */
+		sq->bias = 0.0f;
+		for (int i = 0; i < dim; i++)
+		{
+			sq->qs[i] = (float) code[i];
+			sq->w[i] = scale[i] * scale[i];
+		}
+	}
+	else
+	{
+		float		bias = 0.0f;
+
+		for (int i = 0; i < dim; i++)
+		{
+			float		x = lo[i] + (float) code[i] * scale[i];
+
+			sq->qs[i] = x * scale[i];
+			bias += x * lo[i];
+		}
+		sq->bias = bias;
+	}
+}
+
+void
 sq8_prepare_query(Sq8Query *sq, ShnswMetric metric, const float *q,
 				  const float *lo, const float *scale)
 {

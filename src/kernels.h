@@ -79,6 +79,12 @@ typedef struct Sq8Query
 
 extern void sq8_prepare_query(Sq8Query *sq, ShnswMetric metric, const float *q,
 							  const float *lo, const float *scale);
+/*
+ * The same for a query that is itself a code (neighbour selection on codes):
+ * no decoding, no division.
+ */
+extern void sq8_prepare_code(Sq8Query *sq, ShnswMetric metric, const uint8_t *code,
+							 const float *lo, const float *scale);
 extern float (*sq8_l2_kernel) (const float *qs, const float *w, const uint8_t *code, int dim);
 extern float (*sq8_dot_kernel) (const float *qs, const uint8_t *code, int dim);
 

@@ -281,14 +281,21 @@ disk_list_distances(void *arg, const uint32_t *list, int n, float *d)
 }
 
 static int
-disk_list_choose(void *arg, uint32_t *list, float *d, int n, int max)
+disk_list_choose(void *arg, uint32_t *list, float *d, int n, int max, int *nchosen)
 {
 	DiskListArg *a = (DiskListArg *) arg;
 
-	return shnsw_select_neighbors(a->lk, list, d, a->codes, n, max);
+	/*
+	 * No fill on disk: a list an insert or VACUUM chooses again keeps the
+	 * heuristic's choices only, and every node it drops is re-homed by the
+	 * caller. (Kept full, passed-over nodes dropped without a search for
+	 * them left 2 to 4 rows of 17,000 that concurrent inserts made
+	 * unfindable even after a VACUUM; issue 14.)
+	 */
+	return shnsw_select_neighbors(a->lk, list, d, a->codes, n, max, 0, nchosen);
 }
 
-static const ShnswListOps disk_list_ops = {disk_list_distances, disk_list_choose};
+static const ShnswListOps disk_list_ops = {disk_list_distances, disk_list_choose, NULL, NULL};
 
 /*
  * shnsw_add_backlink adds a link from e to a new node on a layer. If e's
@@ -326,7 +333,8 @@ shnsw_add_backlink(ShnswLinker *lk, ShnswRef e, int layer, ShnswRef newref,
 		if (layer > node.level)
 			break;
 		memcpy(list, node.list, sizeof(ShnswRef) * node.count);
-		cnt = shnsw_backlink(list, node.count, max, newref, force, &disk_list_ops, &arg, &kept);
+		cnt = shnsw_backlink(list, node.count, max, newref, force, &disk_list_ops, &arg, &kept,
+							 NULL);
 		if (cnt < 0 || !kept)
 			break;				/* holds it already, or nothing to write */
 		if (write_list_if(lk, e, node.upper, layer, node.list, node.count, list, cnt))
@@ -344,6 +352,41 @@ done:
 	pfree(codes);
 	pfree(ecode);
 	return kept;
+}
+
+/*
+ * shnsw_replace_link replaces old by newref in live node e's layer-0 list
+ * (VACUUM's pass 4, which chose old as a node other links also reach).
+ * Returns false, changing nothing, if e's list does not hold old (any
+ * more), or already holds newref. Running out of retries is recorded
+ * (gave_up). Holds no lock on return.
+ */
+bool
+shnsw_replace_link(ShnswLinker *lk, ShnswRef e, ShnswRef old, ShnswRef newref)
+{
+	ShnswNodeCopy node;
+	ShnswRef	list[2 * SHNSW_MAX_M];
+
+	for (int attempt = 0; attempt < SHNSW_LIST_RETRIES; attempt++)
+	{
+		int			at = -1;
+
+		shnsw_read_node(lk, e, 0, &node, NULL);
+		if ((node.flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)) || e == newref ||
+			list_has(node.list, node.count, newref))
+			return false;
+		for (int k = 0; k < node.count && at < 0; k++)
+			if (node.list[k] == old)
+				at = k;
+		if (at < 0)
+			return false;
+		memcpy(list, node.list, sizeof(ShnswRef) * node.count);
+		list[at] = newref;
+		if (write_list_if(lk, e, node.upper, 0, node.list, node.count, list, node.count))
+			return true;
+	}
+	gave_up(lk);
+	return false;
 }
 
 /*
@@ -551,7 +594,7 @@ shnsw_repair_list(ShnswLinker *lk, ShnswRef e, int layer, const ShnswRefSet *dea
 		memcpy(pool, cands, sizeof(ShnswRef) * n);
 		memcpy(pool_d, d, sizeof(float) * n);
 		npool = n;
-		n = shnsw_select_neighbors(lk, cands, d, codes, n, max);
+		n = shnsw_select_neighbors(lk, cands, d, codes, n, max, 0, NULL);
 
 		nout = repair_fill(&node, gone, cands, n, pool, pool_d, npool, max, out);
 		if (write_list_if(lk, e, node.upper, layer, node.list, node.count, out, nout))

@@ -109,6 +109,8 @@ shnsw_check_node(Relation index, BlockNumber blk, int slot, const ShnswNodeHeade
 	}
 	if (h->tid_off == InvalidOffsetNumber || h->tid_off > MaxOffsetNumber)
 		shnsw_corrupt(index, blk, "heap tuple offset", h->tid_off);
+	if (h->extra_tids >= SHNSW_NODE_TIDS)
+		shnsw_corrupt(index, blk, "extra heap tuple count", h->extra_tids);
 	if (h->level > 0)
 		shnsw_check_block(index, shnsw_node_upper_loc(h).block, nblocks, blk,
 						  "upper record block");
@@ -119,6 +121,62 @@ shnsw_check_node(Relation index, BlockNumber blk, int slot, const ShnswNodeHeade
 		shnsw_check_block(index, shnsw_ref_block(nb[k], slot_bits), nblocks, blk,
 						  "neighbour reference");
 	}
+}
+
+/*
+ * shnsw_node_tids copies the heap TIDs of the node record h (of a live node
+ * whose record shnsw_check_node passed) on graph block blk into tids
+ * (room for SHNSW_NODE_TIDS) and returns how many: the header's first, then
+ * the extra ones, each checked. The caller holds at least a share lock on
+ * the page, or h is a copy.
+ */
+int
+shnsw_node_tids(Relation index, BlockNumber blk, const ShnswNodeHeader *h, int node_size,
+				ItemPointerData *tids)
+{
+	const ShnswTid *x = shnsw_node_extra_tids(h, node_size);
+	int			n = Min(h->extra_tids, SHNSW_NODE_TIDS - 1);
+
+	if (h->tid_off == InvalidOffsetNumber || h->tid_off > MaxOffsetNumber)
+		shnsw_corrupt(index, blk, "heap tuple offset", h->tid_off);
+	ItemPointerSet(&tids[0], shnsw_node_tid_block(h), h->tid_off);
+	for (int k = 0; k < n; k++)
+	{
+		ShnswTid	t;
+
+		memcpy(&t, &x[k], sizeof(t));
+		if (t.off == InvalidOffsetNumber || t.off > MaxOffsetNumber)
+			shnsw_corrupt(index, blk, "heap tuple offset", t.off);
+		ItemPointerSet(&tids[k + 1], ((BlockNumber) t.blk_hi << 16) | t.blk_lo, t.off);
+	}
+	return n + 1;
+}
+
+/*
+ * shnsw_node_set_tids writes tids[0 .. n-1] (1 <= n <= SHNSW_NODE_TIDS) as
+ * the heap TIDs of node record h (node_size bytes) and clears the unused
+ * entries. The caller holds the page's exclusive lock in a WAL record.
+ */
+void
+shnsw_node_set_tids(ShnswNodeHeader *h, int node_size, const ItemPointerData *tids, int n)
+{
+	ShnswTid   *x = shnsw_node_extra_tids(h, node_size);
+
+	Assert(n >= 1 && n <= SHNSW_NODE_TIDS);
+	h->tid_blk_hi = tids[0].ip_blkid.bi_hi;
+	h->tid_blk_lo = tids[0].ip_blkid.bi_lo;
+	h->tid_off = tids[0].ip_posid;
+	memset(x, 0, SHNSW_EXTRA_TIDS_SIZE);
+	for (int k = 1; k < n; k++)
+	{
+		ShnswTid	t;
+
+		t.blk_hi = tids[k].ip_blkid.bi_hi;
+		t.blk_lo = tids[k].ip_blkid.bi_lo;
+		t.off = tids[k].ip_posid;
+		memcpy(&x[k - 1], &t, sizeof(t));
+	}
+	h->extra_tids = (uint16) (n - 1);
 }
 
 /*

@@ -626,6 +626,40 @@ scan_next_round(IndexScanDesc scan)
 }
 
 /*
+ * scan_node_tids reads the heap TIDs of node ref from its graph page, for a
+ * node that held more than one when the search read it; returns how many.
+ * All are read at once: VACUUM may have moved a live TID into the header
+ * since. A node deleted or freed since keeps only the TID already in
+ * tids[0] (dead to every snapshot). Takes and releases one share lock.
+ */
+static int
+scan_node_tids(IndexScanDesc scan, ShnswRef ref, ItemPointerData *tids)
+{
+	ShnswScanOpaque so = (ShnswScanOpaque) scan->opaque;
+	Relation	index = scan->indexRelation;
+	BlockNumber blk = shnsw_ref_block(ref, so->info->slot_bits);
+	int			slot = shnsw_ref_slot(ref, so->info->slot_bits);
+	Buffer		buf;
+	Page		page;
+	int			n = 1;
+
+	/* through the read pipeline, as the vectors are (never a wait in batch mode) */
+	buf = shnsw_reader_get(&so->reader, blk);
+	LockBuffer(buf, BUFFER_LOCK_SHARE);
+	page = BufferGetPage(buf);
+	shnsw_check_page(index, page, blk, SHNSW_PAGE_GRAPH);
+	if (slot < shnsw_graph_nslots(index, page, blk, so->info->node_size))
+	{
+		ShnswNodeHeader *h = shnsw_page_node(page, slot, so->info->node_size);
+
+		if (!(h->flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)))
+			n = shnsw_node_tids(index, blk, h, so->info->node_size, tids);
+	}
+	UnlockReleaseBuffer(buf);
+	return n;
+}
+
+/*
  * scan_rerank re-ranks the candidates so->outbuf[0..n-1] on their exact
  * vectors and adds them to the held rows; they are also left in
  * so->results. Returns how many (deleted nodes are not rows).
@@ -648,11 +682,11 @@ scan_rerank(IndexScanDesc scan, int n)
 		if (c->node_flags & SHNSW_NODE_DELETED)
 			shnsw_heap_push(&so->unexpanded, (float) scan_lower_bound(so, c->d), so->outbuf[i]);
 	}
-	if (so->rescap < n)
+	if (so->rescap < n * SHNSW_NODE_TIDS)
 	{
-		so->rescap = n;
-		so->results = so->results ? repalloc(so->results, sizeof(ShnswResult) * n)
-			: palloc(sizeof(ShnswResult) * n);
+		so->rescap = n * SHNSW_NODE_TIDS;
+		so->results = so->results ? repalloc(so->results, sizeof(ShnswResult) * so->rescap)
+			: palloc(sizeof(ShnswResult) * so->rescap);
 	}
 
 	/* read exact vectors in storage order, then sort by exact distance */
@@ -677,6 +711,8 @@ scan_rerank(IndexScanDesc scan, int n)
 		ShnswCand  *c = &so->search.cands[so->outbuf[i]];
 		ShnswResult *r;
 		double		d;
+		ItemPointerData tids[SHNSW_NODE_TIDS];
+		int			ntids;
 
 		if (c->node_flags & SHNSW_NODE_DELETED)
 			continue;
@@ -689,11 +725,19 @@ scan_rerank(IndexScanDesc scan, int n)
 		so->stats.reranked++;
 		d = DatumGetFloat8(FunctionCall2Coll(so->distproc, so->collation, so->query,
 											 PointerGetDatum(so->vecbuf)));
-		r = &so->results[kept++];
-		ItemPointerSet(&r->tid, c->tid_blk, c->tid_off);
-		r->distance = d;
-		r->ref = c->ref;
-		r->cand = so->outbuf[i];
+		ntids = 1;
+		ItemPointerSet(&tids[0], c->tid_blk, c->tid_off);
+		if (c->extra_tids > 0)
+			ntids = scan_node_tids(scan, c->ref, tids);
+		/* all rows of a node share its exact distance */
+		for (int t = 0; t < ntids; t++)
+		{
+			r = &so->results[kept++];
+			r->tid = tids[t];
+			r->distance = d;
+			r->ref = c->ref;
+			r->cand = so->outbuf[i];
+		}
 		scan_check_bound(so, c->d, d);
 	}
 	pfree(blks);
@@ -703,7 +747,9 @@ scan_rerank(IndexScanDesc scan, int n)
 
 		r->round = so->search.rounds;
 		held_push(so, r);
-		if (!(so->search.cands[r->cand].state & SHNSW_CAND_EXPANDED))
+		/* once per node (a node's rows are adjacent) */
+		if (!(so->search.cands[r->cand].state & SHNSW_CAND_EXPANDED) &&
+			(i == 0 || so->results[i - 1].cand != r->cand))
 			shnsw_heap_push(&so->unexpanded, (float) r->distance, r->cand);
 	}
 	return kept;
@@ -880,9 +926,12 @@ scan_null_query_fill(IndexScanDesc scan)
 			int			node_size = so->info->node_size;
 			int			nslots = shnsw_graph_nslots(index, page, so->seq_blk, node_size);
 
-			if (so->rescap < nslots)
+			ItemPointerData tids[SHNSW_NODE_TIDS];
+			int			nt;
+
+			if (so->rescap < nslots * SHNSW_NODE_TIDS)
 			{
-				so->rescap = SHNSW_MAX_NODES_PER_PAGE;
+				so->rescap = SHNSW_MAX_NODES_PER_PAGE * SHNSW_NODE_TIDS;
 				so->results = so->results ? repalloc(so->results, sizeof(ShnswResult) * so->rescap)
 					: palloc(sizeof(ShnswResult) * so->rescap);
 			}
@@ -892,12 +941,15 @@ scan_null_query_fill(IndexScanDesc scan)
 
 				if (h->flags & SHNSW_NODE_DELETED)
 					continue;
-				if (h->tid_off == InvalidOffsetNumber || h->tid_off > MaxOffsetNumber)
-					shnsw_corrupt(index, so->seq_blk, "heap tuple offset", h->tid_off);
-				ItemPointerSet(&so->results[so->nresults].tid,
-							   shnsw_node_tid_block(h), h->tid_off);
-				so->results[so->nresults].distance = 0;
-				so->nresults++;
+				if (h->extra_tids >= SHNSW_NODE_TIDS)
+					shnsw_corrupt(index, so->seq_blk, "extra heap tuple count", h->extra_tids);
+				nt = shnsw_node_tids(index, so->seq_blk, h, node_size, tids);
+				for (int t = 0; t < nt; t++)
+				{
+					so->results[so->nresults].tid = tids[t];
+					so->results[so->nresults].distance = 0;
+					so->nresults++;
+				}
 			}
 		}
 		UnlockReleaseBuffer(buf);

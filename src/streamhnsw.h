@@ -316,12 +316,18 @@ pg_noreturn extern void shnsw_corrupt(Relation index, BlockNumber blk, const cha
 extern void shnsw_check_block(Relation index, BlockNumber blk, BlockNumber *nblocks,
 							  BlockNumber from, const char *field);
 extern int	shnsw_graph_nslots(Relation index, Page page, BlockNumber blk, int node_size);
+extern int	shnsw_node_tids(Relation index, BlockNumber blk, const ShnswNodeHeader *h,
+							int node_size, ItemPointerData *tids);
+extern void shnsw_node_set_tids(ShnswNodeHeader *h, int node_size, const ItemPointerData *tids,
+								int n);
 extern void shnsw_check_node(Relation index, BlockNumber blk, int slot, const ShnswNodeHeader *h,
 							 int m, int slot_bits, int vec_size, BlockNumber *nblocks);
 extern ShnswUpperHeader *shnsw_upper_record(Relation index, Page page, BlockNumber blk,
 											OffsetNumber off, int m);
 
 /* ---------- choose.c and links.c: neighbour lists on disk (insert, vacuum) ---------- */
+#define SHNSW_MAX_DUPS 64
+
 typedef struct ShnswLinker
 {
 	Relation	index;
@@ -330,8 +336,12 @@ typedef struct ShnswLinker
 	ShnswNodeSource ops;
 	int			dims;
 	int			m;
-	float	   *scratch;		/* 3 * dims floats */
+	float	   *scratch;		/* (2m + 2) * dims floats */
 	int64		given_up;		/* list changes that ran out of retries */
+	/* an insert's duplicate check (shnsw_find_neighbors, layer 0) */
+	const uint8 *dup_code;		/* if set: collect nodes with this code ... */
+	ShnswRef	dups[SHNSW_MAX_DUPS];	/* ... that had room for a row */
+	int			ndups;
 } ShnswLinker;
 
 /* What shnsw_read_node copies out of a node record. */
@@ -357,7 +367,7 @@ extern void shnsw_read_codes(ShnswLinker *lk, const ShnswRef *refs, int n, uint8
 extern void shnsw_read_node(ShnswLinker *lk, ShnswRef e, int layer, ShnswNodeCopy *out,
 							uint8 *code);
 extern int	shnsw_select_neighbors(ShnswLinker *lk, ShnswRef *refs, float *d, uint8 *codes,
-								   int n, int max);
+								   int n, int max, int fill, int *nchosen);
 extern void shnsw_find_neighbors(ShnswLinker *lk, const float *q, ShnswRef entry,
 								 int entry_level, int level, int ef, ShnswRef exclude,
 								 ShnswRef **nbrs, int *nnbrs);
@@ -373,6 +383,7 @@ extern bool shnsw_add_backlink(ShnswLinker *lk, ShnswRef e, int layer, ShnswRef 
 							   const uint8 *newcode, bool force, ShnswRef *dropped,
 							   int *ndropped);
 extern int	shnsw_adopt(ShnswLinker *lk, ShnswRef e, ShnswRef *refs, int n);
+extern bool shnsw_replace_link(ShnswLinker *lk, ShnswRef e, ShnswRef old, ShnswRef newref);
 extern bool shnsw_repair_list(ShnswLinker *lk, ShnswRef e, int layer, const ShnswRefSet *dead);
 extern bool shnsw_take_recheck(Relation index);
 

@@ -443,7 +443,8 @@ verify_upper(VerifyState *vs, BlockNumber blk, int s, ShnswNodeHeader *h)
 		{
 			ShnswUpperHeader *u = (ShnswUpperHeader *) PageGetItem(upage, PageGetItemId(upage, uloc.offset));
 
-			if (u->node != self || u->level != h->level)
+			/* a reused slot's record may be larger than its node needs */
+			if (u->node != self || u->level < h->level)
 				problem(vs, "upper record (%u,%u) belongs to node %u level %u, not node (%u,%d) level %u",
 						uloc.block, uloc.offset, u->node, u->level, blk, s, h->level);
 			else
@@ -517,6 +518,23 @@ verify_node(VerifyState *vs, Page page, BlockNumber blk, int s, int *nvec, int *
 	if (!(h->flags & SHNSW_NODE_FREE) &&
 		(h->tid_off == InvalidOffsetNumber || h->tid_off > MaxOffsetNumber))
 		problem(vs, "node (%u,%d) has heap tuple offset %u", blk, s, h->tid_off);
+	if (!(h->flags & SHNSW_NODE_FREE) && h->extra_tids >= SHNSW_NODE_TIDS)
+		problem(vs, "node (%u,%d) has %u extra heap tuples, more than %d", blk, s,
+				h->extra_tids, SHNSW_NODE_TIDS - 1);
+	else if (!(h->flags & SHNSW_NODE_FREE))
+	{
+		const ShnswTid *x = shnsw_node_extra_tids(h, meta->node_size);
+
+		for (int k = 0; k < h->extra_tids; k++)
+		{
+			ShnswTid	t;
+
+			memcpy(&t, &x[k], sizeof(t));
+			if (t.off == InvalidOffsetNumber || t.off > MaxOffsetNumber)
+				problem(vs, "node (%u,%d) has heap tuple offset %u in extra TID %d",
+						blk, s, t.off, k);
+		}
+	}
 	/* exact vector: on vector pages, possibly continuing on the next */
 	for (BlockNumber vb = h->vec_block; vend > 0; vb++)
 	{

@@ -207,11 +207,12 @@ def test_many_copies_of_one_vector_survive_vacuum(conn, path):
             conn.execute("SET LOCAL streamhnsw.ef_search = 1000")
             return conn.execute("SELECT count(*) FROM (SELECT id FROM dups "
                                 "ORDER BY v <-> '[1,1]' LIMIT 300) s").fetchone()[0]
+    # identical vectors share nodes (up to 10 rows each): every row is found
+    # whichever way the index was made
     before = found()
-    if path == "build":
-        assert before == 300
+    assert before == 300
     conn.execute("VACUUM dups")
-    assert found() >= before
+    assert found() == 300
     conn.execute("DROP TABLE dups")
 
 

@@ -130,12 +130,13 @@ def test_every_live_row_once(conn, metric, typ, path):
                 print(f"\nip {typ} {path}: strict order returns {len(ids)} of {len(live)} "
                       f"(pgvector strict_order {len(pgv)}), relaxed {len(relaxed)}", end="")
                 assert len(ids) >= len(pgv)
-                if path == "build":
+                if path in ("build", "vacuum"):
+                    # the build and VACUUM make every node reachable
                     assert set(relaxed) == live
                 else:
-                    # inserts, and VACUUM, leave some inner-product nodes that
-                    # no layer-0 walk from the entry point reaches (found
-                    # while writing this test; not a scan matter)
+                    # inserts leave some inner-product nodes that no
+                    # layer-0 walk from the entry point reaches (until a
+                    # VACUUM: 15 of 1,500 here)
                     assert len(relaxed) >= len(pgv)
     finally:
         conn.execute("RESET enable_seqscan")

@@ -894,7 +894,9 @@ typedef enum SelfSearch
 
 /*
  * shnsw_build_ensure_reachable on built graphs: before it, some nodes may be
- * unreachable (want_unreached: the data is chosen so that some are); after
+ * unreachable (want_unreached > 0: the data is chosen so that some are; < 0:
+ * cases that left nodes unreachable before lists kept their pruned
+ * connections, and must not any more; 0: either); after
  * it, a walk from the entry point reaches every node, every node but the
  * entry has an incoming link, lists stay within 2m, the repair is
  * deterministic and idempotent, and searches for the nodes' own vectors
@@ -902,7 +904,7 @@ typedef enum SelfSearch
  */
 static void
 test_reachability(const char *what, ShnswMetric metric, float *x, int n, int dim, int m,
-				  int efc, bool use_codes, bool want_unreached, SelfSearch self)
+				  int efc, bool use_codes, int want_unreached, SelfSearch self)
 {
 	Sq8Data		sd;
 	const float *lo,
@@ -933,10 +935,14 @@ test_reachability(const char *what, ShnswMetric metric, float *x, int n, int dim
 	before = graph_reach(&g, reached_before);
 	orphans = graph_orphans(&g);
 	misses_before = self_search(&g, metric, x, codes, lo, scale, 64, found_before);
-	if (want_unreached)
+	if (want_unreached > 0)
 		CHECK(before < n && orphans > 0 && misses_before > 0,
 			  "%s: the data should leave nodes unreachable (reached %d of %d, %d orphans)",
 			  what, before, n, orphans);
+	else if (want_unreached < 0)
+		CHECK(before == n && orphans == 0,
+			  "%s: lists kept full should leave every node reachable (reached %d of %d,"
+			  " %d orphans)", what, before, n, orphans);
 
 	added = shnsw_build_ensure_reachable(&g);
 	after = graph_reach(&g, NULL);
@@ -1129,7 +1135,7 @@ test_reachability_cases(void)
 	rng_state = 777;
 	/* the reported case: 5000 x 16 random l2 vectors, m = 8 */
 	x = make_data(5000, 16, 5000);
-	test_reachability("l2 random m=8", SHNSW_METRIC_L2, x, 5000, 16, 8, 64, false, true, SELF_ALL);
+	test_reachability("l2 random m=8", SHNSW_METRIC_L2, x, 5000, 16, 8, 64, false, -1, SELF_ALL);
 	free(x);
 	x = make_data(3000, 8, 40);
 	test_reachability("l2 clustered m=3 codes", SHNSW_METRIC_L2, x, 3000, 8, 3, 32, true, true,
@@ -1138,7 +1144,7 @@ test_reachability_cases(void)
 					  SELF_FEWER);
 	free(x);
 	x = make_copies(2000, 8, 6, 0.001f);
-	test_reachability("l2 near copies m=4", SHNSW_METRIC_L2, x, 2000, 8, 4, 40, false, true,
+	test_reachability("l2 near copies m=4", SHNSW_METRIC_L2, x, 2000, 8, 4, 40, false, -1,
 					  SELF_ALL);
 	free(x);
 	x = make_copies(2000, 8, 6, 0.0f);
@@ -1151,7 +1157,7 @@ test_reachability_cases(void)
 	free(x);
 	x = make_data(2000, 16, 30);
 	test_reachability("cosine clustered m=4", SHNSW_METRIC_COSINE, x, 2000, 16, 4, 40, false,
-					  true, SELF_REPAIRED);
+					  0, SELF_REPAIRED);
 	free(x);
 }
 

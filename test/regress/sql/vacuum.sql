@@ -41,7 +41,8 @@ SELECT (SELECT array_agg(id) FROM
      = (SELECT array_agg(id ORDER BY l2_distance(val, '[1.4375,2.3125,3.0625]')) FROM vac_t)
        AS same_as_seqscan;
 
--- deleted rows whose vectors come back under new ids
+-- deleted rows whose vectors come back under new ids (before VACUUM: they
+-- join the nodes that still hold their vectors, which VACUUM then keeps)
 DELETE FROM vac_t WHERE id % 2 = 0;
 INSERT INTO vac_t
   SELECT i + 1000, ARRAY[i % 7, (i * 3) % 11, (i * i) % 13]::vector

@@ -1,0 +1,123 @@
+"""Identical vectors share a node holding several heap rows (issue 18):
+every copy is returned, however many there are and however they arrive,
+and VACUUM removes a node's dead rows without losing its live ones."""
+
+import struct
+import threading
+
+import psycopg
+import pytest
+
+
+def count_near(conn, table, q, limit, ef=None):
+    with conn.transaction():
+        conn.execute("SET LOCAL enable_seqscan = off")
+        if ef is not None:
+            conn.execute(f"SET LOCAL streamhnsw.ef_search = {ef}")
+        rows = conn.execute(f"SELECT id FROM {table} ORDER BY v <-> '{q}' "
+                            f"LIMIT {limit}").fetchall()
+    ids = [r[0] for r in rows]
+    assert len(ids) == len(set(ids)), "a row returned twice"
+    return ids
+
+
+def verify(conn, index):
+    problems = conn.execute(f"SELECT * FROM streamhnsw_verify('{index}')").fetchall()
+    assert problems == [], problems
+
+
+def test_520_copies_inserted_concurrently_are_all_returned(cluster, conn):
+    """pgvector's duplicates scenario: 520 copies of one vector inserted by
+    several sessions at once; LIMIT 1000 through the index returns all."""
+    conn.execute("DROP TABLE IF EXISTS dup520")
+    conn.execute("CREATE TABLE dup520 (id int, v vector(3))")
+    conn.execute("CREATE INDEX dup520_idx ON dup520 USING streamhnsw (v)")
+    conn.execute("INSERT INTO dup520 VALUES (0, '[1,1,1]')")
+
+    def worker(w):
+        with cluster.connect() as c:
+            for i in range(w, 520, 4):
+                if i > 0:
+                    c.execute("INSERT INTO dup520 VALUES (%s, '[1,1,1]')", (i,))
+
+    threads = [threading.Thread(target=worker, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(count_near(conn, "dup520", "[1,1,1]", 1000)) == 520
+    verify(conn, "dup520_idx")
+    nodes = conn.execute("SELECT node_count FROM streamhnsw_metapage('dup520_idx')").fetchone()[0]
+    assert nodes < 520 / 2, nodes       # rows share nodes
+
+    # VACUUM drops dead rows from shared nodes and keeps the live ones
+    conn.execute("DELETE FROM dup520 WHERE id % 3 = 0")
+    conn.execute("VACUUM dup520")
+    left = count_near(conn, "dup520", "[1,1,1]", 1000)
+    assert sorted(left) == [i for i in range(520) if i % 3 != 0]
+    verify(conn, "dup520_idx")
+    # and new copies go on finding room
+    conn.execute("INSERT INTO dup520 SELECT 1000 + i, '[1,1,1]' FROM generate_series(1, 100) i")
+    assert len(count_near(conn, "dup520", "[1,1,1]", 1000)) == len(left) + 100
+    conn.execute("DELETE FROM dup520")
+    conn.execute("VACUUM dup520")
+    assert count_near(conn, "dup520", "[1,1,1]", 1000) == []
+    verify(conn, "dup520_idx")
+    conn.execute("DROP TABLE dup520")
+
+
+def test_copies_among_other_rows_inserted_one_at_a_time(conn):
+    """The README's old limitation: 200 copies among 100 other rows,
+    inserted one at a time (m 4): all 300 rows come back, at the default
+    ef_search and at 1000."""
+    conn.execute("DROP TABLE IF EXISTS dup300")
+    conn.execute("CREATE TABLE dup300 (id int, v vector(2))")
+    conn.execute("CREATE INDEX dup300_idx ON dup300 USING streamhnsw (v) WITH (m = 4)")
+    for i in range(1, 201):
+        conn.execute("INSERT INTO dup300 VALUES (%s, '[1,1]')", (i,))
+        if i % 2 == 0:
+            k = i // 2
+            conn.execute("INSERT INTO dup300 VALUES (%s, %s)", (1000 + k, f"[{k},{-k}]"))
+    assert len(count_near(conn, "dup300", "[1,1]", 300)) == 300
+    assert len(count_near(conn, "dup300", "[1,1]", 300, ef=1000)) == 300
+    # a NULL query (every row) returns each row of a shared node
+    with conn.transaction():
+        conn.execute("SET LOCAL enable_seqscan = off")
+        n = conn.execute("SELECT count(*) FROM (SELECT id FROM dup300 "
+                         "ORDER BY v <-> NULL LIMIT 1000) s").fetchone()[0]
+    assert n == 300
+    conn.execute("VACUUM dup300")
+    assert len(count_near(conn, "dup300", "[1,1]", 300)) == 300
+    verify(conn, "dup300_idx")
+    conn.execute("DROP TABLE dup300")
+
+
+def test_index_of_an_older_format_asks_for_reindex(private_cluster):
+    """Format 3 (rows per node) cannot read a format-2 index: every use
+    says so and asks for REINDEX, which rebuilds it."""
+    c = private_cluster
+    with c.connect() as conn:
+        conn.execute("CREATE TABLE oldfmt (id int, v vector(3))")
+        conn.execute("INSERT INTO oldfmt SELECT i, ARRAY[i, i % 7, 1]::real[]::vector "
+                     "FROM generate_series(1, 50) i")
+        conn.execute("CREATE INDEX oldfmt_idx ON oldfmt USING streamhnsw (v)")
+        conn.execute("CHECKPOINT")
+        path = conn.execute("SELECT pg_relation_filepath('oldfmt_idx')").fetchone()[0]
+    c.stop()
+    # the edit must reach the access method: no checksums
+    c._run([c.bindir / "pg_checksums", "--disable", "-D", c.datadir], check=False)
+    with open(c.datadir / path, "r+b") as f:
+        page = bytearray(f.read(8192))
+        struct.pack_into("<I", page, 24 + 4, 2)       # metapage: magic, then version
+        f.seek(0)
+        f.write(page)
+    c.start()
+    with c.connect() as conn:
+        conn.execute("SET enable_seqscan = off")
+        with pytest.raises(psycopg.Error) as e:
+            conn.execute("SELECT id FROM oldfmt ORDER BY v <-> '[1,1,1]' LIMIT 3").fetchall()
+        assert "format version 2" in str(e.value)
+        assert e.value.diag.message_hint == "REINDEX the index."
+        conn.execute("REINDEX INDEX oldfmt_idx")
+        assert len(conn.execute("SELECT id FROM oldfmt ORDER BY v <-> '[1,1,1]' "
+                                "LIMIT 3").fetchall()) == 3

@@ -1,0 +1,100 @@
+"""Recall side by side with pgvector's hnsw on the same rows (issue 14).
+
+Fixed seeds and small sizes, so each test runs in seconds. pgvector draws
+its levels from the server's random state, so its recall moves a little
+from run to run; the comparison allows the issue's 0.005.
+"""
+
+import random
+
+import pytest
+
+from shnsw import data
+
+OPS = {"l2": ("<->", "vector_l2_ops"), "cosine": ("<=>", "vector_cosine_ops"),
+       "ip": ("<#>", "vector_ip_ops")}
+
+
+def _recall(conn, table, op, lits, truth, k):
+    found = [[r[0] for r in conn.execute(
+        f"SELECT id FROM {table} ORDER BY embedding {op} %s::vector LIMIT {k}", (lit,))]
+        for lit in lits]
+    return data.recall(found, truth, k)
+
+
+@pytest.mark.parametrize("metric,path", [
+    pytest.param("l2", "build", marks=pytest.mark.xfail(
+        reason="issue 14 open: 4000 x 64 clustered l2, built, ef_search 20: "
+               "0.982 against pgvector's 0.990 when this test was written")),
+    ("cosine", "build"),
+    pytest.param("l2", "insert", marks=pytest.mark.xfail(
+        reason="issue 14 open: inserts do not fill new lists (src/README, Departures); "
+               "ef_search 20: 0.979 against pgvector's 0.990 when this was written"))])
+def test_recall_not_below_pgvector(conn, metric, path):
+    """recall@10 at ef_search 10, 20, 40 and 100 >= pgvector's - 0.005."""
+    rows, queries = data.clustered(4000, 64, seed=14, normalize=metric == "cosine",
+                                   n_queries=100)
+    truth = data.ground_truth(rows, queries, 10, metric)
+    op, opclass = OPS[metric]
+    lits = [data.vector_literal(q) for q in queries]
+    tables = {"hnsw": f"r_pgv_{metric}_{path}", "streamhnsw": f"r_sh_{metric}_{path}"}
+    for am, table in tables.items():
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
+        if path == "build":
+            data.load(conn, table, rows)
+            conn.execute(f"CREATE INDEX ON {table} USING {am} (embedding {opclass})")
+        else:
+            conn.execute(f"CREATE TABLE {table} (id bigint PRIMARY KEY, embedding vector(64))")
+            conn.execute(f"CREATE INDEX ON {table} USING {am} (embedding {opclass})")
+            data.load(conn, table, rows, create=False)
+    conn.execute("SET enable_seqscan = off")
+    try:
+        for ef in (10, 20, 40, 100):
+            conn.execute(f"SET hnsw.ef_search = {ef}")
+            conn.execute(f"SET streamhnsw.ef_search = {ef}")
+            pgv = _recall(conn, tables["hnsw"], op, lits, truth, 10)
+            ours = _recall(conn, tables["streamhnsw"], op, lits, truth, 10)
+            print(f"\n{metric} {path} ef_search {ef}: streamhnsw {ours:.3f} pgvector {pgv:.3f}",
+                  end="")
+            assert ours >= pgv - 0.005, (ef, ours, pgv)
+    finally:
+        for setting in ("enable_seqscan", "hnsw.ef_search", "streamhnsw.ef_search"):
+            conn.execute(f"RESET {setting}")
+        for table in tables.values():
+            conn.execute(f"DROP TABLE {table}")
+
+
+@pytest.mark.parametrize("typ", ["vector", "halfvec"])
+@pytest.mark.parametrize("metric", ["l2", "cosine", "ip"])
+def test_pgvector_build_recall_scenario(conn, metric, typ):
+    """
+    pgvector's build-recall scenario: 10,000 rows of 3 dimensions,
+    ARRAY[random() * random(), ...], 20 queries ARRAY[random(), ...],
+    recall@20 at the default ef_search; the thresholds pgvector's own test
+    asks of its hnsw (0.99; inner product 0.97; halfvec 0.98).
+    """
+    op, opclass = OPS[metric]
+    opclass = opclass.replace("vector", typ)
+    table = f"bs_{metric}_{typ}"
+    conn.execute(f"DROP TABLE IF EXISTS {table}")
+    conn.execute(f"CREATE TABLE {table} (i int4, v {typ}(3))")
+    conn.execute("SELECT setseed(0.14)")
+    conn.execute(f"INSERT INTO {table} SELECT i, ARRAY[random() * random(), random() * random(),"
+                 " random() * random()] FROM generate_series(1, 10000) i")
+    rnd = random.Random(14)
+    queries = [f"[{rnd.random()},{rnd.random()},{rnd.random()}]" for _ in range(20)]
+    sql = f"SELECT i FROM {table} ORDER BY v {op} %s::{typ} LIMIT 20"
+    try:
+        exact = [{r[0] for r in conn.execute(sql, (q,))} for q in queries]
+        conn.execute(f"CREATE INDEX ON {table} USING streamhnsw (v {opclass})")
+        conn.execute("SET enable_seqscan = off")
+        plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + sql, (queries[0],)))
+        assert "Index Scan" in plan
+        hits = sum(len({r[0] for r in conn.execute(sql, (q,))} & e) for q, e in zip(queries, exact))
+        recall = hits / sum(len(e) for e in exact)
+        want = 0.97 if metric == "ip" else 0.98 if typ == "halfvec" else 0.99
+        print(f"\n{typ} {metric}: recall@20 {recall:.4f} (asked {want})", end="")
+        assert recall >= want
+    finally:
+        conn.execute("RESET enable_seqscan")
+        conn.execute(f"DROP TABLE {table}")
