@@ -87,8 +87,12 @@ def test_identical_built_insert_vacuum_reuse(conn, metric, op, opclass):
         conn.execute(f"INSERT INTO {table} VALUES (%s, %s)", (100000 + i, data.vector_literal(v)))
     same_on_off(conn, table, queries, op)
     # every inserted row is found by a search for its own vector, from the image
+    # (wide enough a search that it is not a question of recall)
+    conn.execute("SET streamhnsw.ef_search = 200")
     for i, v in enumerate(more[:100]):
         assert 100000 + i in [r[0] for r in knn(conn, table, v, op=op)]
+    same_on_off(conn, table, more[:100], op)
+    conn.execute("RESET streamhnsw.ef_search")
 
     # VACUUM marks, repairs and frees; inserts reuse the freed slots
     conn.execute(f"DELETE FROM {table} WHERE id % 4 = 0")
