@@ -36,7 +36,8 @@ OBJS = \
 	src/lookahead.o \
 	src/reader.o \
 	src/stats.o \
-	src/explain.o
+	src/explain.o \
+	src/shmgraph.o
 
 DATA = sql/streamhnsw--$(EXTVERSION).sql
 

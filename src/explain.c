@@ -66,6 +66,10 @@ explain_scan(const ShnswScanStats *st, ExplainState *es)
 		explain_text_line(es, "streamhnsw: rounds=" UINT64_FORMAT " nodes expanded=" UINT64_FORMAT
 						  " distances=" UINT64_FORMAT " re-ranked=" UINT64_FORMAT,
 						  st->rounds, st->nodes_expanded, st->distances, st->reranked);
+		explain_text_line(es, "streamhnsw shared graph: %s, nodes from image=" UINT64_FORMAT
+						  " through buffers=" UINT64_FORMAT,
+						  shnsw_shm_status_name(st->shared_graph), st->image_nodes,
+						  st->image_fallback_nodes);
 		explain_text_line(es, "streamhnsw order: held back=" UINT64_FORMAT " late finds placed="
 						  UINT64_FORMAT " found after a farther row=" UINT64_FORMAT
 						  " parked rows re-ranked=" UINT64_FORMAT,
@@ -90,6 +94,9 @@ explain_scan(const ShnswScanStats *st, ExplainState *es)
 		return;
 	}
 	ExplainPropertyText("streamhnsw I/O Mode", mode, es);
+	ExplainPropertyText("streamhnsw Shared Graph", shnsw_shm_status_name(st->shared_graph), es);
+	ExplainPropertyInteger("streamhnsw Image Nodes", NULL, (int64) st->image_nodes, es);
+	ExplainPropertyInteger("streamhnsw Image Fallback Nodes", NULL, (int64) st->image_fallback_nodes, es);
 	for (int i = 0; i < shnsw_stat_nfields; i++)
 	{
 		char		label[64];

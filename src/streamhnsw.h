@@ -34,6 +34,7 @@
 #include "kernels.h"
 #include "lookahead.h"
 #include "reader.h"
+#include "shmgraph.h"
 
 #define STREAMHNSW_VERSION "0.1.0"
 
@@ -219,6 +220,7 @@ typedef struct ShnswMetaSnapshot
 	uint64		node_count;
 	uint64		cache_generation;
 	uint32		quant_version;
+	uint64		lsn;			/* the metapage's LSN */
 } ShnswMetaSnapshot;
 
 /* ---------- handler.c: handler, options, GUCs, cost ---------- */
@@ -283,6 +285,9 @@ typedef struct ShnswScanStats
 	uint64		late_unplaced;	/* rows found after a farther row was returned */
 	uint64		parked_reranked;	/* of reranked, parked nodes taken (scan_take) */
 	ShnswReaderStats io;		/* the read pipeline's figures (reader.h) */
+	int			shared_graph;	/* SHNSW_SHM_*: did the scan search the image */
+	uint64		image_nodes;	/* node records read from the image */
+	uint64		image_fallback_nodes;	/* ... and through buffers instead */
 } ShnswScanStats;
 
 /* ---------- pageaccess.c: ShnswNodeSource over shared buffers ---------- */

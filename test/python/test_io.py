@@ -30,7 +30,9 @@ def evict(conn, cluster, rels):
 def io_cluster():
     with Cluster(name="shnsw-io", settings={"io_method": "worker", "io_workers": 4,
                                             "effective_io_concurrency": 16,
-                                            "shared_buffers": "128MB"}) as c:
+                                            "shared_buffers": "128MB",
+                                            # the buffer path's I/O is under test
+                                            "streamhnsw.shared_cache": "off"}) as c:
         c.execute("CREATE EXTENSION streamhnsw CASCADE")
         c.execute("CREATE EXTENSION pg_buffercache")
         rows, queries = data.clustered(20000, 64, seed=21, n_queries=30)

@@ -1,0 +1,1811 @@
+/*-------------------------------------------------------------------------
+ *
+ * shmgraph.c
+ *	  The shared graph image: each index's graph and upper pages copied into
+ *	  one dynamic shared memory segment, laid out by dense node number, that
+ *	  every backend's scans search with plain loads instead of a buffer pin
+ *	  and lock per page.
+ *
+ * Registry. A small named DSM segment (the DSM registry: no
+ * shared_preload_libraries) holds a fixed table of entries keyed by
+ * (database, index OID, relfilelocator), each naming the DSM segment of its
+ * image, its state (building, ready, refreshing) and its counters, under
+ * one LWLock. An image is one segment, pinned (dsm_pin_segment) so that it
+ * outlives the backend that built it; backends map it once and keep the
+ * mapping (dsm_pin_mapping). Dropping or evicting an image unpins its
+ * segment: the memory is returned when the last backend that mapped it
+ * detaches, which each backend does at the first scan of a transaction
+ * after the drop (no scan of its own can be using it then), so a scan never
+ * reads unmapped memory and needs no reference count.
+ *
+ * Layout of an image (ShmImage, then at the offsets it records):
+ *
+ *	 map[block]		  per block of the index: absent, reserved (the build
+ *					  will copy it), or graph/upper + the page's image slot
+ *	 gdesc[], udesc[]  per image page: seqlock, slot count, page LSN
+ *	 gdata			  graph pages' node records, npp records per page slot:
+ *					  node number d = slot_index * npp + slot is at
+ *					  gdata + d * node_size
+ *	 udata			  upper pages, whole (their records are line-pointer items)
+ *
+ * Vector pages are not copied: re-ranking reads exact vectors through
+ * shared buffers (a few dozen pages per query).
+ *
+ * The protocol that keeps an image exact is in src/README ("Shared graph
+ * image"); in short: writers copy every page they change into the image
+ * under the page's exclusive lock (write-through, see shmgraph.h), each
+ * image page has a seqlock that readers check around their copy of a
+ * record, and the image carries the metapage's LSN and cache generation
+ * that it reflects, which every scan compares with the metapage it read.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/relation.h"
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "catalog/pg_class.h"
+#include "commands/defrem.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "port/atomics.h"
+#include "storage/bufmgr.h"
+#include "storage/dsm.h"
+#include "storage/dsm_registry.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/spin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/resowner.h"
+#include "utils/timestamp.h"
+
+#define SHNSW_SHMGRAPH_NO_WRAP
+#include "streamhnsw.h"
+
+bool		shnsw_shared_cache = true;
+int			shnsw_shared_cache_size = 256; /* MB */
+
+#define SHM_MAX_IMAGES		64
+#define SHM_RETRY_SECS		10	/* after a failed build, retry lazily after */
+#define SHM_IDLE_SECS		10	/* a lazy build evicts only images idle this long */
+
+/* entry states */
+#define ENTRY_FREE			0	/* unused table slot */
+#define ENTRY_EMPTY			1	/* known index, no image (counters kept) */
+#define ENTRY_BUILDING		2
+#define ENTRY_READY			3
+#define ENTRY_REFRESHING	4
+
+/* map entries */
+#define MAP_ABSENT			0u
+#define MAP_RESERVED		0xFFFFFFFFu
+#define MAP_GRAPH			0x40000000u
+#define MAP_UPPER			0x80000000u
+#define MAP_KIND(v)			((v) & 0xC0000000u)
+#define MAP_INDEX(v)		((v) & 0x3FFFFFFFu)
+
+typedef struct ShmEntry
+{
+	uint8		state;
+	Oid			dbid;
+	Oid			relid;
+	RelFileLocator locator;
+	dsm_handle	handle;			/* while BUILDING, READY, REFRESHING */
+	uint64		image_id;
+	int			builder_pid;
+	Size		bytes;
+	uint64		nodes;			/* node slots at the last build or refresh */
+	uint32		gpages;
+	uint32		upages;
+	int			last_failure;	/* SHNSW_SHM_* of the last failed build */
+	TimestampTz failed_at;
+	BlockNumber failed_nblocks;
+	pg_atomic_uint64 last_used; /* TimestampTz of the last scan that used it */
+	pg_atomic_uint64 hits;		/* scans that searched the image */
+	pg_atomic_uint64 misses;	/* scans that could not */
+	uint64		builds;
+	uint64		invalidations;
+	uint64		refreshes;
+	uint64		evictions;
+} ShmEntry;
+
+typedef struct ShmCtl
+{
+	LWLock		lock;
+	int			tranche;
+	pg_atomic_uint32 nimages;	/* entries with a segment: writers' fast path */
+	uint64		next_image_id;
+	uint64		epoch;			/* bumped whenever a segment is released */
+	Size		total_bytes;	/* of all segments held by entries */
+	ShmEntry	entries[SHM_MAX_IMAGES];
+} ShmCtl;
+
+typedef struct ShmPageDesc
+{
+	pg_atomic_uint32 seq;		/* odd while a writer changes the page */
+	uint16		nslots;			/* graph pages: slots in use */
+	uint16		pad;
+	uint64		lsn;			/* page LSN of the copy */
+} ShmPageDesc;
+
+typedef struct ShmImage
+{
+	uint64		image_id;
+	pg_atomic_uint32 valid;		/* 0: a write-through found something wrong */
+	pg_atomic_uint64 meta_lsn;	/* the metapage state this image reflects */
+	pg_atomic_uint64 meta_gen;
+	int			m;
+	int			node_size;
+	int			npp;			/* node slots per page */
+	int			slot_bits;
+	uint32		mapcap;			/* blocks the map covers */
+	uint32		gcap;			/* graph page slots */
+	uint32		ucap;			/* upper page slots */
+	uint32		build_nblocks;	/* relation length when built */
+	Size		gstride;		/* bytes per graph page slot */
+	pg_atomic_uint32 gnext;		/* next free graph page slot */
+	pg_atomic_uint32 unext;
+	Size		map_off;
+	Size		gdesc_off;
+	Size		udesc_off;
+	Size		gdata_off;
+	Size		udata_off;
+	Size		total;
+} ShmImage;
+
+/* A backend's mapping of an image. */
+typedef struct LocalImage
+{
+	uint64		image_id;
+	dsm_segment *seg;
+	ShmImage   *img;
+	pg_atomic_uint32 *map;
+	ShmPageDesc *gdesc;
+	ShmPageDesc *udesc;
+	char	   *gdata;
+	char	   *udata;
+} LocalImage;
+
+static ShmCtl *ctl = NULL;
+static LocalImage local_images[SHM_MAX_IMAGES * 2];
+static int	nlocal = 0;
+static uint64 local_epoch = 0;
+static int	active_scans = 0;	/* image scans begun in this transaction */
+static bool callbacks_registered = false;
+
+/* GenericXLog records in progress in this backend (write-through) */
+typedef struct TrackedXlog
+{
+	GenericXLogState *state;
+	Relation	rel;
+	int			nbuf;
+	Buffer		bufs[MAX_GENERIC_XLOG_PAGES];
+	bool		has_meta;
+	uint64		meta_lsn;		/* the metapage's LSN and generation before */
+	uint64		meta_gen;
+} TrackedXlog;
+
+static TrackedXlog tracked[4];
+
+/* a build or refresh this backend has claimed and not finished */
+static int	pending_slot = -1;
+static uint64 pending_image_id = 0;
+static bool pending_refresh = false;
+
+/* ---------- registry ---------- */
+
+static void
+ctl_init(void *ptr)
+{
+	ShmCtl	   *c = (ShmCtl *) ptr;
+
+	memset(c, 0, sizeof(ShmCtl));
+	c->tranche = LWLockNewTrancheId();
+	LWLockInitialize(&c->lock, c->tranche);
+	pg_atomic_init_u32(&c->nimages, 0);
+	c->next_image_id = 1;
+	for (int i = 0; i < SHM_MAX_IMAGES; i++)
+	{
+		pg_atomic_init_u64(&c->entries[i].last_used, 0);
+		pg_atomic_init_u64(&c->entries[i].hits, 0);
+		pg_atomic_init_u64(&c->entries[i].misses, 0);
+	}
+}
+
+static void release_pending(void);
+
+static void
+shm_xact_callback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT ||
+		event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT ||
+		event == XACT_EVENT_PREPARE)
+	{
+		/* no scan outlives its transaction, nor a GenericXLog record */
+		active_scans = 0;
+		memset(tracked, 0, sizeof(tracked));
+		if (pending_slot >= 0)
+			release_pending();
+	}
+}
+
+static void
+shm_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					 SubTransactionId parentSubid, void *arg)
+{
+	if (event == SUBXACT_EVENT_ABORT_SUB && pending_slot >= 0)
+		release_pending();
+}
+
+static void
+shm_exit_callback(int code, Datum arg)
+{
+	if (pending_slot >= 0 && ctl != NULL)
+	{
+		LWLockReleaseAll();
+		release_pending();
+	}
+}
+
+/*
+ * get_ctl attaches to (creating if needed) the registry segment. Like the
+ * statistics segment, it is a few kilobytes created once per server.
+ */
+static ShmCtl *
+get_ctl(void)
+{
+	if (ctl == NULL)
+	{
+		bool		found;
+
+		ctl = GetNamedDSMSegment("streamhnsw_shmgraph", sizeof(ShmCtl), ctl_init, &found);
+		LWLockRegisterTranche(ctl->tranche, "streamhnsw_shmgraph");
+		local_epoch = ctl->epoch;
+	}
+	if (!callbacks_registered)
+	{
+		RegisterXactCallback(shm_xact_callback, NULL);
+		RegisterSubXactCallback(shm_subxact_callback, NULL);
+		before_shmem_exit(shm_exit_callback, 0);
+		callbacks_registered = true;
+	}
+	return ctl;
+}
+
+/* Find the entry of an index; the caller holds ctl->lock. */
+static ShmEntry *
+find_entry(Relation index)
+{
+	for (int i = 0; i < SHM_MAX_IMAGES; i++)
+	{
+		ShmEntry   *e = &ctl->entries[i];
+
+		if (e->state != ENTRY_FREE && e->relid == RelationGetRelid(index) &&
+			e->dbid == MyDatabaseId &&
+			RelFileLocatorEquals(e->locator, index->rd_locator))
+			return e;
+	}
+	return NULL;
+}
+
+/*
+ * drop_segment takes an entry's segment away (caller holds ctl->lock
+ * exclusively); the caller unpins the returned handle after releasing it.
+ */
+static dsm_handle
+drop_segment(ShmEntry *e)
+{
+	dsm_handle	h = e->handle;
+
+	Assert(e->state == ENTRY_READY || e->state == ENTRY_BUILDING ||
+		   e->state == ENTRY_REFRESHING);
+	ctl->total_bytes -= e->bytes;
+	e->bytes = 0;
+	e->handle = DSM_HANDLE_INVALID;
+	e->image_id = 0;
+	e->state = ENTRY_EMPTY;
+	pg_atomic_fetch_sub_u32(&ctl->nimages, 1);
+	ctl->epoch++;
+	return h;
+}
+
+static void
+unpin_handles(dsm_handle *h, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (h[i] != DSM_HANDLE_INVALID)
+			dsm_unpin_segment(h[i]);
+}
+
+/* Pointers into a mapped image. */
+static void
+local_fill(LocalImage *li, dsm_segment *seg)
+{
+	char	   *base = dsm_segment_address(seg);
+	ShmImage   *img = (ShmImage *) base;
+
+	li->seg = seg;
+	li->img = img;
+	li->image_id = img->image_id;
+	li->map = (pg_atomic_uint32 *) (base + img->map_off);
+	li->gdesc = (ShmPageDesc *) (base + img->gdesc_off);
+	li->udesc = (ShmPageDesc *) (base + img->udesc_off);
+	li->gdata = base + img->gdata_off;
+	li->udata = base + img->udata_off;
+}
+
+/*
+ * local_attach returns this backend's mapping of the entry's image, mapping
+ * it if needed; NULL if the segment is gone. Caller holds ctl->lock (so the
+ * segment is still pinned).
+ */
+static LocalImage *
+local_attach(ShmEntry *e)
+{
+	dsm_segment *seg;
+	LocalImage *li;
+
+	for (int i = 0; i < nlocal; i++)
+		if (local_images[i].image_id == e->image_id)
+			return &local_images[i];
+	if (nlocal == lengthof(local_images))
+		return NULL;			/* the caller treats the image as unusable */
+	seg = dsm_attach(e->handle);
+	if (seg == NULL)
+		return NULL;
+	dsm_pin_mapping(seg);
+	li = &local_images[nlocal++];
+	local_fill(li, seg);
+	if (li->image_id != e->image_id)
+	{
+		/* cannot happen: handles are not reused while pinned */
+		dsm_detach(seg);
+		nlocal--;
+		return NULL;
+	}
+	return li;
+}
+
+/*
+ * local_sweep detaches the images that were dropped since this backend
+ * last looked, when no scan of this backend can be using them.
+ */
+static void
+local_sweep(void)
+{
+	uint64		epoch;
+	int			keep = 0;
+	dsm_segment *gone[lengthof(local_images)];
+	int			ngone = 0;
+
+	if (active_scans > 0 || ctl->epoch == local_epoch)
+		return;
+	LWLockAcquire(&ctl->lock, LW_SHARED);
+	epoch = ctl->epoch;
+	for (int i = 0; i < nlocal; i++)
+	{
+		bool		live = false;
+
+		for (int j = 0; j < SHM_MAX_IMAGES && !live; j++)
+			live = ctl->entries[j].state >= ENTRY_BUILDING &&
+				ctl->entries[j].image_id == local_images[i].image_id;
+		if (live)
+			local_images[keep++] = local_images[i];
+		else
+			gone[ngone++] = local_images[i].seg;
+	}
+	nlocal = keep;
+	LWLockRelease(&ctl->lock);
+	for (int i = 0; i < ngone; i++)
+		dsm_detach(gone[i]);
+	local_epoch = epoch;
+}
+
+/* ---------- copying pages into an image ---------- */
+
+static inline void
+seq_begin(ShmPageDesc *d)
+{
+	pg_atomic_fetch_add_u32(&d->seq, 1);	/* odd: readers retry */
+	pg_write_barrier();
+}
+
+static inline void
+seq_end(ShmPageDesc *d)
+{
+	pg_write_barrier();
+	pg_atomic_fetch_add_u32(&d->seq, 1);
+}
+
+/*
+ * node_ok: the checks of shnsw_check_node that do not need the relation's
+ * length, without raising an error (a page that fails is left out of the
+ * image; scans then read it through buffers, which report it).
+ */
+static bool
+node_ok(const ShnswNodeHeader *h, ShnswRef self, int m, int vec_size)
+{
+	const ShnswRef *nb = shnsw_node_neighbors(h);
+
+	if (h->level > SHNSW_MAX_LEVEL || h->nneighbors > 2 * m ||
+		h->vec_offset >= SHNSW_PAGE_CAPACITY || h->vec_offset % 4 != 0 ||
+		h->vec_block == SHNSW_METAPAGE_BLKNO || h->vec_block == InvalidBlockNumber)
+		return false;
+	(void) vec_size;
+	if (h->flags & SHNSW_NODE_FREE)
+		return true;
+	if (h->tid_off == InvalidOffsetNumber || h->tid_off > MaxOffsetNumber)
+		return false;
+	for (int k = 0; k < h->nneighbors; k++)
+		if (nb[k] == self)
+			return false;
+	return true;
+}
+
+/*
+ * copy_graph copies graph page blk (locked by the caller, share or
+ * exclusive) into image page slot idx. Returns false if the page cannot be
+ * used (not ours, a slot count or a record out of range).
+ */
+static bool
+copy_graph(LocalImage *li, uint32 idx, BlockNumber blk, Page page, int vec_size)
+{
+	ShmImage   *img = li->img;
+	ShmPageDesc *d = &li->gdesc[idx];
+	int			nslots;
+
+	if (PageIsNew(page) || ShnswPageGetOpaque(page)->magic != SHNSW_MAGIC ||
+		ShnswPageGetOpaque(page)->page_type != SHNSW_PAGE_GRAPH)
+		return false;
+	nslots = ShnswPageGetOpaque(page)->nslots;
+	if (nslots > img->npp)
+		return false;
+	for (int s = 0; s < nslots; s++)
+		if (!node_ok(shnsw_page_node(page, s, img->node_size),
+					 shnsw_make_ref(blk, s, img->slot_bits), img->m, vec_size))
+			return false;
+	seq_begin(d);
+	memcpy(li->gdata + (Size) idx * img->gstride, PageGetContents(page),
+		   (Size) nslots * img->node_size);
+	d->nslots = nslots;
+	d->lsn = PageGetLSN(page);
+	seq_end(d);
+	return true;
+}
+
+static bool
+copy_upper(LocalImage *li, uint32 idx, Page page)
+{
+	ShmPageDesc *d = &li->udesc[idx];
+
+	if (PageIsNew(page) || ShnswPageGetOpaque(page)->magic != SHNSW_MAGIC ||
+		ShnswPageGetOpaque(page)->page_type != SHNSW_PAGE_UPPER)
+		return false;
+	seq_begin(d);
+	memcpy(li->udata + (Size) idx * BLCKSZ, page, BLCKSZ);
+	d->lsn = PageGetLSN(page);
+	seq_end(d);
+	return true;
+}
+
+/*
+ * copy_page brings block blk (locked by the caller) into the image: into
+ * its slot if the map has one, else into a new slot from the spare ones if
+ * allowed. A page the image cannot hold stays absent (scans read it through
+ * buffers); a page that contradicts the image invalidates the image.
+ */
+static void
+copy_page(LocalImage *li, BlockNumber blk, Page page, int vec_size, bool may_add)
+{
+	ShmImage   *img = li->img;
+	uint32		v;
+	uint16		type;
+
+	if (blk >= img->mapcap || PageIsNew(page) ||
+		ShnswPageGetOpaque(page)->magic != SHNSW_MAGIC)
+		return;
+	type = ShnswPageGetOpaque(page)->page_type;
+	if (type != SHNSW_PAGE_GRAPH && type != SHNSW_PAGE_UPPER)
+		return;
+	v = pg_atomic_read_u32(&li->map[blk]);
+	if (v == MAP_RESERVED)
+		return;					/* the build copies it later, under its lock */
+	if (v == MAP_ABSENT)
+	{
+		pg_atomic_uint32 *next = type == SHNSW_PAGE_GRAPH ? &img->gnext : &img->unext;
+		uint32		cap = type == SHNSW_PAGE_GRAPH ? img->gcap : img->ucap;
+		uint32		idx;
+		bool		ok;
+
+		if (!may_add || pg_atomic_read_u32(next) >= cap)
+			return;
+		idx = pg_atomic_fetch_add_u32(next, 1);
+		if (idx >= cap)
+			return;
+		ok = type == SHNSW_PAGE_GRAPH ? copy_graph(li, idx, blk, page, vec_size)
+			: copy_upper(li, idx, page);
+		if (!ok)
+			return;
+		pg_write_barrier();
+		pg_atomic_write_u32(&li->map[blk], (type == SHNSW_PAGE_GRAPH ? MAP_GRAPH : MAP_UPPER) | idx);
+		return;
+	}
+	if ((type == SHNSW_PAGE_GRAPH && MAP_KIND(v) != MAP_GRAPH) ||
+		(type == SHNSW_PAGE_UPPER && MAP_KIND(v) != MAP_UPPER) ||
+		!(type == SHNSW_PAGE_GRAPH ? copy_graph(li, MAP_INDEX(v), blk, page, vec_size)
+		  : copy_upper(li, MAP_INDEX(v), page)))
+		pg_atomic_write_u32(&img->valid, 0);
+}
+
+/* ---------- building ---------- */
+
+/* Bytes of an image with these capacities. */
+static Size
+image_size(uint32 mapcap, uint32 gcap, uint32 ucap, Size gstride, Size *offs)
+{
+	Size		sz = MAXALIGN(sizeof(ShmImage));
+
+	offs[0] = sz;
+	sz = TYPEALIGN(64, sz + sizeof(pg_atomic_uint32) * (Size) mapcap);
+	offs[1] = sz;
+	sz += sizeof(ShmPageDesc) * (Size) gcap;
+	offs[2] = sz;
+	sz = TYPEALIGN(64, sz + sizeof(ShmPageDesc) * (Size) ucap);
+	offs[3] = sz;
+	sz += gstride * gcap;
+	offs[4] = sz;
+	sz += (Size) BLCKSZ * ucap;
+	return sz;
+}
+
+/* Evict until `need` more bytes fit; caller holds ctl->lock exclusively. */
+static bool
+make_room(Size need, ShmEntry *self, bool idle_only, dsm_handle *unpin, int *nunpin)
+{
+	Size		budget = (Size) shnsw_shared_cache_size * 1024 * 1024;
+	TimestampTz now = GetCurrentTimestamp();
+
+	while (ctl->total_bytes + need > budget)
+	{
+		ShmEntry   *victim = NULL;
+
+		for (int i = 0; i < SHM_MAX_IMAGES; i++)
+		{
+			ShmEntry   *e = &ctl->entries[i];
+
+			if (e == self || e->state != ENTRY_READY)
+				continue;
+			if (idle_only &&
+				!TimestampDifferenceExceeds((TimestampTz) pg_atomic_read_u64(&e->last_used),
+											now, SHM_IDLE_SECS * 1000))
+				continue;
+			if (victim == NULL ||
+				pg_atomic_read_u64(&e->last_used) < pg_atomic_read_u64(&victim->last_used))
+				victim = e;
+		}
+		if (victim == NULL)
+			return false;
+		victim->evictions++;
+		unpin[(*nunpin)++] = drop_segment(victim);
+	}
+	return true;
+}
+
+/* Give up a claim (build or refresh) this backend holds. */
+static void
+release_pending(void)
+{
+	ShmEntry   *e;
+	dsm_handle	h = DSM_HANDLE_INVALID;
+
+	if (pending_slot < 0 || ctl == NULL)
+		return;
+	LWLockAcquire(&ctl->lock, LW_EXCLUSIVE);
+	e = &ctl->entries[pending_slot];
+	if (e->builder_pid == MyProcPid)
+	{
+		if (pending_refresh && e->state == ENTRY_REFRESHING)
+			e->state = ENTRY_READY; /* still behind: the next scan refreshes */
+		else if (e->state == ENTRY_BUILDING && e->image_id != 0)
+			h = drop_segment(e);
+		else if (e->state == ENTRY_BUILDING)
+		{
+			/* claimed, no segment yet (perhaps its bytes reserved) */
+			ctl->total_bytes -= e->bytes;
+			e->bytes = 0;
+			e->state = ENTRY_EMPTY;
+		}
+		e->builder_pid = 0;
+	}
+	LWLockRelease(&ctl->lock);
+	pending_slot = -1;
+	pending_image_id = 0;
+	pending_refresh = false;
+	unpin_handles(&h, 1);
+}
+
+/*
+ * create_segment creates and pins a segment of size bytes, or returns NULL
+ * if dynamic shared memory cannot provide it (no slot, no space in
+ * /dev/shm, ...). The attempt runs in a subtransaction so that a failure is
+ * a fallback, not an error.
+ */
+static dsm_segment *
+create_segment(Size size)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	dsm_segment *seg = NULL;
+
+	if (IsInParallelMode())
+		return NULL;
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldcxt);
+	PG_TRY();
+	{
+		seg = dsm_create(size, DSM_CREATE_NULL_IF_MAXSEGMENTS);
+		if (seg != NULL)
+		{
+			dsm_pin_mapping(seg);
+			dsm_pin_segment(seg);
+		}
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(oldcxt);
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
+		seg = NULL;
+	}
+	PG_END_TRY();
+	return seg;
+}
+
+static void
+note_failure(ShmEntry *e, int status, BlockNumber nblocks)
+{
+	e->last_failure = status;
+	e->failed_at = GetCurrentTimestamp();
+	e->failed_nblocks = nblocks;
+}
+
+/* Read the metapage's LSN and cache generation (share lock, released). */
+static void
+read_meta_token(Relation index, uint64 *lsn, uint64 *gen)
+{
+	Buffer		buf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
+	Page		page;
+
+	LockBuffer(buf, BUFFER_LOCK_SHARE);
+	page = BufferGetPage(buf);
+	shnsw_check_page(index, page, SHNSW_METAPAGE_BLKNO, SHNSW_PAGE_META);
+	*lsn = PageGetLSN(page);
+	*gen = ShnswPageGetMeta(page)->cache_generation;
+	UnlockReleaseBuffer(buf);
+}
+
+/*
+ * image_build builds the index's image in this backend (the caller has no
+ * usable image). explicit: on request (evicts any image, ignores recent
+ * failures). Returns the mapping, or NULL with *status saying why.
+ */
+static LocalImage *
+image_build(Relation index, const ShnswIndexInfo *info, bool explicit, int *status)
+{
+	ShmEntry   *e;
+	int			slot;
+	BlockNumber nblocks = RelationGetNumberOfBlocks(index);
+	uint8	   *types;
+	uint32		ng = 0,
+				nu = 0,
+				mapcap,
+				gcap,
+				ucap,
+				gi = 0,
+				ui = 0;
+	int			npp = shnsw_nodes_per_page(info->node_size);
+	Size		gstride = TYPEALIGN(64, (Size) npp * info->node_size);
+	Size		offs[5],
+				size;
+	dsm_handle	unpin[SHM_MAX_IMAGES + 1];
+	int			nunpin = 0;
+	dsm_segment *seg;
+	LocalImage *li;
+	ShmImage   *img;
+	uint64		lsn,
+				gen,
+				nodes = 0;
+	Size		budget = (Size) shnsw_shared_cache_size * 1024 * 1024;
+
+	/* a lower bound from what the metapage counts: skip hopeless attempts */
+	{
+		ShnswMetaSnapshot snap;
+
+		shnsw_read_meta(index, &snap);
+		if ((Size) (snap.node_count / Max(npp, 1)) * gstride > budget)
+		{
+			*status = SHNSW_SHM_TOO_BIG;
+			return NULL;
+		}
+	}
+
+	/* claim the entry */
+	LWLockAcquire(&ctl->lock, LW_EXCLUSIVE);
+	e = find_entry(index);
+	if (e != NULL && e->state >= ENTRY_BUILDING)
+	{
+		if (e->state == ENTRY_READY && explicit)
+			unpin[nunpin++] = drop_segment(e);
+		else
+		{
+			LWLockRelease(&ctl->lock);
+			*status = SHNSW_SHM_BUILDING;
+			return NULL;
+		}
+	}
+	if (e == NULL)
+	{
+		ShmEntry   *lru = NULL;
+
+		/* the entries of older relfilenodes of this index are unreachable */
+		for (int i = 0; i < SHM_MAX_IMAGES; i++)
+		{
+			ShmEntry   *o = &ctl->entries[i];
+
+			if (o->state != ENTRY_FREE && o->dbid == MyDatabaseId &&
+				o->relid == RelationGetRelid(index))
+			{
+				if (o->state >= ENTRY_BUILDING)
+				{
+					if (o->state != ENTRY_READY)
+						continue;
+					unpin[nunpin++] = drop_segment(o);
+				}
+				o->state = ENTRY_FREE;
+			}
+		}
+		for (int i = 0; i < SHM_MAX_IMAGES && e == NULL; i++)
+			if (ctl->entries[i].state == ENTRY_FREE)
+				e = &ctl->entries[i];
+		for (int i = 0; i < SHM_MAX_IMAGES && e == NULL; i++)
+		{
+			ShmEntry   *o = &ctl->entries[i];
+
+			if (o->state == ENTRY_EMPTY &&
+				(lru == NULL || pg_atomic_read_u64(&o->last_used) < pg_atomic_read_u64(&lru->last_used)))
+				lru = o;
+		}
+		if (e == NULL)
+			e = lru;
+		if (e == NULL)
+		{
+			/* the table is full of images: take the least recently used one's */
+			for (int i = 0; i < SHM_MAX_IMAGES; i++)
+			{
+				ShmEntry   *o = &ctl->entries[i];
+
+				if (o->state != ENTRY_READY)
+					continue;
+				if (!explicit &&
+					!TimestampDifferenceExceeds((TimestampTz) pg_atomic_read_u64(&o->last_used),
+												GetCurrentTimestamp(), SHM_IDLE_SECS * 1000))
+					continue;
+				if (lru == NULL ||
+					pg_atomic_read_u64(&o->last_used) < pg_atomic_read_u64(&lru->last_used))
+					lru = o;
+			}
+			if (lru != NULL)
+			{
+				unpin[nunpin++] = drop_segment(lru);
+				lru->state = ENTRY_FREE;
+				e = lru;
+			}
+		}
+		if (e == NULL)
+		{
+			LWLockRelease(&ctl->lock);
+			unpin_handles(unpin, nunpin);
+			*status = SHNSW_SHM_UNAVAILABLE;
+			return NULL;
+		}
+		memset(e, 0, offsetof(ShmEntry, last_used));
+		pg_atomic_write_u64(&e->last_used, (uint64) GetCurrentTransactionStartTimestamp());
+		pg_atomic_write_u64(&e->hits, 0);
+		pg_atomic_write_u64(&e->misses, 0);
+		e->builds = e->invalidations = e->refreshes = e->evictions = 0;
+		e->dbid = MyDatabaseId;
+		e->relid = RelationGetRelid(index);
+		e->locator = index->rd_locator;
+		e->state = ENTRY_EMPTY;
+	}
+	else if (!explicit && e->state == ENTRY_EMPTY && e->last_failure != 0 &&
+			 (e->failed_nblocks == nblocks ||
+			  !TimestampDifferenceExceeds(e->failed_at, GetCurrentTimestamp(),
+										  SHM_RETRY_SECS * 1000)))
+	{
+		/* it failed recently, or for this very size: do not retry every scan */
+		*status = e->last_failure;
+		LWLockRelease(&ctl->lock);
+		unpin_handles(unpin, nunpin);
+		return NULL;
+	}
+	e->state = ENTRY_BUILDING;
+	e->builder_pid = MyProcPid;
+	e->image_id = 0;
+	slot = e - ctl->entries;
+	pending_slot = slot;
+	pending_image_id = 0;
+	pending_refresh = false;
+	LWLockRelease(&ctl->lock);
+	unpin_handles(unpin, nunpin);
+	nunpin = 0;
+
+	/* pass 1: which blocks are graph and upper pages */
+	types = palloc0(nblocks);
+	for (BlockNumber blk = SHNSW_METAPAGE_BLKNO + 1; blk < nblocks; blk++)
+	{
+		Buffer		buf = ReadBuffer(index, blk);
+		Page		page;
+
+		LockBuffer(buf, BUFFER_LOCK_SHARE);
+		page = BufferGetPage(buf);
+		if (!PageIsNew(page) && ShnswPageGetOpaque(page)->magic == SHNSW_MAGIC)
+		{
+			types[blk] = (uint8) ShnswPageGetOpaque(page)->page_type;
+			if (types[blk] == SHNSW_PAGE_GRAPH)
+				ng++;
+			else if (types[blk] == SHNSW_PAGE_UPPER)
+				nu++;
+		}
+		UnlockReleaseBuffer(buf);
+		if ((blk & 255) == 0)
+			CHECK_FOR_INTERRUPTS();
+	}
+
+	/* room to grow: an eighth more pages, for those inserts add */
+	mapcap = nblocks + nblocks / 8 + 64;
+	gcap = ng + ng / 8 + 8;
+	ucap = nu + nu / 8 + 2;
+	size = image_size(mapcap, gcap, ucap, gstride, offs);
+
+	LWLockAcquire(&ctl->lock, LW_EXCLUSIVE);
+	e = &ctl->entries[slot];
+	if (size > budget || !make_room(size, e, !explicit, unpin, &nunpin))
+	{
+		*status = size > budget ? SHNSW_SHM_TOO_BIG : SHNSW_SHM_FULL;
+		e->state = ENTRY_EMPTY;
+		e->builder_pid = 0;
+		note_failure(e, *status, nblocks);
+		pending_slot = -1;
+		LWLockRelease(&ctl->lock);
+		unpin_handles(unpin, nunpin);
+		pfree(types);
+		return NULL;
+	}
+	ctl->total_bytes += size;
+	e->bytes = size;
+	LWLockRelease(&ctl->lock);
+	unpin_handles(unpin, nunpin);
+	nunpin = 0;
+
+	seg = create_segment(size);
+	if (seg == NULL)
+	{
+		LWLockAcquire(&ctl->lock, LW_EXCLUSIVE);
+		e = &ctl->entries[slot];
+		ctl->total_bytes -= e->bytes;
+		e->bytes = 0;
+		e->state = ENTRY_EMPTY;
+		e->builder_pid = 0;
+		note_failure(e, SHNSW_SHM_UNAVAILABLE, nblocks);
+		pending_slot = -1;
+		LWLockRelease(&ctl->lock);
+		pfree(types);
+		*status = SHNSW_SHM_UNAVAILABLE;
+		return NULL;
+	}
+
+	/* lay the image out; map the pass-1 pages as reserved */
+	img = (ShmImage *) dsm_segment_address(seg);
+	memset(img, 0, offs[0]);
+	pg_atomic_init_u32(&img->valid, 1);
+	pg_atomic_init_u64(&img->meta_lsn, 0);
+	pg_atomic_init_u64(&img->meta_gen, 0);
+	pg_atomic_init_u32(&img->gnext, ng);
+	pg_atomic_init_u32(&img->unext, nu);
+	img->m = info->m;
+	img->node_size = info->node_size;
+	img->npp = npp;
+	img->slot_bits = info->slot_bits;
+	img->mapcap = mapcap;
+	img->gcap = gcap;
+	img->ucap = ucap;
+	img->build_nblocks = nblocks;
+	img->gstride = gstride;
+	img->map_off = offs[0];
+	img->gdesc_off = offs[1];
+	img->udesc_off = offs[2];
+	img->gdata_off = offs[3];
+	img->udata_off = offs[4];
+	img->total = size;
+	{
+		pg_atomic_uint32 *map = (pg_atomic_uint32 *) ((char *) img + offs[0]);
+		ShmPageDesc *gd = (ShmPageDesc *) ((char *) img + offs[1]);
+		ShmPageDesc *ud = (ShmPageDesc *) ((char *) img + offs[2]);
+
+		for (uint32 b = 0; b < mapcap; b++)
+			pg_atomic_init_u32(&map[b], b < nblocks &&
+							   (types[b] == SHNSW_PAGE_GRAPH || types[b] == SHNSW_PAGE_UPPER)
+							   ? MAP_RESERVED : MAP_ABSENT);
+		for (uint32 i = 0; i < gcap; i++)
+		{
+			pg_atomic_init_u32(&gd[i].seq, 0);
+			gd[i].nslots = 0;
+			gd[i].lsn = 0;
+		}
+		for (uint32 i = 0; i < ucap; i++)
+		{
+			pg_atomic_init_u32(&ud[i].seq, 0);
+			ud[i].nslots = 0;
+			ud[i].lsn = 0;
+		}
+	}
+
+	/* publish: from now on writers copy the pages they change */
+	LWLockAcquire(&ctl->lock, LW_EXCLUSIVE);
+	e = &ctl->entries[slot];
+	img->image_id = ctl->next_image_id++;
+	e->image_id = img->image_id;
+	e->handle = dsm_segment_handle(seg);
+	pending_image_id = img->image_id;
+	pg_atomic_fetch_add_u32(&ctl->nimages, 1);
+	Assert(nlocal < lengthof(local_images));
+	li = &local_images[nlocal++];
+	local_fill(li, seg);
+	LWLockRelease(&ctl->lock);
+
+	/* pass 2: copy each page, publishing its map entry under its lock */
+	for (BlockNumber blk = SHNSW_METAPAGE_BLKNO + 1; blk < nblocks; blk++)
+	{
+		Buffer		buf;
+		Page		page;
+		bool		ok;
+		uint32		idx;
+
+		if (types[blk] != SHNSW_PAGE_GRAPH && types[blk] != SHNSW_PAGE_UPPER)
+			continue;
+		buf = ReadBuffer(index, blk);
+		LockBuffer(buf, BUFFER_LOCK_SHARE);
+		page = BufferGetPage(buf);
+		if (types[blk] == SHNSW_PAGE_GRAPH)
+		{
+			idx = gi++;
+			ok = copy_graph(li, idx, blk, page, info->vec_size);
+			if (ok)
+				nodes += li->gdesc[idx].nslots;
+		}
+		else
+		{
+			idx = ui++;
+			ok = copy_upper(li, idx, page);
+		}
+		pg_write_barrier();
+		pg_atomic_write_u32(&li->map[blk], !ok ? MAP_ABSENT :
+							(types[blk] == SHNSW_PAGE_GRAPH ? MAP_GRAPH : MAP_UPPER) | idx);
+		UnlockReleaseBuffer(buf);
+		if ((blk & 255) == 0)
+			CHECK_FOR_INTERRUPTS();
+	}
+	pfree(types);
+
+	/* every change before this metapage state is in the image */
+	read_meta_token(index, &lsn, &gen);
+	pg_atomic_write_u64(&img->meta_lsn, lsn);
+	pg_atomic_write_u64(&img->meta_gen, gen);
+
+	LWLockAcquire(&ctl->lock, LW_EXCLUSIVE);
+	e = &ctl->entries[slot];
+	if (e->image_id != img->image_id || e->state != ENTRY_BUILDING)
+	{
+		/* a writer could not copy a change into it and dropped it */
+		pending_slot = -1;
+		LWLockRelease(&ctl->lock);
+		*status = SHNSW_SHM_STALE;
+		return NULL;
+	}
+	e->state = ENTRY_READY;
+	e->builder_pid = 0;
+	e->builds++;
+	e->nodes = nodes;
+	e->gpages = ng;
+	e->upages = nu;
+	e->last_failure = 0;
+	pg_atomic_write_u64(&e->last_used, (uint64) GetCurrentTransactionStartTimestamp());
+	pending_slot = -1;
+	LWLockRelease(&ctl->lock);
+	*status = SHNSW_SHM_BUILT;
+	return li;
+}
+
+/*
+ * image_refresh brings an image that is behind the metapage up to date:
+ * recopies every page whose LSN differs from its copy's (a hot standby,
+ * where WAL replay runs no extension code, gets here after each replayed
+ * change of the metapage), and adds pages appended since the build. The
+ * caller has claimed the entry (REFRESHING).
+ */
+static void
+image_refresh(Relation index, LocalImage *li, int vec_size)
+{
+	ShmImage   *img = li->img;
+	uint64		lsn,
+				gen;
+	BlockNumber nblocks;
+
+	read_meta_token(index, &lsn, &gen);
+	nblocks = Min(RelationGetNumberOfBlocks(index), img->mapcap);
+	for (BlockNumber blk = SHNSW_METAPAGE_BLKNO + 1; blk < nblocks; blk++)
+	{
+		uint32		v = pg_atomic_read_u32(&li->map[blk]);
+		Buffer		buf;
+		Page		page;
+		ShmPageDesc *d;
+
+		if (v == MAP_ABSENT && blk < img->build_nblocks)
+			continue;			/* not graph or upper when built: pages keep their type */
+		if (v == MAP_RESERVED)
+			continue;
+		buf = ReadBuffer(index, blk);
+		LockBuffer(buf, BUFFER_LOCK_SHARE);
+		page = BufferGetPage(buf);
+		d = v == MAP_ABSENT ? NULL : MAP_KIND(v) == MAP_GRAPH ? &li->gdesc[MAP_INDEX(v)]
+			: &li->udesc[MAP_INDEX(v)];
+		if (d == NULL || d->lsn != PageGetLSN(page))
+			copy_page(li, blk, page, vec_size, true);
+		UnlockReleaseBuffer(buf);
+		if ((blk & 255) == 0)
+			CHECK_FOR_INTERRUPTS();
+	}
+	pg_atomic_write_u64(&img->meta_lsn, lsn);
+	pg_atomic_write_u64(&img->meta_gen, gen);
+}
+
+/* ---------- the node source over an image ---------- */
+
+typedef struct ShmScan
+{
+	LocalImage *li;
+	ShnswNodeSource inner;			/* buffer-manager ops: nodes the image lacks */
+	ShnswScanStats *stats;
+	int			slot_bits;
+	int			node_size;
+	int			m;
+	char	   *rec;			/* one node record */
+	ShnswRef   *fb;				/* scratch for prefetch of absent nodes */
+	int			fbcap;
+} ShmScan;
+
+/* The image's copy of node ref, into out; false if the image lacks it. */
+static inline bool
+shm_read_node(ShmScan *ss, ShnswRef ref, char *out)
+{
+	LocalImage *li = ss->li;
+	uint32		blk = shnsw_ref_block(ref, ss->slot_bits);
+	uint32		slot = shnsw_ref_slot(ref, ss->slot_bits);
+	uint32		v;
+	ShmPageDesc *d;
+	const char *src;
+
+	if (blk >= li->img->mapcap)
+		return false;
+	v = pg_atomic_read_u32(&li->map[blk]);
+	if (MAP_KIND(v) != MAP_GRAPH || v == MAP_RESERVED)
+		return false;
+	d = &li->gdesc[MAP_INDEX(v)];
+	src = li->gdata + (Size) MAP_INDEX(v) * li->img->gstride + (Size) slot * ss->node_size;
+	for (int tries = 0; tries < 64; tries++)
+	{
+		uint32		s1 = pg_atomic_read_u32(&d->seq);
+
+		if (s1 & 1)
+		{
+			pg_spin_delay();
+			continue;
+		}
+		pg_read_barrier();
+		if (slot >= d->nslots)
+			return false;
+		memcpy(out, src, ss->node_size);
+		pg_read_barrier();
+		if (pg_atomic_read_u32(&d->seq) == s1)
+			return true;
+	}
+	return false;
+}
+
+/* Callback shim: the buffer path's one-reference call reports position 0. */
+typedef struct ShimArg
+{
+	ShnswNodeFn fn;
+	void	   *arg;
+	int			pos;
+} ShimArg;
+
+static void
+shim_cb(void *arg, int i, const ShnswNodeHeader *node)
+{
+	ShimArg    *a = (ShimArg *) arg;
+
+	a->fn(a->arg, a->pos, node);
+}
+
+/*
+ * read_nodes over the image: records are copied out under their page's
+ * seqlock (plain loads, no pin or lock) and handed to fn in the order the
+ * buffer path uses (by reference), so results are the same with and
+ * without the image; a node the image lacks is read through buffers.
+ */
+static void
+shm_read_nodes(void *vctx, const ShnswRef *refs, int n, ShnswNodeFn fn, void *arg)
+{
+	ShmScan    *ss = (ShmScan *) vctx;
+	int			order_buf[2 * SHNSW_MAX_M + 2];
+	int		   *order = n <= lengthof(order_buf) ? order_buf : palloc(sizeof(int) * n);
+
+	for (int k = 0; k < n; k++)
+	{
+		int			j = k;
+
+		while (j > 0 && refs[order[j - 1]] > refs[k])
+		{
+			order[j] = order[j - 1];
+			j--;
+		}
+		order[j] = k;
+	}
+	for (int k = 0; k < n; k++)
+	{
+		int			i = order[k];
+
+		if (shm_read_node(ss, refs[i], ss->rec))
+		{
+			ss->stats->image_nodes++;
+			fn(arg, i, (const ShnswNodeHeader *) ss->rec);
+		}
+		else
+		{
+			ShimArg		a = {fn, arg, i};
+
+			ss->stats->image_fallback_nodes++;
+			ss->inner.read_nodes(ss->inner.ctx, &refs[i], 1, shim_cb, &a);
+		}
+	}
+	if (order != order_buf)
+		pfree(order);
+}
+
+
+/*
+ * read_upper over the image: the record is copied under its page's
+ * seqlock and checked as pageaccess.c checks it; anything that does not
+ * check out is read through buffers instead (which report corruption).
+ */
+static int
+shm_read_upper(void *vctx, ShnswUpperLoc loc, int layer, ShnswRef *out)
+{
+	ShmScan    *ss = (ShmScan *) vctx;
+	LocalImage *li = ss->li;
+	uint32		v;
+
+	if (loc.block < li->img->mapcap &&
+		MAP_KIND(v = pg_atomic_read_u32(&li->map[loc.block])) == MAP_UPPER && v != MAP_RESERVED)
+	{
+		ShmPageDesc *d = &li->udesc[MAP_INDEX(v)];
+		Page		page = (Page) (li->udata + (Size) MAP_INDEX(v) * BLCKSZ);
+
+		for (int tries = 0; tries < 64; tries++)
+		{
+			uint32		s1 = pg_atomic_read_u32(&d->seq);
+			int			cnt = -1;
+
+			if (s1 & 1)
+			{
+				pg_spin_delay();
+				continue;
+			}
+			pg_read_barrier();
+			if (loc.offset >= FirstOffsetNumber && loc.offset <= PageGetMaxOffsetNumber(page))
+			{
+				ItemId		iid = PageGetItemId(page, loc.offset);
+
+				if (ItemIdIsNormal(iid) && ItemIdGetLength(iid) >= sizeof(ShnswUpperHeader) &&
+					ItemIdGetOffset(iid) >= SizeOfPageHeaderData &&
+					ItemIdGetOffset(iid) + ItemIdGetLength(iid) <= BLCKSZ - MAXALIGN(sizeof(ShnswPageOpaqueData)))
+				{
+					ShnswUpperHeader *u = (ShnswUpperHeader *) PageGetItem(page, iid);
+					int			level = u->level;
+
+					if (level >= 1 && level <= SHNSW_MAX_LEVEL &&
+						ItemIdGetLength(iid) >= shnsw_upper_size(level, ss->m) &&
+						layer >= 1 && layer <= level)
+					{
+						cnt = Min(shnsw_upper_counts(u)[layer - 1], ss->m);
+						memcpy(out, shnsw_upper_neighbors(u, layer, ss->m), sizeof(ShnswRef) * cnt);
+					}
+				}
+			}
+			pg_read_barrier();
+			if (pg_atomic_read_u32(&d->seq) == s1)
+			{
+				if (cnt < 0)
+					break;
+				return cnt;
+			}
+		}
+	}
+	return ss->inner.read_upper(ss->inner.ctx, loc, layer, out);
+}
+
+/*
+ * prefetch over the image: memory prefetch of the records in the image,
+ * the buffer path's read-ahead for those it lacks.
+ */
+static void
+shm_prefetch(void *vctx, const ShnswRef *refs, int n, bool speculative)
+{
+	ShmScan    *ss = (ShmScan *) vctx;
+	LocalImage *li = ss->li;
+	int			nfb = 0;
+
+	/*
+	 * Speculative requests name the neighbourhoods of the best queued
+	 * candidates, a whole expansion or more ahead: worth a storage read,
+	 * not a memory prefetch (the lines would be evicted or already loaded
+	 * by the time they are used; measured: 9% of a hot search's time spent
+	 * here). Nodes outside the image lose their speculative read-ahead.
+	 */
+	if (speculative)
+		return;
+	for (int k = 0; k < n; k++)
+	{
+		uint32		blk = shnsw_ref_block(refs[k], ss->slot_bits);
+		uint32		v = blk < li->img->mapcap ? pg_atomic_read_u32(&li->map[blk]) : MAP_ABSENT;
+
+		if (MAP_KIND(v) == MAP_GRAPH && v != MAP_RESERVED)
+		{
+			const char *p = li->gdata + (Size) MAP_INDEX(v) * li->img->gstride +
+				(Size) shnsw_ref_slot(refs[k], ss->slot_bits) * ss->node_size;
+
+			/* these records are read next: all their lines */
+			for (int off = 0; off < ss->node_size; off += 64)
+				__builtin_prefetch(p + off);
+		}
+		else if (ss->inner.prefetch != NULL)
+		{
+			if (nfb == ss->fbcap)
+			{
+				ss->fbcap = Max(64, 2 * ss->fbcap);
+				ss->fb = ss->fb ? repalloc(ss->fb, sizeof(ShnswRef) * ss->fbcap)
+					: palloc(sizeof(ShnswRef) * ss->fbcap);
+			}
+			ss->fb[nfb++] = refs[k];
+		}
+	}
+	if (nfb > 0)
+		ss->inner.prefetch(ss->inner.ctx, ss->fb, nfb, speculative);
+}
+
+/* ---------- choosing the node source ---------- */
+
+const char *
+shnsw_shm_status_name(int status)
+{
+	switch (status)
+	{
+		case SHNSW_SHM_OFF:
+			return "off";
+		case SHNSW_SHM_USED:
+			return "used";
+		case SHNSW_SHM_BUILT:
+			return "built by this scan, used";
+		case SHNSW_SHM_BUILDING:
+			return "not used (being built)";
+		case SHNSW_SHM_STALE:
+			return "not used (behind the index)";
+		case SHNSW_SHM_TOO_BIG:
+			return "not used (larger than streamhnsw.shared_cache_size)";
+		case SHNSW_SHM_UNAVAILABLE:
+			return "not used (no dynamic shared memory for it)";
+		case SHNSW_SHM_MISSING:
+			return "not used (no image)";
+		case SHNSW_SHM_FULL:
+			return "not used (the cache is full of images in use)";
+	}
+	return "?";
+}
+
+/* token check: the image reflects at least the metapage state the scan read */
+static inline bool
+image_current(ShmImage *img, uint64 lsn, uint64 gen)
+{
+	return pg_atomic_read_u32(&img->valid) != 0 &&
+		pg_atomic_read_u64(&img->meta_lsn) >= lsn &&
+		pg_atomic_read_u64(&img->meta_gen) >= gen;
+}
+
+/*
+ * lookup_or_build: the usable image of the index for a scan that read
+ * metapage state (lsn, gen), refreshing or building it if this backend can
+ * (build: may build when there is none). NULL with *status otherwise.
+ */
+static LocalImage *
+lookup_or_build(Relation index, const ShnswIndexInfo *info, uint64 lsn, uint64 gen,
+				bool build, int *status)
+{
+	ShmEntry   *e;
+	LocalImage *li = NULL;
+	bool		refresh = false;
+	bool		rebuild = false;
+	dsm_handle	h = DSM_HANDLE_INVALID;
+
+	local_sweep();
+	LWLockAcquire(&ctl->lock, LW_SHARED);
+	e = find_entry(index);
+	if (e == NULL || e->state == ENTRY_EMPTY)
+		*status = SHNSW_SHM_MISSING;
+	else if (e->state != ENTRY_READY)
+		*status = SHNSW_SHM_BUILDING;
+	else
+	{
+		li = local_attach(e);
+		if (li == NULL)
+			*status = SHNSW_SHM_UNAVAILABLE;
+		else if (!image_current(li->img, lsn, gen))
+		{
+			*status = SHNSW_SHM_STALE;
+			li = NULL;
+		}
+		else
+		{
+			*status = SHNSW_SHM_USED;
+			pg_atomic_fetch_add_u64(&e->hits, 1);
+			pg_atomic_write_u64(&e->last_used, (uint64) GetCurrentTransactionStartTimestamp());
+		}
+	}
+	if (li == NULL && e != NULL)
+		pg_atomic_fetch_add_u64(&e->misses, 1);
+	LWLockRelease(&ctl->lock);
+	if (li != NULL || !build || IsInParallelMode())
+		return li;
+
+	if (*status == SHNSW_SHM_STALE)
+	{
+		/*
+		 * Behind the metapage. A logged index's pages say, by their LSN,
+		 * which changed: recopy those. Otherwise (unlogged, or invalid) build
+		 * anew.
+		 */
+		LWLockAcquire(&ctl->lock, LW_EXCLUSIVE);
+		e = find_entry(index);
+		if (e != NULL && e->state == ENTRY_READY)
+		{
+			li = local_attach(e);
+			if (li != NULL && RelationNeedsWAL(index) && pg_atomic_read_u32(&li->img->valid))
+			{
+				e->state = ENTRY_REFRESHING;
+				e->builder_pid = MyProcPid;
+				pending_slot = e - ctl->entries;
+				pending_image_id = e->image_id;
+				pending_refresh = true;
+				refresh = true;
+			}
+			else
+			{
+				e->invalidations++;
+				h = drop_segment(e);
+				rebuild = true;
+			}
+		}
+		LWLockRelease(&ctl->lock);
+		unpin_handles(&h, 1);
+		if (refresh)
+		{
+			bool		kept;
+
+			image_refresh(index, li, info->vec_size);
+			LWLockAcquire(&ctl->lock, LW_EXCLUSIVE);
+			e = &ctl->entries[pending_slot];
+			kept = e->image_id == pending_image_id && e->state == ENTRY_REFRESHING;
+			if (kept)
+			{
+				e->state = ENTRY_READY;
+				e->builder_pid = 0;
+				e->refreshes++;
+			}
+			pending_slot = -1;
+			pending_refresh = false;
+			LWLockRelease(&ctl->lock);
+			if (kept && image_current(li->img, lsn, gen))
+			{
+				*status = SHNSW_SHM_USED;
+				return li;
+			}
+			return NULL;
+		}
+		if (!rebuild)
+			return NULL;
+	}
+	else if (*status != SHNSW_SHM_MISSING)
+		return NULL;
+
+	li = image_build(index, info, false, status);
+	if (li != NULL && !image_current(li->img, lsn, gen))
+	{
+		*status = SHNSW_SHM_STALE;
+		li = NULL;
+	}
+	return li;
+}
+
+void
+shnsw_shm_scan_begin(Relation index, const ShnswIndexInfo *info,
+					 const ShnswMetaSnapshot *snap, ShnswNodeSource *ops,
+					 ShnswScanStats *stats, MemoryContext cxt)
+{
+	LocalImage *li;
+	ShmScan    *ss;
+	int			status;
+
+	stats->shared_graph = SHNSW_SHM_OFF;
+	if (!shnsw_shared_cache || RelationUsesLocalBuffers(index))
+		return;
+	get_ctl();
+	li = lookup_or_build(index, info, snap->lsn, snap->cache_generation, true, &status);
+	stats->shared_graph = status;
+	if (li == NULL)
+		return;
+	active_scans++;
+	ss = MemoryContextAllocZero(cxt, sizeof(ShmScan));
+	ss->li = li;
+	ss->inner = *ops;
+	ss->stats = stats;
+	ss->slot_bits = info->slot_bits;
+	ss->node_size = info->node_size;
+	ss->m = info->m;
+	ss->rec = MemoryContextAlloc(cxt, info->node_size);
+	ops->ctx = ss;
+	ops->read_nodes = shm_read_nodes;
+	ops->read_upper = shm_read_upper;
+	ops->prefetch = shm_prefetch;
+}
+
+/* ---------- write-through ---------- */
+
+
+static TrackedXlog *
+tracked_find(GenericXLogState *state)
+{
+	for (int i = 0; i < lengthof(tracked); i++)
+		if (tracked[i].state == state)
+			return &tracked[i];
+	return NULL;
+}
+
+GenericXLogState *
+shnsw_xlog_start(Relation relation)
+{
+	GenericXLogState *state = GenericXLogStart(relation);
+	TrackedXlog *t;
+
+	/*
+	 * A state an error abandoned (no finish or abort) may have had this
+	 * address: forget it, so its buffers are never taken for this one's.
+	 */
+	while ((t = tracked_find(state)) != NULL)
+		t->state = NULL;
+	t = tracked_find(NULL);
+
+	if (t == NULL)
+		t = &tracked[0];		/* forgotten states (an error between start and
+								 * finish); reuse */
+	memset(t, 0, sizeof(*t));
+	t->state = state;
+	t->rel = relation;
+	return state;
+}
+
+Page
+shnsw_xlog_register_buffer(GenericXLogState *state, Buffer buffer, int flags)
+{
+	TrackedXlog *t = tracked_find(state);
+
+	if (t != NULL && t->nbuf < MAX_GENERIC_XLOG_PAGES)
+	{
+		t->bufs[t->nbuf++] = buffer;
+		if (BufferGetBlockNumber(buffer) == SHNSW_METAPAGE_BLKNO)
+		{
+			Page		page = BufferGetPage(buffer);
+
+			t->has_meta = true;
+			t->meta_lsn = PageGetLSN(page);
+			t->meta_gen = PageIsNew(page) ? 0 : ShnswPageGetMeta(page)->cache_generation;
+		}
+	}
+	return GenericXLogRegisterBuffer(state, buffer, flags);
+}
+
+void
+shnsw_xlog_abort(GenericXLogState *state)
+{
+	TrackedXlog *t = tracked_find(state);
+
+	GenericXLogAbort(state);
+	if (t != NULL)
+		t->state = NULL;
+}
+
+/*
+ * write_through copies the pages of one finished record into the index's
+ * image, if it has one. The caller still holds the exclusive lock of every
+ * page, so a build copying the same page (under a share lock) comes wholly
+ * before or after, and two writers of one page are serialized.
+ */
+static void
+write_through(TrackedXlog *t)
+{
+	ShmEntry   *e;
+	LocalImage *li = NULL;
+	int			vec_size;
+
+	get_ctl();
+	if (pg_atomic_read_u32(&ctl->nimages) == 0)
+		return;
+	LWLockAcquire(&ctl->lock, LW_SHARED);
+	e = find_entry(t->rel);
+	if (e != NULL && e->state >= ENTRY_BUILDING && e->image_id != 0)
+	{
+		li = local_attach(e);
+		if (li == NULL)
+		{
+			/*
+			 * This backend cannot map the image (its table of mappings is
+			 * full): the change cannot be copied, so the image must go.
+			 */
+			uint64		id = e->image_id;
+			dsm_handle	h = DSM_HANDLE_INVALID;
+
+			LWLockRelease(&ctl->lock);
+			LWLockAcquire(&ctl->lock, LW_EXCLUSIVE);
+			e = find_entry(t->rel);
+			if (e != NULL && e->image_id == id && e->state >= ENTRY_BUILDING)
+			{
+				if (e->state == ENTRY_READY)
+				{
+					e->invalidations++;
+					h = drop_segment(e);
+				}
+				else
+				{
+					/* a build or refresh in progress: it must not finish */
+					e->invalidations++;
+					e->state = ENTRY_READY;
+					h = drop_segment(e);
+				}
+			}
+			LWLockRelease(&ctl->lock);
+			unpin_handles(&h, 1);
+			return;
+		}
+	}
+	LWLockRelease(&ctl->lock);
+	if (li == NULL)
+		return;
+
+	vec_size = 0;				/* not checked on this path */
+	for (int i = 0; i < t->nbuf; i++)
+	{
+		BlockNumber blk = BufferGetBlockNumber(t->bufs[i]);
+
+		if (blk != SHNSW_METAPAGE_BLKNO)
+			copy_page(li, blk, BufferGetPage(t->bufs[i]), vec_size, true);
+	}
+	if (t->has_meta)
+	{
+		ShmImage   *img = li->img;
+		Page		page = NULL;
+
+		for (int i = 0; i < t->nbuf; i++)
+			if (BufferGetBlockNumber(t->bufs[i]) == SHNSW_METAPAGE_BLKNO)
+				page = BufferGetPage(t->bufs[i]);
+
+		/*
+		 * Carry the metapage's new state over only if the image had the one
+		 * before this change: the metapage is exclusively locked, so these
+		 * updates are serialized; an image behind stays behind (and is
+		 * refreshed by the next scan).
+		 */
+		if (page != NULL &&
+			pg_atomic_read_u64(&img->meta_lsn) == t->meta_lsn &&
+			pg_atomic_read_u64(&img->meta_gen) == t->meta_gen)
+		{
+			pg_atomic_write_u64(&img->meta_lsn, PageGetLSN(page));
+			pg_atomic_write_u64(&img->meta_gen, ShnswPageGetMeta(page)->cache_generation);
+		}
+	}
+}
+
+XLogRecPtr
+shnsw_xlog_finish(GenericXLogState *state)
+{
+	TrackedXlog *t = tracked_find(state);
+	XLogRecPtr	lsn = GenericXLogFinish(state);
+
+	if (t != NULL)
+	{
+		t->state = NULL;
+		if (!RelationUsesLocalBuffers(t->rel))
+			write_through(t);
+	}
+	return lsn;
+}
+
+/* ---------- GUCs ---------- */
+
+void
+shnsw_shm_init(void)
+{
+	DefineCustomBoolVariable("streamhnsw.shared_cache",
+							 "Searches a shared in-memory image of each index's graph, built by the first scan that finds none.",
+							 "Off: scans read every page through shared buffers (the image, if any, is still kept up to date).",
+							 &shnsw_shared_cache, true,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamhnsw.shared_cache_size",
+							"Total dynamic shared memory the shared graph images may use.",
+							"An image takes about (24 + 8 m + dims) bytes per node plus 1/8 for growth; least recently used images are evicted to make room.",
+							&shnsw_shared_cache_size, 256, 0, INT_MAX / 2,
+							PGC_SUSET, GUC_UNIT_MB, NULL, NULL, NULL);
+}
+
+/* ---------- SQL ---------- */
+
+/* Open an index the caller may load (as pg_prewarm: SELECT on it). */
+static Relation
+open_cache_index(Oid indexoid)
+{
+	Relation	index;
+
+	index = relation_open(indexoid, AccessShareLock);
+	if (index->rd_rel->relkind != RELKIND_INDEX ||
+		index->rd_rel->relam != get_index_am_oid("streamhnsw", false))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not a streamhnsw index", RelationGetRelationName(index))));
+	if (pg_class_aclcheck(indexoid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_INDEX, RelationGetRelationName(index));
+	return index;
+}
+
+PG_FUNCTION_INFO_V1(streamhnsw_cache_load);
+
+/*
+ * streamhnsw_cache_load(index) builds (or brings up to date) the index's
+ * image now and returns its size in bytes; NULL, with a NOTICE saying why,
+ * if it cannot have one.
+ */
+Datum
+streamhnsw_cache_load(PG_FUNCTION_ARGS)
+{
+	Relation	index = open_cache_index(PG_GETARG_OID(0));
+	ShnswIndexInfo *info;
+	ShnswMetaSnapshot snap;
+	LocalImage *li = NULL;
+	int			status = SHNSW_SHM_UNAVAILABLE;
+	Datum		result = (Datum) 0;
+
+	get_ctl();
+	shnsw_read_meta(index, &snap);
+	info = shnsw_get_index_info(index);
+	if (RelationUsesLocalBuffers(index))
+		status = SHNSW_SHM_UNAVAILABLE;
+	else if (!info->quant_trained)
+		status = SHNSW_SHM_MISSING;
+	else
+	{
+		li = lookup_or_build(index, info, snap.lsn, snap.cache_generation, false, &status);
+		if (li == NULL && status == SHNSW_SHM_STALE)
+			li = lookup_or_build(index, info, snap.lsn, snap.cache_generation, true, &status);
+		if (li == NULL && status != SHNSW_SHM_BUILDING)
+			li = image_build(index, info, true, &status);
+	}
+	if (li != NULL)
+		result = Int64GetDatum((int64) li->img->total);
+	else
+		ereport(NOTICE,
+				(errmsg("index \"%s\" has no shared graph image: %s",
+						RelationGetRelationName(index), shnsw_shm_status_name(status))));
+	relation_close(index, AccessShareLock);
+	if (li == NULL)
+		PG_RETURN_NULL();
+	PG_RETURN_DATUM(result);
+}
+
+PG_FUNCTION_INFO_V1(streamhnsw_cache_drop);
+
+/*
+ * streamhnsw_cache_drop(index) drops the index's image; true if it had one.
+ */
+Datum
+streamhnsw_cache_drop(PG_FUNCTION_ARGS)
+{
+	Relation	index = open_cache_index(PG_GETARG_OID(0));
+	ShmEntry   *e;
+	dsm_handle	h = DSM_HANDLE_INVALID;
+	bool		dropped = false;
+
+	get_ctl();
+	LWLockAcquire(&ctl->lock, LW_EXCLUSIVE);
+	e = find_entry(index);
+	if (e != NULL && e->state == ENTRY_READY)
+	{
+		h = drop_segment(e);
+		e->invalidations++;
+		dropped = true;
+	}
+	LWLockRelease(&ctl->lock);
+	unpin_handles(&h, 1);
+	relation_close(index, AccessShareLock);
+	PG_RETURN_BOOL(dropped);
+}
+
+PG_FUNCTION_INFO_V1(streamhnsw_cache_list);
+
+/*
+ * streamhnsw_cache_list() returns one row per index the cache knows, in any
+ * database: its state, the size of its image and the counters.
+ */
+Datum
+streamhnsw_cache_list(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	static const char *const states[] = {"", "none", "building", "ready", "refreshing"};
+
+	InitMaterializedSRF(fcinfo, 0);
+	get_ctl();
+	LWLockAcquire(&ctl->lock, LW_SHARED);
+	for (int i = 0; i < SHM_MAX_IMAGES; i++)
+	{
+		ShmEntry   *e = &ctl->entries[i];
+		Datum		values[13];
+		bool		nulls[13] = {0};
+		int			n = 0;
+
+		if (e->state == ENTRY_FREE)
+			continue;
+		values[n++] = ObjectIdGetDatum(e->relid);
+		values[n++] = ObjectIdGetDatum(e->dbid);
+		values[n++] = CStringGetTextDatum(states[e->state]);
+		values[n++] = Int64GetDatum((int64) e->bytes);
+		values[n++] = Int64GetDatum((int64) e->nodes);
+		values[n++] = Int64GetDatum((int64) e->gpages);
+		values[n++] = Int64GetDatum((int64) e->upages);
+		values[n++] = Int64GetDatum((int64) pg_atomic_read_u64(&e->hits));
+		values[n++] = Int64GetDatum((int64) pg_atomic_read_u64(&e->misses));
+		values[n++] = Int64GetDatum((int64) e->builds);
+		values[n++] = Int64GetDatum((int64) e->invalidations);
+		values[n++] = Int64GetDatum((int64) e->refreshes);
+		values[n++] = Int64GetDatum((int64) e->evictions);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	LWLockRelease(&ctl->lock);
+	return (Datum) 0;
+}

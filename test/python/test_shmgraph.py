@@ -1,0 +1,376 @@
+"""The shared graph image (issue 16, src/README "Shared graph image").
+
+Results must be identical with the image and without it (streamhnsw.shared_cache
+off reads every node through shared buffers), on built, insert-built and
+vacuumed indexes, after slot reuse, on a hot standby; writers keep the image
+exact (no invalidation per insert or VACUUM); concurrent inserts, deletes,
+VACUUM and searches with the image never miss a committed row nor return a
+deleted one; the size limit, eviction and fallbacks hold.
+"""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from shnsw import data
+from shnsw.cluster import Cluster
+from harness.replica import Standby
+
+K = 10
+
+
+def knn(conn, table, q, k=K, op="<->"):
+    lit = data.vector_literal(q)
+    return conn.execute(f"SELECT id, embedding {op} %s FROM {table} "
+                        f"ORDER BY embedding {op} %s LIMIT {k}", (lit, lit)).fetchall()
+
+
+def explain_shared(conn, table, q, op="<->"):
+    lit = data.vector_literal(q)
+    plan = conn.execute(f"EXPLAIN (ANALYZE, COSTS OFF) SELECT id FROM {table} "
+                        f"ORDER BY embedding {op} %s LIMIT {K}", (lit,)).fetchall()
+    lines = [r[0].strip() for r in plan if "shared graph" in r[0]]
+    assert lines, plan
+    return lines[0]
+
+
+def cache_row(conn, index):
+    rows = conn.execute("SELECT state, bytes, nodes, hits, misses, builds, invalidations, "
+                        "refreshes, evictions FROM streamhnsw_cache_list() "
+                        "WHERE index = %s::regclass", (index,)).fetchall()
+    if not rows:
+        return None
+    keys = ("state", "bytes", "nodes", "hits", "misses", "builds", "invalidations",
+            "refreshes", "evictions")
+    return dict(zip(keys, rows[0]))
+
+
+def clear_cache(conn):
+    """Drop the images of this database's indexes (the session cluster holds
+    other tests' images, built lazily by their scans)."""
+    conn.execute("SELECT streamhnsw_cache_drop(c.oid) FROM streamhnsw_cache_list() l "
+                 "JOIN pg_class c ON c.oid = l.index "
+                 "WHERE l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                 "AND l.state = 'ready'")
+
+
+def same_on_off(conn, table, queries, op="<->"):
+    """Every query gives the same rows and distances with the image and without."""
+    for q in queries:
+        conn.execute("SET streamhnsw.shared_cache = on")
+        on = knn(conn, table, q, op=op)
+        conn.execute("SET streamhnsw.shared_cache = off")
+        off = knn(conn, table, q, op=op)
+        conn.execute("SET streamhnsw.shared_cache = on")
+        assert on == off, (on, off)
+
+
+@pytest.mark.parametrize("metric,op,opclass", [("l2", "<->", "vector_l2_ops"),
+                                               ("cosine", "<=>", "vector_cosine_ops")])
+def test_identical_built_insert_vacuum_reuse(conn, metric, op, opclass):
+    rows, queries = data.clustered(4000, 24, seed=11, n_queries=30)
+    table = f"sg_{metric}"
+    data.load(conn, table, rows)
+    conn.execute(f"CREATE INDEX {table}_idx ON {table} USING streamhnsw (embedding {opclass})")
+    conn.execute("SET streamhnsw.shared_cache = on")
+    clear_cache(conn)
+    assert explain_shared(conn, table, queries[0], op).startswith(
+        "streamhnsw shared graph: built by this scan, used")
+    assert "shared graph: used, nodes from image=" in explain_shared(conn, table, queries[1], op)
+    same_on_off(conn, table, queries, op)
+
+    # single-row inserts, each written through (no invalidation)
+    more, _ = data.clustered(600, 24, seed=12, n_queries=1)
+    for i, v in enumerate(more):
+        conn.execute(f"INSERT INTO {table} VALUES (%s, %s)", (100000 + i, data.vector_literal(v)))
+    same_on_off(conn, table, queries, op)
+    # every inserted row is found by a search for its own vector, from the image
+    # (wide enough a search that it is not a question of recall)
+    conn.execute("SET streamhnsw.ef_search = 200")
+    for i, v in enumerate(more[:100]):
+        assert 100000 + i in [r[0] for r in knn(conn, table, v, op=op)]
+    same_on_off(conn, table, more[:100], op)
+    conn.execute("RESET streamhnsw.ef_search")
+
+    # VACUUM marks, repairs and frees; inserts reuse the freed slots
+    conn.execute(f"DELETE FROM {table} WHERE id % 4 = 0")
+    conn.execute(f"VACUUM {table}")
+    same_on_off(conn, table, queries, op)
+    data.load(conn, table, more, start_id=200000, create=False)
+    same_on_off(conn, table, queries, op)
+    assert "shared graph: used" in explain_shared(conn, table, queries[2], op)
+    st = cache_row(conn, f"{table}_idx")
+    assert st["state"] == "ready" and st["builds"] == 1 and st["invalidations"] == 0, st
+    assert st["hits"] > 0
+
+
+def test_insert_built_index(conn):
+    """An index created empty and filled by inserts (retraining included)."""
+    rows, queries = data.clustered(3000, 16, seed=21, n_queries=20)
+    conn.execute("DROP TABLE IF EXISTS sg_ins")
+    conn.execute("CREATE TABLE sg_ins (id bigint PRIMARY KEY, embedding vector(16))")
+    conn.execute("CREATE INDEX sg_ins_idx ON sg_ins USING streamhnsw (embedding vector_l2_ops)")
+    clear_cache(conn)
+    data.load(conn, "sg_ins", rows[:50], create=False)
+    assert conn.execute("SELECT streamhnsw_cache_load('sg_ins_idx')").fetchone()[0] > 0
+    # retraining (the index doubles) re-encodes every page: written through
+    data.load(conn, "sg_ins", rows[50:], start_id=50, create=False)
+    same_on_off(conn, "sg_ins", queries)
+    st = cache_row(conn, "sg_ins_idx")
+    assert st["invalidations"] == 0 and st["builds"] == 1, st
+
+
+def test_list_load_drop_reindex(conn):
+    rows, queries = data.clustered(2000, 16, seed=31, n_queries=5)
+    data.load(conn, "sg_list", rows)
+    conn.execute("CREATE INDEX sg_list_idx ON sg_list USING streamhnsw (embedding vector_l2_ops)")
+    clear_cache(conn)
+    size = conn.execute("SELECT streamhnsw_cache_load('sg_list_idx')").fetchone()[0]
+    st = cache_row(conn, "sg_list_idx")
+    assert st["state"] == "ready" and st["bytes"] == size and st["nodes"] == 2000, st
+    assert conn.execute("SELECT streamhnsw_cache_drop('sg_list_idx')").fetchone()[0] is True
+    assert conn.execute("SELECT streamhnsw_cache_drop('sg_list_idx')").fetchone()[0] is False
+    assert cache_row(conn, "sg_list_idx")["state"] == "none"
+    # a new relfilenode never reaches the old image
+    conn.execute("SELECT streamhnsw_cache_load('sg_list_idx')")
+    conn.execute("REINDEX INDEX sg_list_idx")
+    assert explain_shared(conn, "sg_list", queries[0]).startswith(
+        "streamhnsw shared graph: built by this scan")
+    same_on_off(conn, "sg_list", queries)
+    conn.execute("TRUNCATE sg_list")
+    data.load(conn, "sg_list", rows[:500], create=False)
+    same_on_off(conn, "sg_list", queries)
+    with pytest.raises(Exception, match="not a streamhnsw index"):
+        conn.execute("SELECT streamhnsw_cache_load('sg_list_pkey')")
+
+
+def test_fresh_connection_uses_image(cluster):
+    rows, queries = data.clustered(2000, 16, seed=41, n_queries=3)
+    with cluster.connect() as c:
+        data.load(c, "sg_fresh", rows)
+        c.execute("CREATE INDEX sg_fresh_idx ON sg_fresh USING streamhnsw (embedding vector_l2_ops)")
+        clear_cache(c)
+        c.execute("SELECT streamhnsw_cache_load('sg_fresh_idx')")
+    with cluster.connect() as c:
+        assert "shared graph: used" in explain_shared(c, "sg_fresh", queries[0])
+
+
+def test_size_limit_eviction_fallback(cluster):
+    with cluster.connect() as c:
+        for t, seed in (("sg_a", 51), ("sg_b", 52), ("sg_big", 53)):
+            n = 20000 if t == "sg_big" else 5000
+            rows, _ = data.clustered(n, 64, seed=seed, n_queries=1)
+            data.load(c, t, rows)
+            c.execute(f"CREATE INDEX {t}_idx ON {t} USING streamhnsw (embedding vector_l2_ops)")
+        _, queries = data.clustered(10, 64, seed=54, n_queries=5)
+        clear_cache(c)
+        a = c.execute("SELECT streamhnsw_cache_load('sg_a_idx')").fetchone()[0]
+        # room for one of the small images only
+        limit_mb = (a * 3 // 2) // (1024 * 1024) + 1
+        limit = limit_mb * 1024 * 1024
+        assert 2 * a > limit
+        c.execute(f"SET streamhnsw.shared_cache_size = '{limit_mb}MB'")
+        b = c.execute("SELECT streamhnsw_cache_load('sg_b_idx')").fetchone()[0]
+        assert b is not None
+        assert cache_row(c, "sg_a_idx")["state"] == "none"
+        assert cache_row(c, "sg_a_idx")["evictions"] == 1
+        total = c.execute("SELECT sum(bytes) FROM streamhnsw_cache_list() "
+                          "WHERE state <> 'none'").fetchone()[0]
+        assert total <= limit
+        # too big: NULL from load, the scan falls back, results identical
+        assert c.execute("SELECT streamhnsw_cache_load('sg_big_idx')").fetchone()[0] is None
+        assert "larger than" in explain_shared(c, "sg_big", queries[0])
+        same_on_off(c, "sg_big", queries)
+        # nothing fits at all
+        c.execute("SET streamhnsw.shared_cache_size = 0")
+        assert "not used" in explain_shared(c, "sg_a", queries[0])
+        same_on_off(c, "sg_a", queries)
+        c.execute("RESET streamhnsw.shared_cache_size")
+        # off: no image is used, none is built
+        c.execute("SET streamhnsw.shared_cache = off")
+        assert "shared graph: off" in explain_shared(c, "sg_a", queries[0])
+
+
+def test_concurrent_insert_vacuum_search(cluster):
+    """With the image on, a search never misses a committed row nor returns a
+    deleted one while inserts, deletes and VACUUM run beside it."""
+    dim = 16
+    rows, _ = data.clustered(3000, dim, seed=61, n_queries=1)
+    extra, _ = data.clustered(1500, dim, seed=62, n_queries=1)
+    with cluster.connect() as c:
+        data.load(c, "sg_conc", rows)
+        c.execute("CREATE INDEX sg_conc_idx ON sg_conc USING streamhnsw (embedding vector_l2_ops)")
+        clear_cache(c)
+        c.execute("SELECT streamhnsw_cache_load('sg_conc_idx')")
+        before = cache_row(c, "sg_conc_idx")
+
+    committed = {}          # id -> vector, inserted and committed
+    deleted = set()         # ids whose DELETE committed
+    lock = threading.Lock()
+    stop = threading.Event()
+    errors = []
+
+    def inserter():
+        try:
+            with cluster.connect() as c:
+                for i, v in enumerate(extra):
+                    if stop.is_set():
+                        break
+                    c.execute("INSERT INTO sg_conc VALUES (%s, %s)",
+                              (10000 + i, data.vector_literal(v)))
+                    with lock:
+                        committed[10000 + i] = v
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    def deleter():
+        try:
+            with cluster.connect() as c:
+                for i in range(0, 3000, 7):
+                    if stop.is_set():
+                        break
+                    c.execute("DELETE FROM sg_conc WHERE id = %s", (i,))
+                    with lock:
+                        deleted.add(i)
+                    if i % 140 == 0:
+                        c.execute("VACUUM sg_conc")
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=inserter), threading.Thread(target=deleter)]
+    for t in threads:
+        t.start()
+    checked = 0
+    try:
+        with cluster.connect() as c:
+            c.execute("SET streamhnsw.ef_search = 100")
+            deadline = time.time() + 60
+            while any(t.is_alive() for t in threads) and time.time() < deadline:
+                with lock:
+                    ids = list(committed)[-20:]
+                    gone = set(deleted)
+                    vecs = [committed[i] for i in ids]
+                for i, v in zip(ids, vecs):
+                    found = [r[0] for r in knn(c, "sg_conc", v)]
+                    assert i in found, (i, found)
+                    assert not gone & set(found), gone & set(found)
+                    checked += 1
+                # deleted rows' own vectors never bring them back
+                for i in list(gone)[-10:]:
+                    found = [r[0] for r in knn(c, "sg_conc", rows[i])]
+                    assert i not in found
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert not errors, errors
+    assert checked > 50
+    with cluster.connect() as c:
+        after = cache_row(c, "sg_conc_idx")
+        # the image was kept, not thrown away by the writes
+        assert after["builds"] == before["builds"] and after["invalidations"] == 0, after
+        assert after["hits"] > before["hits"]
+        queries = rows[:20] + 0.01
+        same_on_off(c, "sg_conc", queries)
+        c.execute("VACUUM sg_conc")
+        same_on_off(c, "sg_conc", queries)
+
+
+def test_standby_identical_and_refreshed():
+    """On a hot standby nothing writes through; the metapage token makes scans
+    refresh the image after replayed changes, and results stay identical."""
+    rows, queries = data.clustered(3000, 16, seed=71, n_queries=20)
+    more, _ = data.clustered(300, 16, seed=72, n_queries=1)
+    with Cluster(name="shnsw-sg-primary", listen_tcp=True) as primary:
+        primary.execute("CREATE EXTENSION streamhnsw CASCADE")
+        with primary.connect() as c:
+            data.load(c, "sg_rep", rows)
+            c.execute("CREATE INDEX sg_rep_idx ON sg_rep USING streamhnsw (embedding vector_l2_ops)")
+        with Standby(primary) as standby:
+            standby.catch_up(primary)
+            with standby.connect() as s:
+                assert "used" in explain_shared(s, "sg_rep", queries[0])
+                same_on_off(s, "sg_rep", queries)
+                with primary.connect() as c:
+                    for i, v in enumerate(more):
+                        c.execute("INSERT INTO sg_rep VALUES (%s, %s)",
+                                  (50000 + i, data.vector_literal(v)))
+                    c.execute("DELETE FROM sg_rep WHERE id % 5 = 0")
+                    c.execute("VACUUM sg_rep")
+                    data.load(c, "sg_rep", more, start_id=60000, create=False)
+                standby.catch_up(primary)
+                same_on_off(s, "sg_rep", queries)
+                for i, v in enumerate(more[:50]):
+                    found = [r[0] for r in knn(s, "sg_rep", v)]
+                    assert 50000 + i in found or 60000 + i in found
+                st = cache_row(s, "sg_rep_idx")
+                assert st["refreshes"] >= 1 and st["state"] == "ready", st
+                assert "shared graph: used" in explain_shared(s, "sg_rep", queries[1])
+
+
+def test_fallback_when_dsm_fails():
+    """Dynamic shared memory that cannot be had (here: mmap segments in a
+    directory the server may not write, small segments from
+    min_dynamic_shared_memory): scans and streamhnsw_cache_load fall back to
+    the buffer path, never an error."""
+    import os
+    # a 12 MB image; the DSM registry's own small segments (its table, the
+    # statistics, this cache's registry) come from min_dynamic_shared_memory
+    rows, queries = data.clustered(60000, 32, seed=81, n_queries=10)
+    with Cluster(name="shnsw-sg-nodsm",
+                 settings={"dynamic_shared_memory_type": "mmap",
+                           "min_dynamic_shared_memory": "8MB"}) as c:
+        c.execute("CREATE EXTENSION streamhnsw CASCADE")
+        with c.connect() as conn:
+            data.load(conn, "sg_nodsm", rows)
+            conn.execute("CREATE INDEX sg_nodsm_idx ON sg_nodsm USING streamhnsw (embedding vector_l2_ops)")
+        dyn = os.path.join(c.datadir, "pg_dynshmem")
+        mode = os.stat(dyn).st_mode
+        os.chmod(dyn, 0o500)
+        try:
+            with c.connect() as conn:
+                assert "no dynamic shared memory" in explain_shared(conn, "sg_nodsm", queries[0])
+                assert conn.execute("SELECT streamhnsw_cache_load('sg_nodsm_idx')").fetchone()[0] is None
+                same_on_off(conn, "sg_nodsm", queries)
+                # writes with no image go on as before
+                conn.execute("INSERT INTO sg_nodsm SELECT id + 1000000, embedding FROM sg_nodsm LIMIT 50")
+                same_on_off(conn, "sg_nodsm", queries)
+        finally:
+            os.chmod(dyn, mode)
+        with c.connect() as conn:
+            # once memory can be had again (after the retry delay, or on request)
+            assert conn.execute("SELECT streamhnsw_cache_load('sg_nodsm_idx')").fetchone()[0] > 0
+            assert "shared graph: used" in explain_shared(conn, "sg_nodsm", queries[1])
+
+
+def test_every_page_write_goes_through_the_wrappers():
+    """Write-through relies on every GenericXLog call of the extension going
+    through shmgraph.h's wrappers: only shmgraph.o may call the real ones."""
+    import shutil
+    import subprocess
+    from pathlib import Path
+    objs = sorted((Path(__file__).resolve().parents[2] / "src").glob("*.o"))
+    if not objs or shutil.which("nm") is None:
+        pytest.skip("no built objects or no nm")
+    direct = [o.name for o in objs if o.name != "shmgraph.o" and
+              "GenericXLog" in subprocess.run(["nm", "-u", str(o)], capture_output=True,
+                                              text=True).stdout]
+    assert direct == [], direct
+
+
+def test_preloaded():
+    """The same with the library in shared_preload_libraries."""
+    rows, queries = data.clustered(2000, 16, seed=91, n_queries=5)
+    with Cluster(name="shnsw-sg-preload",
+                 settings={"shared_preload_libraries": "'streamhnsw'"}) as c:
+        c.execute("CREATE EXTENSION streamhnsw CASCADE")
+        with c.connect() as conn:
+            data.load(conn, "sg_pre", rows)
+            conn.execute("CREATE INDEX sg_pre_idx ON sg_pre USING streamhnsw (embedding vector_l2_ops)")
+            assert explain_shared(conn, "sg_pre", queries[0]).startswith(
+                "streamhnsw shared graph: built by this scan")
+            same_on_off(conn, "sg_pre", queries)
+        with c.connect() as conn:
+            assert "shared graph: used" in explain_shared(conn, "sg_pre", queries[1])
