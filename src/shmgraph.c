@@ -54,6 +54,7 @@
 #include "storage/dsm.h"
 #include "storage/dsm_registry.h"
 #include "storage/ipc.h"
+#include "storage/read_stream.h"
 #include "storage/lwlock.h"
 #include "storage/spin.h"
 #include "utils/acl.h"
@@ -695,6 +696,43 @@ read_meta_token(Relation index, uint64 *lsn, uint64 *gen)
 }
 
 /*
+ * The blocks an image build reads, in order: every block after the
+ * metapage (types NULL), or only graph and upper pages. A read stream
+ * over them keeps effective_io_concurrency reads in flight (and combines
+ * neighbouring blocks), so the first scan of a cold index does not read
+ * the whole index one synchronous read at a time.
+ */
+typedef struct BuildBlocks
+{
+	BlockNumber next;
+	BlockNumber end;
+	const uint8 *types;
+} BuildBlocks;
+
+static BlockNumber
+build_blocks_next(ReadStream *stream, void *arg, void *per_buffer_data)
+{
+	BuildBlocks *p = (BuildBlocks *) arg;
+
+	while (p->next < p->end)
+	{
+		BlockNumber blk = p->next++;
+
+		if (p->types == NULL || p->types[blk] == SHNSW_PAGE_GRAPH ||
+			p->types[blk] == SHNSW_PAGE_UPPER)
+			return blk;
+	}
+	return InvalidBlockNumber;
+}
+
+static ReadStream *
+build_stream(Relation index, BuildBlocks *bb, BufferAccessStrategy strategy)
+{
+	return read_stream_begin_relation(READ_STREAM_SEQUENTIAL | READ_STREAM_FULL, strategy,
+									  index, MAIN_FORKNUM, build_blocks_next, bb, 0);
+}
+
+/*
  * image_build builds the index's image in this backend (the caller has no
  * usable image). explicit: on request (evicts any image, ignores recent
  * failures). Returns the mapping, or NULL with *status saying why.
@@ -726,6 +764,9 @@ image_build(Relation index, const ShnswIndexInfo *info, bool explicit, int *stat
 				gen,
 				nodes = 0;
 	Size		budget = (Size) shnsw_shared_cache_size * 1024 * 1024;
+	BufferAccessStrategy strategy;
+	BuildBlocks bb;
+	ReadStream *stream;
 
 	/* a lower bound from what the metapage counts: skip hopeless attempts */
 	{
@@ -852,10 +893,17 @@ image_build(Relation index, const ShnswIndexInfo *info, bool explicit, int *stat
 
 	/* pass 1: which blocks are graph and upper pages */
 	types = palloc0(nblocks);
+	strategy = GetAccessStrategy(BAS_BULKREAD);
+	bb.next = SHNSW_METAPAGE_BLKNO + 1;
+	bb.end = nblocks;
+	bb.types = NULL;
+	stream = build_stream(index, &bb, strategy);
 	for (BlockNumber blk = SHNSW_METAPAGE_BLKNO + 1; blk < nblocks; blk++)
 	{
-		Buffer		buf = ReadBuffer(index, blk);
+		Buffer		buf = read_stream_next_buffer(stream, NULL);
 		Page		page;
+
+		Assert(BufferGetBlockNumber(buf) == blk);
 
 		LockBuffer(buf, BUFFER_LOCK_SHARE);
 		page = BufferGetPage(buf);
@@ -871,6 +919,7 @@ image_build(Relation index, const ShnswIndexInfo *info, bool explicit, int *stat
 		if ((blk & 255) == 0)
 			CHECK_FOR_INTERRUPTS();
 	}
+	read_stream_end(stream);
 
 	/* room to grow: an eighth more pages, for those inserts add */
 	mapcap = nblocks + nblocks / 8 + 64;
@@ -975,6 +1024,10 @@ image_build(Relation index, const ShnswIndexInfo *info, bool explicit, int *stat
 	LWLockRelease(&ctl->lock);
 
 	/* pass 2: copy each page, publishing its map entry under its lock */
+	bb.next = SHNSW_METAPAGE_BLKNO + 1;
+	bb.end = nblocks;
+	bb.types = types;
+	stream = build_stream(index, &bb, strategy);
 	for (BlockNumber blk = SHNSW_METAPAGE_BLKNO + 1; blk < nblocks; blk++)
 	{
 		Buffer		buf;
@@ -984,7 +1037,8 @@ image_build(Relation index, const ShnswIndexInfo *info, bool explicit, int *stat
 
 		if (types[blk] != SHNSW_PAGE_GRAPH && types[blk] != SHNSW_PAGE_UPPER)
 			continue;
-		buf = ReadBuffer(index, blk);
+		buf = read_stream_next_buffer(stream, NULL);
+		Assert(BufferGetBlockNumber(buf) == blk);
 		LockBuffer(buf, BUFFER_LOCK_SHARE);
 		page = BufferGetPage(buf);
 		if (types[blk] == SHNSW_PAGE_GRAPH)
@@ -1006,6 +1060,8 @@ image_build(Relation index, const ShnswIndexInfo *info, bool explicit, int *stat
 		if ((blk & 255) == 0)
 			CHECK_FOR_INTERRUPTS();
 	}
+	read_stream_end(stream);
+	FreeAccessStrategy(strategy);
 	pfree(types);
 
 	/* every change before this metapage state is in the image */
