@@ -477,9 +477,8 @@ sq8_decode(const float *lo, const float *scale, const uint8_t *code, float *out,
 }
 
 /*
- * sq8_prepare_query precomputes, for query q, the per-dimension terms that
- * let sq8_distance work on codes directly (sq->qs and sq->w, dim floats
- * each, are the caller's).
+ * sq8_prepare_code is sq8_prepare_query for a query that is itself a code
+ * (neighbour selection on codes), without decoding it to floats first.
  */
 void
 sq8_prepare_code(Sq8Query *sq, ShnswMetric metric, const uint8_t *code,
@@ -513,6 +512,11 @@ sq8_prepare_code(Sq8Query *sq, ShnswMetric metric, const uint8_t *code,
 	}
 }
 
+/*
+ * sq8_prepare_query precomputes, for query q, the per-dimension terms that
+ * let sq8_distance work on codes directly (sq->qs and sq->w, dim floats
+ * each, are the caller's).
+ */
 void
 sq8_prepare_query(Sq8Query *sq, ShnswMetric metric, const float *q,
 				  const float *lo, const float *scale)

@@ -938,6 +938,7 @@ image_build(Relation index, const ShnswIndexInfo *info, bool explicit, int *stat
 		pending_slot = -1;
 		LWLockRelease(&ctl->lock);
 		unpin_handles(unpin, nunpin);
+		FreeAccessStrategy(strategy);
 		pfree(types);
 		return NULL;
 	}
@@ -959,6 +960,7 @@ image_build(Relation index, const ShnswIndexInfo *info, bool explicit, int *stat
 		note_failure(e, SHNSW_SHM_UNAVAILABLE, nblocks);
 		pending_slot = -1;
 		LWLockRelease(&ctl->lock);
+		FreeAccessStrategy(strategy);
 		pfree(types);
 		*status = SHNSW_SHM_UNAVAILABLE;
 		return NULL;
