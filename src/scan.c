@@ -562,7 +562,12 @@ uint64_cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* Find the walk's candidate index of ref in seen (sorted ref << 32 | index). */
+/*
+ * Find the layer-0 candidate index of ref in seen (sorted ref << 32 |
+ * index). The upper-layer descent records its nodes too, never to be
+ * emitted, before layer 0 records the same node again: the last index of a
+ * reference is its layer-0 candidate.
+ */
 static bool
 scan_seen_index(const uint64 *seen, uint32 n, ShnswRef ref, uint32 *idx)
 {
@@ -573,14 +578,14 @@ scan_seen_index(const uint64 *seen, uint32 n, ShnswRef ref, uint32 *idx)
 	{
 		uint32		mid = lo + (hi - lo) / 2;
 
-		if ((ShnswRef) (seen[mid] >> 32) < ref)
+		if ((ShnswRef) (seen[mid] >> 32) <= ref)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	if (lo < n && (ShnswRef) (seen[lo] >> 32) == ref)
+	if (lo > 0 && (ShnswRef) (seen[lo - 1] >> 32) == ref)
 	{
-		*idx = (uint32) seen[lo];
+		*idx = (uint32) seen[lo - 1];
 		return true;
 	}
 	return false;
