@@ -711,6 +711,16 @@ scan_next_round(IndexScanDesc scan)
 		so->outbuf = so->outbuf ? repalloc(so->outbuf, sizeof(uint32) * so->outcap)
 			: palloc(sizeof(uint32) * so->outcap);
 	}
+
+	/*
+	 * Strict order sweeps instead of a second round when the budget covers
+	 * every node: from then on nothing is returned on the graph's premise
+	 * (scan_emit_bound), only the first round's nearer rows were. A LIMIT
+	 * that the first round serves pays no sweep (it reads every graph page).
+	 */
+	if (so->complete && !so->swept && so->search.rounds >= 1 &&
+		shnsw_iterative_scan == SHNSW_ITERATIVE_STRICT)
+		scan_sweep(scan);
 	n = shnsw_search_next(&so->search, so->start, so->round_ef, so->outbuf);
 	if (so->search.rounds == 1)
 		so->search.max_discovered = so->search.ncands + (uint32) shnsw_max_scan_tuples;
@@ -728,14 +738,6 @@ scan_next_round(IndexScanDesc scan)
 		return false;
 	}
 	kept = scan_rerank(scan, n);
-
-	/*
-	 * Strict order sweeps once the first round has re-ranked its rows, when
-	 * the budget covers every node: then nothing is returned on the graph's
-	 * premise (scan_emit_bound).
-	 */
-	if (so->complete && !so->swept && shnsw_iterative_scan == SHNSW_ITERATIVE_STRICT)
-		scan_sweep(scan);
 	if (so->search.rounds == 1 && kept > 0)
 	{
 		/* the first round's median exact distance (scan_emit_bound) */
