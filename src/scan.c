@@ -117,6 +117,7 @@ typedef struct ShnswScanOpaqueData
 
 	/* the sweep: every node seen once the budget covers the index */
 	bool		complete;		/* max_scan_tuples covers every node */
+	uint64		node_count;		/* nodes ever placed, as the scan began */
 	bool		swept;
 	ShnswHeap	edge;			/* after the sweep: nodes whose codes reach an
 								 * end of the range, by shnsw_bound_code */
@@ -546,6 +547,7 @@ scan_setup(IndexScanDesc scan)
 	so->vecbuf = palloc(info->vec_size);
 	/* the budget covers every node ever placed: sweep (scan_sweep) */
 	so->complete = (uint64) shnsw_max_scan_tuples >= snap.node_count;
+	so->node_count = snap.node_count;
 	so->swept = false;
 	return true;
 }
@@ -610,6 +612,9 @@ scan_edge_push(ShnswScanOpaque so, uint32 j, double b)
 		f = nextafterf(f, -get_float4_infinity());
 	shnsw_heap_push(&so->edge, f, j);
 }
+
+/* a strict scan sweeps once its walk has seen 1 / SHNSW_SWEEP_SHARE of the nodes */
+#define SHNSW_SWEEP_SHARE	4
 
 /* blocks the sweep asks the reader for ahead of the one it reads */
 #define SHNSW_SWEEP_AHEAD	32
@@ -713,13 +718,17 @@ scan_next_round(IndexScanDesc scan)
 	}
 
 	/*
-	 * Strict order sweeps instead of a second round when the budget covers
+	 * Strict order sweeps instead of the next round, when the budget covers
 	 * every node: from then on nothing is returned on the graph's premise
-	 * (scan_emit_bound), only the first round's nearer rows were. A LIMIT
-	 * that the first round serves pays no sweep (it reads every graph page).
+	 * (scan_emit_bound). The sweep reads every page of the index, so under
+	 * L2 and cosine a scan waits until its walk has seen a quarter of the
+	 * nodes; inner product, where the premise often fails, sweeps instead
+	 * of the second round (src/README, Scans: the sweep).
 	 */
 	if (so->complete && !so->swept && so->search.rounds >= 1 &&
-		shnsw_iterative_scan == SHNSW_ITERATIVE_STRICT)
+		shnsw_iterative_scan == SHNSW_ITERATIVE_STRICT &&
+		(so->info->metric == SHNSW_METRIC_IP ||
+		 (uint64) so->search.ncands * SHNSW_SWEEP_SHARE >= so->node_count))
 		scan_sweep(scan);
 	n = shnsw_search_next(&so->search, so->start, so->round_ef, so->outbuf);
 	if (so->search.rounds == 1)
