@@ -613,6 +613,74 @@ scan_edge_push(ShnswScanOpaque so, uint32 j, double b)
 	shnsw_heap_push(&so->edge, f, j);
 }
 
+/*
+ * Which blocks of an index are graph pages, learned by the sweeps of this
+ * backend, so that later sweeps skip the exact-vector and upper pages
+ * (most of an index) without reading them. A page's type is set when it is
+ * first initialized and never changes (VACUUM frees slots, never pages; a
+ * new relfilenode starts a new entry), so the map of the blocks below
+ * nknown stays right; blocks past it, and pages not yet initialized, are
+ * read and learned.
+ */
+typedef struct SweepMap
+{
+	RelFileLocator locator;
+	BlockNumber nknown;			/* blocks 0 .. nknown - 1 are known */
+	BlockNumber cap;			/* bits allocated */
+	uint8	   *graph;			/* bit per block: a graph page */
+} SweepMap;
+
+#define SHNSW_SWEEP_MAPS	8
+static SweepMap sweep_maps[SHNSW_SWEEP_MAPS];
+static int	sweep_map_next;
+
+/* The sweep map of index (a new, empty one if it has none). */
+static SweepMap *
+sweep_map_get(Relation index)
+{
+	SweepMap   *m;
+
+	for (int i = 0; i < SHNSW_SWEEP_MAPS; i++)
+		if (sweep_maps[i].graph != NULL &&
+			RelFileLocatorEquals(sweep_maps[i].locator, index->rd_locator))
+			return &sweep_maps[i];
+	m = &sweep_maps[sweep_map_next];
+	sweep_map_next = (sweep_map_next + 1) % SHNSW_SWEEP_MAPS;
+	if (m->graph != NULL)
+		pfree(m->graph);
+	m->locator = index->rd_locator;
+	m->nknown = 0;
+	m->cap = 1024;
+	m->graph = MemoryContextAllocZero(TopMemoryContext, m->cap / 8);
+	return m;
+}
+
+/* Learn that block blk is (or is not) a graph page; blocks below it are known. */
+static void
+sweep_map_learn(SweepMap *m, BlockNumber blk, bool graph)
+{
+	if (blk != m->nknown)
+		return;					/* only the known prefix grows */
+	if (blk >= m->cap)
+	{
+		BlockNumber cap = Max(m->cap * 2, blk + 1024);
+
+		cap = (cap + 7) & ~(BlockNumber) 7;
+		m->graph = repalloc0(m->graph, m->cap / 8, cap / 8);
+		m->cap = cap;
+	}
+	if (graph)
+		m->graph[blk / 8] |= (uint8) (1 << (blk % 8));
+	m->nknown = blk + 1;
+}
+
+/* Whether the sweep must read block blk. */
+static inline bool
+sweep_map_wanted(const SweepMap *m, BlockNumber blk)
+{
+	return blk >= m->nknown || (m->graph[blk / 8] & (1 << (blk % 8))) != 0;
+}
+
 /* a strict scan sweeps once its walk has seen 1 / SHNSW_SWEEP_SHARE of the nodes */
 #define SHNSW_SWEEP_SHARE	4
 
@@ -639,25 +707,29 @@ scan_sweep(IndexScanDesc scan)
 	int			node_size = so->info->node_size;
 	uint32		nseen = so->search.ncands;
 	uint64	   *seen = palloc(sizeof(uint64) * Max(nseen, 1));
+	SweepMap   *map = sweep_map_get(index);
 
 	/* the walk's nodes by reference (ref << 32 | index), to find their codes */
 	for (uint32 i = 0; i < nseen; i++)
 		seen[i] = (uint64) so->search.cands[i].ref << 32 | i;
 	qsort(seen, nseen, sizeof(uint64), uint64_cmp);
 	shnsw_heap_init(&so->edge, 64, false);
-
+	sweep_map_learn(map, SHNSW_METAPAGE_BLKNO, false);
 	for (BlockNumber blk = SHNSW_METAPAGE_BLKNO + 1; blk < nblocks; blk++)
 	{
 		Buffer		buf;
 		Page		page;
 
+		if (!sweep_map_wanted(map, blk))
+			continue;
 		if (so->reader.mode != SHNSW_IO_SYNC && ahead <= blk)
 		{
 			BlockNumber blks[SHNSW_SWEEP_AHEAD];
 			int			n = 0;
 
 			for (ahead = blk; ahead < nblocks && n < SHNSW_SWEEP_AHEAD; ahead++)
-				blks[n++] = ahead;
+				if (sweep_map_wanted(map, ahead))
+					blks[n++] = ahead;
 			shnsw_reader_request(&so->reader, blks, n, false);
 		}
 		CHECK_FOR_INTERRUPTS();
@@ -667,6 +739,8 @@ scan_sweep(IndexScanDesc scan)
 		if (!PageIsNew(page))
 		{
 			shnsw_check_page(index, page, blk, 0);
+			sweep_map_learn(map, blk,
+							ShnswPageGetOpaque(page)->page_type == SHNSW_PAGE_GRAPH);
 			if (ShnswPageGetOpaque(page)->page_type == SHNSW_PAGE_GRAPH)
 			{
 				int			nslots = shnsw_graph_nslots(index, page, blk, node_size);
