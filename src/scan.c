@@ -1027,6 +1027,49 @@ scan_take(IndexScanDesc scan)
 	return true;
 }
 
+/* parked nodes a swept scan re-ranks at a time, at most */
+#define SHNSW_SWEPT_BATCH	64
+
+/*
+ * scan_take_batch: after the sweep, re-rank together the parked nodes,
+ * nearest first, whose bound is below the nearest held row (every one of
+ * them must be re-ranked before that row may be returned), at least one
+ * and at most SHNSW_SWEPT_BATCH, their vectors read in storage order.
+ * Returns false if none is parked.
+ */
+static bool
+scan_take_batch(IndexScanDesc scan)
+{
+	ShnswScanOpaque so = (ShnswScanOpaque) scan->opaque;
+	double		limit = so->nheld > 0 ? so->held[0].distance : get_float8_infinity();
+	int			n = 0;
+
+	if (so->outcap < SHNSW_SWEPT_BATCH)
+	{
+		so->outcap = SHNSW_SWEPT_BATCH;
+		so->outbuf = so->outbuf ? repalloc(so->outbuf, sizeof(uint32) * so->outcap)
+			: palloc(sizeof(uint32) * so->outcap);
+	}
+	while (n < SHNSW_SWEPT_BATCH)
+	{
+		float		f = shnsw_search_parked(&so->search);
+		int64		idx;
+
+		if (isinf(f) || (n > 0 && !(scan_lower_bound(so, f) < limit)))
+			break;
+		idx = shnsw_search_take(&so->search);
+		if (idx < 0)
+			break;
+		so->outbuf[n++] = (uint32) idx;
+		if (!(so->search.cands[idx].node_flags & SHNSW_NODE_DELETED))
+			so->stats.parked_reranked++;
+	}
+	if (n == 0)
+		return false;
+	scan_rerank(scan, n);
+	return true;
+}
+
 /*
  * scan_heap_ahead runs before each row the scan returns: the executor is
  * done with the heap block of the row returned before (its read-ahead pin
@@ -1262,6 +1305,8 @@ shnsw_gettuple(IndexScanDesc scan, ScanDirection dir)
 		CHECK_FOR_INTERRUPTS();
 		if (so->search_done)
 			so->done = true;
+		else if (parked && so->swept && !so->take_edge && scan_take_batch(scan))
+			continue;
 		else if (parked && so->ntaken < so->round_ef && scan_take(scan))
 			continue;
 		else if (!scan_next_round(scan))
