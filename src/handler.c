@@ -106,12 +106,15 @@ shnsw_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 		log(tuples) / log(Max(m, 2)) * m;
 
 	/*
-	 * A scan whose walk would see a quarter of the nodes sweeps the whole
-	 * index when the budget covers it (scan.c, scan_sweep): a distance for
+	 * A strict scan whose walk would see streamhnsw.sweep_threshold of the
+	 * nodes sweeps the whole index when the budget covers it (scan.c, scan_sweep): a distance for
 	 * every node and every index page read once, in order.
 	 */
-	sweep = (visited * 4 >= tuples || (metric == SHNSW_METRIC_IP &&
-										returned > shnsw_ef_search / 2.0)) &&
+	if (metric == SHNSW_METRIC_IP || shnsw_sweep_threshold == 0)
+		sweep = returned > shnsw_ef_search / 2.0;	/* at the second round */
+	else
+		sweep = visited >= shnsw_sweep_threshold * tuples;
+	sweep = sweep && shnsw_iterative_scan == SHNSW_ITERATIVE_STRICT &&
 		(double) shnsw_max_scan_tuples >= tuples;
 	if (sweep)
 		visited = tuples;

@@ -681,9 +681,6 @@ sweep_map_wanted(const SweepMap *m, BlockNumber blk)
 	return blk >= m->nknown || (m->graph[blk / 8] & (1 << (blk % 8))) != 0;
 }
 
-/* a strict scan sweeps once its walk has seen 1 / SHNSW_SWEEP_SHARE of the nodes */
-#define SHNSW_SWEEP_SHARE	4
-
 /* blocks the sweep asks the reader for ahead of the one it reads */
 #define SHNSW_SWEEP_AHEAD	32
 
@@ -794,15 +791,16 @@ scan_next_round(IndexScanDesc scan)
 	/*
 	 * Strict order sweeps instead of the next round, when the budget covers
 	 * every node: from then on nothing is returned on the graph's premise
-	 * (scan_emit_bound). The sweep reads every page of the index, so under
-	 * L2 and cosine a scan waits until its walk has seen a quarter of the
-	 * nodes; inner product, where the premise often fails, sweeps instead
-	 * of the second round (src/README, Scans: the sweep).
+	 * (scan_emit_bound). The sweep reads every graph page of the index, so
+	 * under L2 and cosine a scan waits until its walk has seen
+	 * streamhnsw.sweep_threshold of the nodes; inner product, where the
+	 * premise often fails, sweeps instead of the second round (src/README,
+	 * Scans: the sweep).
 	 */
 	if (so->complete && !so->swept && so->search.rounds >= 1 &&
 		shnsw_iterative_scan == SHNSW_ITERATIVE_STRICT &&
 		(so->info->metric == SHNSW_METRIC_IP ||
-		 (uint64) so->search.ncands * SHNSW_SWEEP_SHARE >= so->node_count))
+		 (double) so->search.ncands >= shnsw_sweep_threshold * (double) so->node_count))
 		scan_sweep(scan);
 	n = shnsw_search_next(&so->search, so->start, so->round_ef, so->outbuf);
 	if (so->search.rounds == 1)
