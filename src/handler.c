@@ -110,7 +110,9 @@ shnsw_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 	 * nodes sweeps the whole index when the budget covers it (scan.c, scan_sweep): a distance for
 	 * every node and every index page read once, in order.
 	 */
-	if (metric == SHNSW_METRIC_IP || shnsw_sweep_threshold == 0)
+	if (shnsw_sweep_threshold == 0)
+		sweep = true;			/* after the first round */
+	else if (metric == SHNSW_METRIC_IP)
 		sweep = returned > shnsw_ef_search / 2.0;	/* at the second round */
 	else
 		sweep = visited >= shnsw_sweep_threshold * tuples;

@@ -71,7 +71,7 @@ shnsw_init_options(void)
 							PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomRealVariable("streamhnsw.sweep_threshold",
 							 "Share of the index a strict scan's walk sees before it sweeps the index.",
-							 "When max_scan_tuples covers every node, a strict_order scan that has seen this share of the nodes reads every graph page once instead of running another round, so that no row is returned on the graph's premise; 0 sweeps instead of the second round. Inner product always sweeps at the second round.",
+							 "When max_scan_tuples covers every node, a strict_order scan that has seen this share of the nodes reads every graph page once instead of running another round, so that no later row is returned on the graph's premise; 0 sweeps right after the first round, before any row is returned (exact and complete, at the cost of a sweep per scan). Inner product sweeps at the second round at the latest.",
 							 &shnsw_sweep_threshold, SHNSW_DEFAULT_SWEEP_THRESHOLD, 0.0, 1.0,
 							 PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomEnumVariable("streamhnsw.iterative_scan",

@@ -819,6 +819,16 @@ scan_next_round(IndexScanDesc scan)
 		return false;
 	}
 	kept = scan_rerank(scan, n);
+
+	/*
+	 * streamhnsw.sweep_threshold = 0: sweep before any row is returned, so
+	 * that no row at all is returned on the graph's premise (the first
+	 * round's rows included: a first round that settled in the wrong
+	 * region would otherwise return rows that later finds are nearer than).
+	 */
+	if (so->complete && !so->swept && shnsw_sweep_threshold == 0 &&
+		shnsw_iterative_scan == SHNSW_ITERATIVE_STRICT)
+		scan_sweep(scan);
 	if (so->search.rounds == 1 && kept > 0)
 	{
 		/* the first round's median exact distance (scan_emit_bound) */

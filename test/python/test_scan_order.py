@@ -345,3 +345,45 @@ def test_out_of_range_inserts_keep_strict_order(conn, metric):
         conn.execute("RESET enable_seqscan")
         conn.execute("RESET streamhnsw.max_scan_tuples")
         conn.execute(f"DROP TABLE {table}")
+
+
+def test_sweep_threshold_zero_is_exact(conn):
+    """
+    With max_scan_tuples covering the index and streamhnsw.sweep_threshold
+    = 0, a strict scan sweeps before returning any row: at a small
+    ef_search, where the first round often settles in the wrong region
+    (at the default threshold its rows are returned and later finds nearer
+    than them are skipped: printed), every answer is the exact one and
+    EXPLAIN counts no row found after a farther one.
+    """
+    rows, queries = data.clustered(10000, 128, seed=44, n_queries=20)
+    data.load(conn, "swz", rows)
+    conn.execute("CREATE INDEX swz_idx ON swz USING streamhnsw (embedding vector_l2_ops)")
+    conn.execute("VACUUM ANALYZE swz")
+    sql = "SELECT id, embedding <-> %s::vector FROM swz ORDER BY embedding <-> %s::vector LIMIT 100"
+    skipped = {}
+    try:
+        for threshold in ("0.25", "0"):
+            with conn.transaction(force_rollback=True):
+                conn.execute("SET LOCAL enable_seqscan = off")
+                conn.execute("SET LOCAL streamhnsw.ef_search = 16")
+                conn.execute("SET LOCAL streamhnsw.max_scan_tuples = 1000000")
+                conn.execute(f"SET LOCAL streamhnsw.sweep_threshold = {threshold}")
+                skipped[threshold] = 0
+                for q in queries:
+                    lit = data.vector_literal(q)
+                    line = order_line(conn, sql, (lit, lit))
+                    skipped[threshold] += int(line.split("found after a farther row=")[1].split()[0]) > 0
+                    if threshold != "0":
+                        continue
+                    assert "found after a farther row=0 " in line, line
+                    got = [r[1] for r in conn.execute(sql, (lit, lit)).fetchall()]
+                    with conn.transaction(force_rollback=True):
+                        conn.execute("SET LOCAL enable_indexscan = off")
+                        conn.execute("SET LOCAL enable_seqscan = on")
+                        truth = [r[1] for r in conn.execute(sql, (lit, lit)).fetchall()]
+                    assert np.allclose(got, truth, rtol=1e-6, atol=1e-6)
+        print(f"\nef_search 16 LIMIT 100, 20 queries with rows found after a farther row: "
+              f"threshold 0.25 {skipped['0.25']}, threshold 0 {skipped['0']}", end="")
+    finally:
+        conn.execute("DROP TABLE swz")

@@ -157,8 +157,8 @@ SELECT count(*) AS n, count(DISTINCT id) AS distinct_ids, bool_and(d >= prev) AS
 RESET streamhnsw.ef_search;
 
 -- streamhnsw.sweep_threshold: 0 to 1 (0: a strict scan whose budget covers
--- the index sweeps at its second round); a swept scan returns every row
--- once, in distance order
+-- the index sweeps right after its first round); a swept scan returns every
+-- row once, in distance order
 SHOW streamhnsw.sweep_threshold;
 SET streamhnsw.sweep_threshold = 1.5;
 SET streamhnsw.sweep_threshold = -0.1;
