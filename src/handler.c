@@ -112,8 +112,10 @@ shnsw_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 	 */
 	if (shnsw_sweep_threshold == 0)
 		sweep = true;			/* after the first round */
+	else if (returned <= shnsw_ef_search / 2.0)
+		sweep = false;			/* the first round serves the LIMIT */
 	else if (metric == SHNSW_METRIC_IP)
-		sweep = returned > shnsw_ef_search / 2.0;	/* at the second round */
+		sweep = true;			/* at the second round */
 	else
 		sweep = visited >= shnsw_sweep_threshold * tuples;
 	sweep = sweep && shnsw_iterative_scan == SHNSW_ITERATIVE_STRICT &&
