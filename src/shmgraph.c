@@ -1397,14 +1397,19 @@ typedef struct ShmScan
 	int			slot_bits;
 	int			node_size;
 	int			m;
-	char	   *rec;			/* one node record */
 	ShnswRef   *fb;				/* scratch for prefetch of absent nodes */
 	int			fbcap;
 } ShmScan;
 
-/* The image's copy of node ref, into out; false if the image lacks it. */
+/*
+ * shm_node_fn calls fn(arg, i, record) on the image's record of node ref
+ * itself (no copy) inside its page's seqlock: if a writer changed the page
+ * meanwhile it calls again (the node source contract lets the last call
+ * win). False if the image lacks the node or the read keeps colliding
+ * with writers: the caller reads it through buffers.
+ */
 static inline bool
-shm_read_node(ShmScan *ss, ShnswRef ref, char *out)
+shm_node_fn(ShmScan *ss, ShnswRef ref, ShnswNodeFn fn, void *arg, int i)
 {
 	LocalImage *li = ss->li;
 	uint32		blk = shnsw_ref_block(ref, ss->slot_bits);
@@ -1432,7 +1437,7 @@ shm_read_node(ShmScan *ss, ShnswRef ref, char *out)
 		pg_read_barrier();
 		if (slot >= d->nslots)
 			return false;
-		memcpy(out, src, ss->node_size);
+		fn(arg, i, (const ShnswNodeHeader *) src);
 		pg_read_barrier();
 		if (pg_atomic_read_u32(&d->seq) == s1)
 			return true;
@@ -1457,10 +1462,10 @@ shim_cb(void *arg, int i, const ShnswNodeHeader *node)
 }
 
 /*
- * read_nodes over the image: records are copied out under their page's
- * seqlock (plain loads, no pin or lock) and handed to fn in the order the
- * buffer path uses (by reference), so results are the same with and
- * without the image; a node the image lacks is read through buffers.
+ * read_nodes over the image: fn reads each record in the image itself
+ * under its page's seqlock (plain loads, no pin, lock or copy), in the
+ * order the buffer path uses (by reference), so results are the same with
+ * and without the image; a node the image lacks is read through buffers.
  */
 static void
 shm_read_nodes(void *vctx, const ShnswRef *refs, int n, ShnswNodeFn fn, void *arg)
@@ -1484,11 +1489,8 @@ shm_read_nodes(void *vctx, const ShnswRef *refs, int n, ShnswNodeFn fn, void *ar
 	{
 		int			i = order[k];
 
-		if (shm_read_node(ss, refs[i], ss->rec))
-		{
+		if (shm_node_fn(ss, refs[i], fn, arg, i))
 			ss->stats->image_nodes++;
-			fn(arg, i, (const ShnswNodeHeader *) ss->rec);
-		}
 		else
 		{
 			ShimArg		a = {fn, arg, i};
@@ -1816,7 +1818,6 @@ shnsw_shm_scan_begin(Relation index, const ShnswIndexInfo *info,
 	ss->slot_bits = info->slot_bits;
 	ss->node_size = info->node_size;
 	ss->m = info->m;
-	ss->rec = MemoryContextAlloc(cxt, info->node_size);
 	ops->ctx = ss;
 	ops->read_nodes = shm_read_nodes;
 	ops->read_upper = shm_read_upper;
