@@ -75,6 +75,12 @@ bool		shnsw_shared_cache = true;
 bool		shnsw_shared_cache_background = true;
 int			shnsw_shared_cache_size = 256; /* MB */
 
+/*
+ * The registry's name carries its layout's version: a library with another
+ * layout (an upgrade installed without a restart) gets its own registry
+ * instead of an error from GetNamedDSMSegment for a size that differs.
+ */
+#define SHM_REGISTRY_NAME	"streamhnsw_shmgraph_2"
 #define SHM_MAX_IMAGES		64
 #define SHM_RETRY_SECS		10	/* after a failed build, retry lazily after */
 #define SHM_IDLE_SECS		10	/* a lazy build evicts only images idle this long */
@@ -275,7 +281,7 @@ get_ctl(void)
 	{
 		bool		found;
 
-		ctl = GetNamedDSMSegment("streamhnsw_shmgraph", sizeof(ShmCtl), ctl_init, &found);
+		ctl = GetNamedDSMSegment(SHM_REGISTRY_NAME, sizeof(ShmCtl), ctl_init, &found);
 		LWLockRegisterTranche(ctl->tranche, "streamhnsw_shmgraph");
 		local_epoch = ctl->epoch;
 	}
