@@ -1148,6 +1148,9 @@ shnsw_search_init(ShnswSearch *s, const Sq8Query *q, const ShnswNodeSource *ops,
 	s->spec = shnsw_alloc(sizeof(ShnswRef) * 2 * m * SHNSW_SPECULATIVE_CANDIDATES);
 	s->ubuf = shnsw_alloc(sizeof(ShnswRef) * m);
 	s->locs = shnsw_alloc(sizeof(ShnswUpperLoc) * 2 * m);
+	/* (a small chunk: larger ones cost a malloc and page faults per scan) */
+	s->stage = q->dim <= SHNSW_STAGE_MAX_DIM ? shnsw_alloc((size_t) SHNSW_STAGE * q->dim) : NULL;
+	s->dists = shnsw_alloc(sizeof(float) * 2 * m);
 }
 
 void
@@ -1169,29 +1172,33 @@ shnsw_search_free(ShnswSearch *s)
 	shnsw_free(s->spec);
 	shnsw_free(s->ubuf);
 	shnsw_free(s->locs);
+	if (s->stage)
+		shnsw_free(s->stage);
+	shnsw_free(s->dists);
 	if (s->taken)
 		shnsw_free(s->taken);
 }
 
 /*
- * Record a node we computed a distance for; returns its index in cands.
+ * Record node as candidate slot j (j == s->ncands appends one), without its
+ * distance (search_add_nodes computes the distances of a batch together).
  * keep_nbrs: save its layer-0 neighbours (not for swept nodes, which are
  * never expanded).
  */
-static uint32_t
-search_add_cand_ex(ShnswSearch *s, ShnswRef ref, float d, const ShnswNodeHeader *node,
-				   bool keep_nbrs)
+static void
+search_set_cand(ShnswSearch *s, uint32_t j, ShnswRef ref, const ShnswNodeHeader *node,
+				bool keep_nbrs)
 {
 	ShnswCand  *c;
 
-	if (s->ncands == s->capcands)
+	if (j == s->ncands && s->ncands == s->capcands)
 	{
 		s->capcands *= 2;
 		s->cands = shnsw_realloc(s->cands, sizeof(ShnswCand) * s->capcands);
 	}
-	c = &s->cands[s->ncands];
+	c = &s->cands[j];
 	c->ref = ref;
-	c->d = d;
+	c->d = 0.0f;
 	c->node_flags = node->flags;
 	c->state = 0;
 	c->tid_blk = shnsw_node_tid_block(node);
@@ -1217,17 +1224,26 @@ search_add_cand_ex(ShnswSearch *s, ShnswRef ref, float d, const ShnswNodeHeader 
 	c->nbr_start = s->nnbrs;
 	memcpy(s->nbrs + s->nnbrs, shnsw_node_neighbors(node), sizeof(ShnswRef) * c->nbr_count);
 	s->nnbrs += c->nbr_count;
-	s->ndistances++;
-	return s->ncands++;
+	if (j == s->ncands)
+	{
+		s->ncands++;
+		s->ndistances++;
+	}
 }
 
+/* Record a node with its distance d; returns its index in cands. */
 static uint32_t
-search_add_cand(ShnswSearch *s, ShnswRef ref, float d, const ShnswNodeHeader *node)
+search_add_cand_ex(ShnswSearch *s, ShnswRef ref, float d, const ShnswNodeHeader *node,
+				   bool keep_nbrs)
 {
-	return search_add_cand_ex(s, ref, d, node, true);
+	uint32_t	j = s->ncands;
+
+	search_set_cand(s, j, ref, node, keep_nbrs);
+	s->cands[j].d = d;
+	return j;
 }
 
-/* read_nodes callback: compute the distance and record a candidate. */
+/* read_nodes callback: record a candidate and stage its code. */
 typedef struct AddArg
 {
 	ShnswSearch *s;
@@ -1235,23 +1251,65 @@ typedef struct AddArg
 	uint32_t   *idx;			/* out: candidate index per ref */
 } AddArg;
 
+/* Distances of the staged codes, into s->dists by position. */
+static void
+search_flush_stage(ShnswSearch *s)
+{
+	float		d[SHNSW_STAGE];
+
+	if (s->nstage == 0)
+		return;
+	sq8_distances(s->q, s->stage, s->q->dim, s->nstage, d);
+	for (int k = 0; k < s->nstage; k++)
+		s->dists[s->stage_pos[k]] = d[k];
+	s->nstage = 0;
+}
+
 static void
 search_add_cb(void *arg, int i, const ShnswNodeHeader *node)
 {
 	AddArg	   *a = (AddArg *) arg;
-	float		d = sq8_distance(a->s->q, shnsw_node_code(node, a->s->m));
+	ShnswSearch *s = a->s;
 
-	a->idx[i] = search_add_cand(a->s, a->refs[i], d, node);
+	/*
+	 * A source that read a record racily may call again for i: the last
+	 * call wins (its candidate slot is rewritten, its code staged after the
+	 * earlier one, so its distance is stored last).
+	 */
+	if (a->idx[i] == UINT32_MAX)
+		a->idx[i] = s->ncands;
+	search_set_cand(s, a->idx[i], a->refs[i], node, true);
+	if (s->stage == NULL)
+	{
+		s->dists[i] = sq8_distance(s->q, shnsw_node_code(node, s->m));
+		return;
+	}
+	memcpy(s->stage + (size_t) s->nstage * s->q->dim, shnsw_node_code(node, s->m), s->q->dim);
+	s->stage_pos[s->nstage++] = i;
+	if (s->nstage == SHNSW_STAGE)
+		search_flush_stage(s);
 }
 
-/* Compute distances for refs[0..n-1], recording candidates; idx gets their indexes. */
+/*
+ * Read refs[0..n-1] (n <= 2m), recording candidates (idx gets their
+ * indexes) and their distances, computed SHNSW_STAGE codes at a time by
+ * the batch kernels (kernels.c, sq8_distances: each load of the query
+ * serves several codes).
+ */
 static void
 search_add_nodes(ShnswSearch *s, const ShnswRef *refs, int n, uint32_t *idx)
 {
 	AddArg		a = {s, refs, idx};
 
-	if (n > 0)
-		s->ops->read_nodes(s->ops->ctx, refs, n, search_add_cb, &a);
+	if (n <= 0)
+		return;
+	for (int k = 0; k < n; k++)
+		idx[k] = UINT32_MAX;
+	s->nstage = 0;
+	s->ops->read_nodes(s->ops->ctx, refs, n, search_add_cb, &a);
+	search_flush_stage(s);
+	for (int k = 0; k < n; k++)
+		s->cands[idx[k]].d = s->dists[k];
 }
 
 ShnswRef

@@ -170,6 +170,10 @@ typedef struct ShnswCand
 #define SHNSW_CAND_EMITTED		0x02
 #define SHNSW_CAND_IN_RESULTS	0x04
 
+/* codes whose distances the search computes together (kernels.c batches) */
+#define SHNSW_STAGE 4
+#define SHNSW_STAGE_MAX_DIM 2000	/* beyond it, one code at a time */
+
 typedef struct ShnswSearch
 {
 	const Sq8Query *q;
@@ -202,6 +206,10 @@ typedef struct ShnswSearch
 	ShnswRef   *spec;			/* speculative read-ahead list */
 	ShnswRef   *ubuf;			/* m refs */
 	ShnswUpperLoc *locs;		/* 2m upper locations */
+	uint8_t    *stage;			/* SHNSW_STAGE codes, dim apart (NULL: no batching) */
+	int			stage_pos[SHNSW_STAGE]; /* their positions in the batch */
+	int			nstage;
+	float	   *dists;			/* distances of one batch of nodes (2m) */
 
 	/* statistics */
 	uint64_t	nexpanded;

@@ -72,6 +72,28 @@ sq8_dot_portable(const float *qs, const uint8_t *code, int dim)
 	return s;
 }
 
+/*
+ * Batch kernels: the distances of n codes, `stride` bytes apart, to one
+ * query. Each code's sum is formed exactly as the one-code kernel of the
+ * same level forms it (same accumulators, same order), so a distance is
+ * bit-for-bit the same whichever is used.
+ */
+static void
+sq8_l2_batch_portable(const float *qs, const float *w, const uint8_t *codes, int stride,
+					  int n, int dim, float *out)
+{
+	for (int j = 0; j < n; j++)
+		out[j] = sq8_l2_portable(qs, w, codes + (size_t) j * stride, dim);
+}
+
+static void
+sq8_dot_batch_portable(const float *qs, const uint8_t *codes, int stride, int n, int dim,
+					   float *out)
+{
+	for (int j = 0; j < n; j++)
+		out[j] = sq8_dot_portable(qs, codes + (size_t) j * stride, dim);
+}
+
 /* ---------- AVX2 + FMA kernels ---------- */
 
 #ifdef SHNSW_X86_SIMD
@@ -209,6 +231,126 @@ sq8_dot_avx2(const float *qs, const uint8_t *code, int dim)
 	return s;
 }
 
+/*
+ * Four codes per pass: each chunk of the query (and weights) is loaded
+ * once for the four; the remaining codes one at a time.
+ */
+__attribute__((target("avx2,fma")))
+static void
+sq8_l2_batch_avx2(const float *qs, const float *w, const uint8_t *codes, int stride,
+				  int n, int dim, float *out)
+{
+	int			j = 0;
+
+	for (; j + 4 <= n; j += 4)
+	{
+		const uint8_t *c[4];
+		__m256		s0[4],
+					s1[4];
+		int			i = 0;
+
+		for (int k = 0; k < 4; k++)
+		{
+			c[k] = codes + (size_t) (j + k) * stride;
+			s0[k] = _mm256_setzero_ps();
+			s1[k] = _mm256_setzero_ps();
+		}
+		for (; i + 16 <= dim; i += 16)
+		{
+			__m256		q0 = _mm256_loadu_ps(qs + i),
+						q1 = _mm256_loadu_ps(qs + i + 8),
+						w0 = _mm256_loadu_ps(w + i),
+						w1 = _mm256_loadu_ps(w + i + 8);
+
+			for (int k = 0; k < 4; k++)
+			{
+				__m256		d0 = _mm256_sub_ps(q0, load_code8_avx2(c[k] + i));
+				__m256		d1 = _mm256_sub_ps(q1, load_code8_avx2(c[k] + i + 8));
+
+				s0[k] = _mm256_fmadd_ps(_mm256_mul_ps(d0, d0), w0, s0[k]);
+				s1[k] = _mm256_fmadd_ps(_mm256_mul_ps(d1, d1), w1, s1[k]);
+			}
+		}
+		for (; i + 8 <= dim; i += 8)
+		{
+			__m256		q0 = _mm256_loadu_ps(qs + i),
+						w0 = _mm256_loadu_ps(w + i);
+
+			for (int k = 0; k < 4; k++)
+			{
+				__m256		d0 = _mm256_sub_ps(q0, load_code8_avx2(c[k] + i));
+
+				s0[k] = _mm256_fmadd_ps(_mm256_mul_ps(d0, d0), w0, s0[k]);
+			}
+		}
+		for (int k = 0; k < 4; k++)
+		{
+			float		s = hsum256(_mm256_add_ps(s0[k], s1[k]));
+
+			for (int t = i; t < dim; t++)
+			{
+				float		d = qs[t] - (float) c[k][t];
+
+				s += w[t] * d * d;
+			}
+			out[j + k] = s;
+		}
+	}
+	for (; j < n; j++)
+		out[j] = sq8_l2_avx2(qs, w, codes + (size_t) j * stride, dim);
+}
+
+__attribute__((target("avx2,fma")))
+static void
+sq8_dot_batch_avx2(const float *qs, const uint8_t *codes, int stride, int n, int dim,
+				   float *out)
+{
+	int			j = 0;
+
+	for (; j + 4 <= n; j += 4)
+	{
+		const uint8_t *c[4];
+		__m256		s0[4],
+					s1[4];
+		int			i = 0;
+
+		for (int k = 0; k < 4; k++)
+		{
+			c[k] = codes + (size_t) (j + k) * stride;
+			s0[k] = _mm256_setzero_ps();
+			s1[k] = _mm256_setzero_ps();
+		}
+		for (; i + 16 <= dim; i += 16)
+		{
+			__m256		q0 = _mm256_loadu_ps(qs + i),
+						q1 = _mm256_loadu_ps(qs + i + 8);
+
+			for (int k = 0; k < 4; k++)
+			{
+				s0[k] = _mm256_fmadd_ps(q0, load_code8_avx2(c[k] + i), s0[k]);
+				s1[k] = _mm256_fmadd_ps(q1, load_code8_avx2(c[k] + i + 8), s1[k]);
+			}
+		}
+		for (; i + 8 <= dim; i += 8)
+		{
+			__m256		q0 = _mm256_loadu_ps(qs + i);
+
+			for (int k = 0; k < 4; k++)
+				s0[k] = _mm256_fmadd_ps(q0, load_code8_avx2(c[k] + i), s0[k]);
+		}
+		for (int k = 0; k < 4; k++)
+		{
+			float		s = hsum256(_mm256_add_ps(s0[k], s1[k]));
+
+			for (int t = i; t < dim; t++)
+				s += qs[t] * (float) c[k][t];
+			out[j + k] = s;
+		}
+	}
+	for (; j < n; j++)
+		out[j] = sq8_dot_avx2(qs, codes + (size_t) j * stride, dim);
+}
+
 /* ---------- AVX-512 kernels ---------- */
 
 __attribute__((target("avx512f")))
@@ -302,6 +444,90 @@ sq8_dot_avx512(const float *qs, const uint8_t *code, int dim)
 		s += qs[i] * (float) code[i];
 	return s;
 }
+__attribute__((target("avx512f")))
+static void
+sq8_l2_batch_avx512(const float *qs, const float *w, const uint8_t *codes, int stride,
+					int n, int dim, float *out)
+{
+	int			j = 0;
+
+	for (; j + 4 <= n; j += 4)
+	{
+		const uint8_t *c[4];
+		__m512		s0[4];
+		int			i = 0;
+
+		for (int k = 0; k < 4; k++)
+		{
+			c[k] = codes + (size_t) (j + k) * stride;
+			s0[k] = _mm512_setzero_ps();
+		}
+		for (; i + 16 <= dim; i += 16)
+		{
+			__m512		q = _mm512_loadu_ps(qs + i),
+						wi = _mm512_loadu_ps(w + i);
+
+			for (int k = 0; k < 4; k++)
+			{
+				__m512		d = _mm512_sub_ps(q, load_code16_avx512(c[k] + i));
+
+				s0[k] = _mm512_fmadd_ps(_mm512_mul_ps(d, d), wi, s0[k]);
+			}
+		}
+		for (int k = 0; k < 4; k++)
+		{
+			float		s = _mm512_reduce_add_ps(s0[k]);
+
+			for (int t = i; t < dim; t++)
+			{
+				float		d = qs[t] - (float) c[k][t];
+
+				s += w[t] * d * d;
+			}
+			out[j + k] = s;
+		}
+	}
+	for (; j < n; j++)
+		out[j] = sq8_l2_avx512(qs, w, codes + (size_t) j * stride, dim);
+}
+
+__attribute__((target("avx512f")))
+static void
+sq8_dot_batch_avx512(const float *qs, const uint8_t *codes, int stride, int n, int dim,
+					 float *out)
+{
+	int			j = 0;
+
+	for (; j + 4 <= n; j += 4)
+	{
+		const uint8_t *c[4];
+		__m512		s0[4];
+		int			i = 0;
+
+		for (int k = 0; k < 4; k++)
+		{
+			c[k] = codes + (size_t) (j + k) * stride;
+			s0[k] = _mm512_setzero_ps();
+		}
+		for (; i + 16 <= dim; i += 16)
+		{
+			__m512		q = _mm512_loadu_ps(qs + i);
+
+			for (int k = 0; k < 4; k++)
+				s0[k] = _mm512_fmadd_ps(q, load_code16_avx512(c[k] + i), s0[k]);
+		}
+		for (int k = 0; k < 4; k++)
+		{
+			float		s = _mm512_reduce_add_ps(s0[k]);
+
+			for (int t = i; t < dim; t++)
+				s += qs[t] * (float) c[k][t];
+			out[j + k] = s;
+		}
+	}
+	for (; j < n; j++)
+		out[j] = sq8_dot_avx512(qs, codes + (size_t) j * stride, dim);
+}
 #endif							/* SHNSW_X86_SIMD */
 
 /* ---------- dispatch ---------- */
@@ -310,6 +536,10 @@ float		(*shnsw_l2sq_f32) (const float *a, const float *b, int dim) = l2sq_f32_po
 float		(*shnsw_dot_f32) (const float *a, const float *b, int dim) = dot_f32_portable;
 float		(*sq8_l2_kernel) (const float *qs, const float *w, const uint8_t *code, int dim) = sq8_l2_portable;
 float		(*sq8_dot_kernel) (const float *qs, const uint8_t *code, int dim) = sq8_dot_portable;
+void		(*sq8_l2_batch_kernel) (const float *qs, const float *w, const uint8_t *codes,
+									int stride, int n, int dim, float *out) = sq8_l2_batch_portable;
+void		(*sq8_dot_batch_kernel) (const float *qs, const uint8_t *codes, int stride, int n,
+									 int dim, float *out) = sq8_dot_batch_portable;
 
 /*
  * shnsw_kernels_init picks the widest implementation the CPU supports, but
@@ -324,6 +554,8 @@ shnsw_kernels_init(ShnswSimdLevel max)
 	shnsw_dot_f32 = dot_f32_portable;
 	sq8_l2_kernel = sq8_l2_portable;
 	sq8_dot_kernel = sq8_dot_portable;
+	sq8_l2_batch_kernel = sq8_l2_batch_portable;
+	sq8_dot_batch_kernel = sq8_dot_batch_portable;
 
 #ifdef SHNSW_X86_SIMD
 	__builtin_cpu_init();
@@ -334,6 +566,8 @@ shnsw_kernels_init(ShnswSimdLevel max)
 		shnsw_dot_f32 = dot_f32_avx2;
 		sq8_l2_kernel = sq8_l2_avx2;
 		sq8_dot_kernel = sq8_dot_avx2;
+		sq8_l2_batch_kernel = sq8_l2_batch_avx2;
+		sq8_dot_batch_kernel = sq8_dot_batch_avx2;
 		level = SHNSW_SIMD_AVX2;
 	}
 	if (max >= SHNSW_SIMD_AVX512 && __builtin_cpu_supports("avx512f"))
@@ -342,6 +576,8 @@ shnsw_kernels_init(ShnswSimdLevel max)
 		shnsw_dot_f32 = dot_f32_avx512;
 		sq8_l2_kernel = sq8_l2_avx512;
 		sq8_dot_kernel = sq8_dot_avx512;
+		sq8_l2_batch_kernel = sq8_l2_batch_avx512;
+		sq8_dot_batch_kernel = sq8_dot_batch_avx512;
 		level = SHNSW_SIMD_AVX512;
 	}
 #else

@@ -96,4 +96,28 @@ sq8_distance(const Sq8Query *sq, const uint8_t *code)
 	return -(sq->bias + sq8_dot_kernel(sq->qs, code, sq->dim));
 }
 
+/*
+ * Batch kernels: out[j] = the kernel's value for the code at codes + j *
+ * stride, j < n; each bit-for-bit the one-code kernel's value (several
+ * codes share each load of the query).
+ */
+extern void (*sq8_l2_batch_kernel) (const float *qs, const float *w, const uint8_t *codes,
+									int stride, int n, int dim, float *out);
+extern void (*sq8_dot_batch_kernel) (const float *qs, const uint8_t *codes, int stride,
+									 int n, int dim, float *out);
+
+/* sq8_distance of n codes stride bytes apart, into out: bit-for-bit equal. */
+static inline void
+sq8_distances(const Sq8Query *sq, const uint8_t *codes, int stride, int n, float *out)
+{
+	if (sq->metric == SHNSW_METRIC_L2)
+		sq8_l2_batch_kernel(sq->qs, sq->w, codes, stride, n, sq->dim, out);
+	else
+	{
+		sq8_dot_batch_kernel(sq->qs, codes, stride, n, sq->dim, out);
+		for (int j = 0; j < n; j++)
+			out[j] = -(sq->bias + out[j]);
+	}
+}
+
 #endif							/* STREAMHNSW_KERNELS_H */

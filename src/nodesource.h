@@ -11,8 +11,13 @@
  *
  * Contract:
  *
- * read_nodes(ctx, refs, n, fn, arg) calls fn(arg, i, record) exactly once
- * for each i in 0..n-1 with the node record of refs[i] (format.h layout).
+ * read_nodes(ctx, refs, n, fn, arg) calls fn(arg, i, record) for each i in
+ * 0..n-1 with the node record of refs[i] (format.h layout), at least once:
+ * a source that reads shared memory optimistically (shmgraph.c, under a
+ * seqlock) calls again for an i whose read raced with a writer, and the
+ * last call's record is the node's, so fn overwrites what an earlier call
+ * for that i recorded; a record may be torn in any call but the last, so
+ * fn must stay within bounds whatever it reads (clamp counts).
  * The record is valid only during that call: fn copies what it keeps. Calls
  * may come in any order (the buffer implementation groups references by
  * page, visiting each page once, in reference order, and for equal

@@ -49,6 +49,8 @@
 #include "commands/defrem.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
 #include "port/atomics.h"
 #include "storage/bufmgr.h"
 #include "storage/dsm.h"
@@ -57,6 +59,7 @@
 #include "storage/read_stream.h"
 #include "storage/lwlock.h"
 #include "storage/spin.h"
+#include "tcop/tcopprot.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -69,11 +72,24 @@
 #include "streamhnsw.h"
 
 bool		shnsw_shared_cache = true;
+bool		shnsw_shared_cache_background = true;
 int			shnsw_shared_cache_size = 256; /* MB */
 
+/*
+ * The registry's name carries its layout's version: a library with another
+ * layout (an upgrade installed without a restart) gets its own registry
+ * instead of an error from GetNamedDSMSegment for a size that differs.
+ */
+#define SHM_REGISTRY_NAME	"streamhnsw_shmgraph_2"
 #define SHM_MAX_IMAGES		64
 #define SHM_RETRY_SECS		10	/* after a failed build, retry lazily after */
 #define SHM_IDLE_SECS		10	/* a lazy build evicts only images idle this long */
+
+/* capacities of an image built at nblocks, ng graph and nu upper pages: an
+ * eighth more, for the pages inserts add */
+#define IMAGE_MAPCAP(nblocks)	((nblocks) + (nblocks) / 8 + 64)
+#define IMAGE_GCAP(ng)			((ng) + (ng) / 8 + 8)
+#define IMAGE_UCAP(nu)			((nu) + (nu) / 8 + 2)
 
 /* entry states */
 #define ENTRY_FREE			0	/* unused table slot */
@@ -106,6 +122,7 @@ typedef struct ShmEntry
 	int			last_failure;	/* SHNSW_SHM_* of the last failed build */
 	TimestampTz failed_at;
 	BlockNumber failed_nblocks;
+	TimestampTz launched_at;	/* a scan asked for a background build then */
 	pg_atomic_uint64 last_used; /* TimestampTz of the last scan that used it */
 	pg_atomic_uint64 hits;		/* scans that searched the image */
 	pg_atomic_uint64 misses;	/* scans that could not */
@@ -264,7 +281,7 @@ get_ctl(void)
 	{
 		bool		found;
 
-		ctl = GetNamedDSMSegment("streamhnsw_shmgraph", sizeof(ShmCtl), ctl_init, &found);
+		ctl = GetNamedDSMSegment(SHM_REGISTRY_NAME, sizeof(ShmCtl), ctl_init, &found);
 		LWLockRegisterTranche(ctl->tranche, "streamhnsw_shmgraph");
 		local_epoch = ctl->epoch;
 	}
@@ -733,54 +750,104 @@ build_stream(Relation index, BuildBlocks *bb, BufferAccessStrategy strategy)
 }
 
 /*
- * image_build builds the index's image in this backend (the caller has no
- * usable image). explicit: on request (evicts any image, ignores recent
- * failures). Returns the mapping, or NULL with *status saying why.
+ * entry_new finds a table slot for an index the registry does not know:
+ * entries of the index's older relfilenodes are dropped (unreachable), then
+ * a free slot, then the least recently used one without an image, then
+ * (the table full of images) the least recently used image idle long
+ * enough, or any if explicit. Caller holds ctl->lock exclusively; segments
+ * to unpin after releasing it are added to unpin. NULL if none.
  */
-static LocalImage *
-image_build(Relation index, const ShnswIndexInfo *info, bool explicit, int *status)
+static ShmEntry *
+entry_new(Relation index, bool explicit, dsm_handle *unpin, int *nunpin)
 {
-	ShmEntry   *e;
-	int			slot;
-	BlockNumber nblocks = RelationGetNumberOfBlocks(index);
-	uint8	   *types;
-	uint32		ng = 0,
-				nu = 0,
-				mapcap,
-				gcap,
-				ucap,
-				gi = 0,
-				ui = 0;
-	int			npp = shnsw_nodes_per_page(info->node_size);
-	Size		gstride = TYPEALIGN(64, (Size) npp * info->node_size);
-	Size		offs[5],
-				size;
-	dsm_handle	unpin[SHM_MAX_IMAGES + 1];
-	int			nunpin = 0;
-	dsm_segment *seg;
-	LocalImage *li;
-	ShmImage   *img;
-	uint64		lsn,
-				gen,
-				nodes = 0;
-	Size		budget = (Size) shnsw_shared_cache_size * 1024 * 1024;
-	BufferAccessStrategy strategy;
-	BuildBlocks bb;
-	ReadStream *stream;
+	ShmEntry   *e = NULL;
+	ShmEntry   *lru = NULL;
 
-	/* a lower bound from what the metapage counts: skip hopeless attempts */
+	for (int i = 0; i < SHM_MAX_IMAGES; i++)
 	{
-		ShnswMetaSnapshot snap;
+		ShmEntry   *o = &ctl->entries[i];
 
-		shnsw_read_meta(index, &snap);
-		if ((Size) (snap.node_count / Max(npp, 1)) * gstride > budget)
+		if (o->state != ENTRY_FREE && o->dbid == MyDatabaseId &&
+			o->relid == RelationGetRelid(index))
 		{
-			*status = SHNSW_SHM_TOO_BIG;
-			return NULL;
+			if (o->state >= ENTRY_BUILDING)
+			{
+				if (o->state != ENTRY_READY)
+					continue;
+				unpin[(*nunpin)++] = drop_segment(o);
+			}
+			o->state = ENTRY_FREE;
 		}
 	}
+	for (int i = 0; i < SHM_MAX_IMAGES && e == NULL; i++)
+		if (ctl->entries[i].state == ENTRY_FREE)
+			e = &ctl->entries[i];
+	for (int i = 0; i < SHM_MAX_IMAGES && e == NULL; i++)
+	{
+		ShmEntry   *o = &ctl->entries[i];
 
-	/* claim the entry */
+		if (o->state == ENTRY_EMPTY &&
+			(lru == NULL || pg_atomic_read_u64(&o->last_used) < pg_atomic_read_u64(&lru->last_used)))
+			lru = o;
+	}
+	if (e == NULL)
+		e = lru;
+	if (e == NULL)
+	{
+		for (int i = 0; i < SHM_MAX_IMAGES; i++)
+		{
+			ShmEntry   *o = &ctl->entries[i];
+
+			if (o->state != ENTRY_READY)
+				continue;
+			if (!explicit &&
+				!TimestampDifferenceExceeds((TimestampTz) pg_atomic_read_u64(&o->last_used),
+											GetCurrentTimestamp(), SHM_IDLE_SECS * 1000))
+				continue;
+			if (lru == NULL ||
+				pg_atomic_read_u64(&o->last_used) < pg_atomic_read_u64(&lru->last_used))
+				lru = o;
+		}
+		if (lru == NULL)
+			return NULL;
+		unpin[(*nunpin)++] = drop_segment(lru);
+		e = lru;
+	}
+	memset(e, 0, offsetof(ShmEntry, last_used));
+	pg_atomic_write_u64(&e->last_used, (uint64) GetCurrentTransactionStartTimestamp());
+	pg_atomic_write_u64(&e->hits, 0);
+	pg_atomic_write_u64(&e->misses, 0);
+	e->builds = e->invalidations = e->refreshes = e->evictions = 0;
+	e->dbid = MyDatabaseId;
+	e->relid = RelationGetRelid(index);
+	e->locator = index->rd_locator;
+	e->state = ENTRY_EMPTY;
+	return e;
+}
+
+/* true if a lazy build of e should not be tried now (it failed recently) */
+static bool
+entry_failed_recently(ShmEntry *e, BlockNumber nblocks)
+{
+	return e->state == ENTRY_EMPTY && e->last_failure != 0 &&
+		(e->failed_nblocks == nblocks ||
+		 !TimestampDifferenceExceeds(e->failed_at, GetCurrentTimestamp(),
+									 SHM_RETRY_SECS * 1000));
+}
+
+/*
+ * entry_claim claims the index's entry for a build by this backend
+ * (BUILDING, pending_slot set): the slot, or -1 with *status saying why.
+ * explicit: drops a ready image and ignores recent failures.
+ */
+static int
+entry_claim(Relation index, bool explicit, BlockNumber nblocks, int *status)
+{
+	ShmEntry   *e;
+	dsm_handle	unpin[SHM_MAX_IMAGES + 1];
+	int			nunpin = 0;
+	int			slot = -1;
+
 	LWLockAcquire(&ctl->lock, LW_EXCLUSIVE);
 	e = find_entry(index);
 	if (e != NULL && e->state >= ENTRY_BUILDING)
@@ -788,186 +855,138 @@ image_build(Relation index, const ShnswIndexInfo *info, bool explicit, int *stat
 		if (e->state == ENTRY_READY && explicit)
 			unpin[nunpin++] = drop_segment(e);
 		else
-		{
-			LWLockRelease(&ctl->lock);
-			*status = SHNSW_SHM_BUILDING;
-			return NULL;
-		}
+			e = NULL, *status = SHNSW_SHM_BUILDING;
 	}
-	if (e == NULL)
+	else if (e == NULL)
 	{
-		ShmEntry   *lru = NULL;
-
-		/* the entries of older relfilenodes of this index are unreachable */
-		for (int i = 0; i < SHM_MAX_IMAGES; i++)
-		{
-			ShmEntry   *o = &ctl->entries[i];
-
-			if (o->state != ENTRY_FREE && o->dbid == MyDatabaseId &&
-				o->relid == RelationGetRelid(index))
-			{
-				if (o->state >= ENTRY_BUILDING)
-				{
-					if (o->state != ENTRY_READY)
-						continue;
-					unpin[nunpin++] = drop_segment(o);
-				}
-				o->state = ENTRY_FREE;
-			}
-		}
-		for (int i = 0; i < SHM_MAX_IMAGES && e == NULL; i++)
-			if (ctl->entries[i].state == ENTRY_FREE)
-				e = &ctl->entries[i];
-		for (int i = 0; i < SHM_MAX_IMAGES && e == NULL; i++)
-		{
-			ShmEntry   *o = &ctl->entries[i];
-
-			if (o->state == ENTRY_EMPTY &&
-				(lru == NULL || pg_atomic_read_u64(&o->last_used) < pg_atomic_read_u64(&lru->last_used)))
-				lru = o;
-		}
+		e = entry_new(index, explicit, unpin, &nunpin);
 		if (e == NULL)
-			e = lru;
-		if (e == NULL)
-		{
-			/* the table is full of images: take the least recently used one's */
-			for (int i = 0; i < SHM_MAX_IMAGES; i++)
-			{
-				ShmEntry   *o = &ctl->entries[i];
-
-				if (o->state != ENTRY_READY)
-					continue;
-				if (!explicit &&
-					!TimestampDifferenceExceeds((TimestampTz) pg_atomic_read_u64(&o->last_used),
-												GetCurrentTimestamp(), SHM_IDLE_SECS * 1000))
-					continue;
-				if (lru == NULL ||
-					pg_atomic_read_u64(&o->last_used) < pg_atomic_read_u64(&lru->last_used))
-					lru = o;
-			}
-			if (lru != NULL)
-			{
-				unpin[nunpin++] = drop_segment(lru);
-				lru->state = ENTRY_FREE;
-				e = lru;
-			}
-		}
-		if (e == NULL)
-		{
-			LWLockRelease(&ctl->lock);
-			unpin_handles(unpin, nunpin);
 			*status = SHNSW_SHM_UNAVAILABLE;
-			return NULL;
-		}
-		memset(e, 0, offsetof(ShmEntry, last_used));
-		pg_atomic_write_u64(&e->last_used, (uint64) GetCurrentTransactionStartTimestamp());
-		pg_atomic_write_u64(&e->hits, 0);
-		pg_atomic_write_u64(&e->misses, 0);
-		e->builds = e->invalidations = e->refreshes = e->evictions = 0;
-		e->dbid = MyDatabaseId;
-		e->relid = RelationGetRelid(index);
-		e->locator = index->rd_locator;
-		e->state = ENTRY_EMPTY;
 	}
-	else if (!explicit && e->state == ENTRY_EMPTY && e->last_failure != 0 &&
-			 (e->failed_nblocks == nblocks ||
-			  !TimestampDifferenceExceeds(e->failed_at, GetCurrentTimestamp(),
-										  SHM_RETRY_SECS * 1000)))
+	else if (!explicit && entry_failed_recently(e, nblocks))
 	{
 		/* it failed recently, or for this very size: do not retry every scan */
 		*status = e->last_failure;
-		LWLockRelease(&ctl->lock);
-		unpin_handles(unpin, nunpin);
-		return NULL;
+		e = NULL;
 	}
-	e->state = ENTRY_BUILDING;
-	e->builder_pid = MyProcPid;
-	e->image_id = 0;
-	slot = e - ctl->entries;
-	pending_slot = slot;
-	pending_image_id = 0;
-	pending_refresh = false;
+	if (e != NULL)
+	{
+		e->state = ENTRY_BUILDING;
+		e->builder_pid = MyProcPid;
+		e->image_id = 0;
+		slot = e - ctl->entries;
+		pending_slot = slot;
+		pending_image_id = 0;
+		pending_refresh = false;
+	}
 	LWLockRelease(&ctl->lock);
 	unpin_handles(unpin, nunpin);
-	nunpin = 0;
+	return slot;
+}
 
-	/* pass 1: which blocks are graph and upper pages */
-	types = palloc0(nblocks);
-	strategy = GetAccessStrategy(BAS_BULKREAD);
-	bb.next = SHNSW_METAPAGE_BLKNO + 1;
-	bb.end = nblocks;
-	bb.types = NULL;
-	stream = build_stream(index, &bb, strategy);
+/*
+ * entry_fail gives up this backend's claim of the entry in slot (no
+ * segment published yet), returning its reserved bytes and noting why.
+ */
+static void
+entry_fail(int slot, int status, BlockNumber nblocks)
+{
+	ShmEntry   *e;
+
+	LWLockAcquire(&ctl->lock, LW_EXCLUSIVE);
+	e = &ctl->entries[slot];
+	ctl->total_bytes -= e->bytes;
+	e->bytes = 0;
+	e->state = ENTRY_EMPTY;
+	e->builder_pid = 0;
+	note_failure(e, status, nblocks);
+	pending_slot = -1;
+	LWLockRelease(&ctl->lock);
+}
+
+/*
+ * scan_page_types reads the type of every block after the metapage (pass
+ * 1 of a build) into a palloc'd array, counting graph and upper pages.
+ */
+static uint8 *
+scan_page_types(Relation index, BlockNumber nblocks, BufferAccessStrategy strategy,
+				uint32 *ng, uint32 *nu)
+{
+	uint8	   *types = palloc0(nblocks);
+	BuildBlocks bb = {SHNSW_METAPAGE_BLKNO + 1, nblocks, NULL};
+	ReadStream *stream = build_stream(index, &bb, strategy);
+
+	*ng = *nu = 0;
 	for (BlockNumber blk = SHNSW_METAPAGE_BLKNO + 1; blk < nblocks; blk++)
 	{
 		Buffer		buf = read_stream_next_buffer(stream, NULL);
 		Page		page;
 
 		Assert(BufferGetBlockNumber(buf) == blk);
-
 		LockBuffer(buf, BUFFER_LOCK_SHARE);
 		page = BufferGetPage(buf);
 		if (!PageIsNew(page) && ShnswPageGetOpaque(page)->magic == SHNSW_MAGIC)
 		{
 			types[blk] = (uint8) ShnswPageGetOpaque(page)->page_type;
 			if (types[blk] == SHNSW_PAGE_GRAPH)
-				ng++;
+				(*ng)++;
 			else if (types[blk] == SHNSW_PAGE_UPPER)
-				nu++;
+				(*nu)++;
 		}
 		UnlockReleaseBuffer(buf);
 		if ((blk & 255) == 0)
 			CHECK_FOR_INTERRUPTS();
 	}
 	read_stream_end(stream);
+	return types;
+}
 
-	/* room to grow: an eighth more pages, for those inserts add */
-	mapcap = nblocks + nblocks / 8 + 64;
-	gcap = ng + ng / 8 + 8;
-	ucap = nu + nu / 8 + 2;
-	size = image_size(mapcap, gcap, ucap, gstride, offs);
+/*
+ * entry_reserve accounts size bytes to the claimed entry in slot, evicting
+ * (idle images only unless explicit) to make room. False with *status if
+ * it does not fit; the claim is then given up.
+ */
+static bool
+entry_reserve(int slot, Size size, bool explicit, BlockNumber nblocks, int *status)
+{
+	Size		budget = (Size) shnsw_shared_cache_size * 1024 * 1024;
+	dsm_handle	unpin[SHM_MAX_IMAGES + 1];
+	int			nunpin = 0;
+	ShmEntry   *e;
+	bool		ok;
 
 	LWLockAcquire(&ctl->lock, LW_EXCLUSIVE);
 	e = &ctl->entries[slot];
-	if (size > budget || !make_room(size, e, !explicit, unpin, &nunpin))
+	ok = size <= budget && make_room(size, e, !explicit, unpin, &nunpin);
+	if (ok)
 	{
-		*status = size > budget ? SHNSW_SHM_TOO_BIG : SHNSW_SHM_FULL;
-		e->state = ENTRY_EMPTY;
-		e->builder_pid = 0;
-		note_failure(e, *status, nblocks);
-		pending_slot = -1;
-		LWLockRelease(&ctl->lock);
-		unpin_handles(unpin, nunpin);
-		FreeAccessStrategy(strategy);
-		pfree(types);
-		return NULL;
+		ctl->total_bytes += size;
+		e->bytes = size;
 	}
-	ctl->total_bytes += size;
-	e->bytes = size;
 	LWLockRelease(&ctl->lock);
 	unpin_handles(unpin, nunpin);
-	nunpin = 0;
-
-	seg = create_segment(size);
-	if (seg == NULL)
+	if (!ok)
 	{
-		LWLockAcquire(&ctl->lock, LW_EXCLUSIVE);
-		e = &ctl->entries[slot];
-		ctl->total_bytes -= e->bytes;
-		e->bytes = 0;
-		e->state = ENTRY_EMPTY;
-		e->builder_pid = 0;
-		note_failure(e, SHNSW_SHM_UNAVAILABLE, nblocks);
-		pending_slot = -1;
-		LWLockRelease(&ctl->lock);
-		FreeAccessStrategy(strategy);
-		pfree(types);
-		*status = SHNSW_SHM_UNAVAILABLE;
-		return NULL;
+		*status = size > budget ? SHNSW_SHM_TOO_BIG : SHNSW_SHM_FULL;
+		entry_fail(slot, *status, nblocks);
 	}
+	return ok;
+}
 
-	/* lay the image out; map the pass-1 pages as reserved */
-	img = (ShmImage *) dsm_segment_address(seg);
+/*
+ * image_layout writes a new image's header into seg and maps the pass-1
+ * pages (types) as reserved: writers skip them, the build copies them.
+ */
+static void
+image_layout(dsm_segment *seg, const ShnswIndexInfo *info, const uint8 *types,
+			 BlockNumber nblocks, uint32 ng, uint32 nu, const Size *offs, Size size)
+{
+	ShmImage   *img = (ShmImage *) dsm_segment_address(seg);
+	pg_atomic_uint32 *map = (pg_atomic_uint32 *) ((char *) img + offs[0]);
+	ShmPageDesc *gd = (ShmPageDesc *) ((char *) img + offs[1]);
+	ShmPageDesc *ud = (ShmPageDesc *) ((char *) img + offs[2]);
+	int			npp = shnsw_nodes_per_page(info->node_size);
+
 	memset(img, 0, offs[0]);
 	pg_atomic_init_u32(&img->valid, 1);
 	pg_atomic_init_u64(&img->meta_lsn, 0);
@@ -978,41 +997,46 @@ image_build(Relation index, const ShnswIndexInfo *info, bool explicit, int *stat
 	img->node_size = info->node_size;
 	img->npp = npp;
 	img->slot_bits = info->slot_bits;
-	img->mapcap = mapcap;
-	img->gcap = gcap;
-	img->ucap = ucap;
+	img->mapcap = IMAGE_MAPCAP(nblocks);
+	img->gcap = IMAGE_GCAP(ng);
+	img->ucap = IMAGE_UCAP(nu);
 	img->build_nblocks = nblocks;
-	img->gstride = gstride;
+	img->gstride = TYPEALIGN(64, (Size) npp * info->node_size);
 	img->map_off = offs[0];
 	img->gdesc_off = offs[1];
 	img->udesc_off = offs[2];
 	img->gdata_off = offs[3];
 	img->udata_off = offs[4];
 	img->total = size;
+	for (uint32 b = 0; b < img->mapcap; b++)
+		pg_atomic_init_u32(&map[b], b < nblocks &&
+						   (types[b] == SHNSW_PAGE_GRAPH || types[b] == SHNSW_PAGE_UPPER)
+						   ? MAP_RESERVED : MAP_ABSENT);
+	for (uint32 i = 0; i < img->gcap; i++)
 	{
-		pg_atomic_uint32 *map = (pg_atomic_uint32 *) ((char *) img + offs[0]);
-		ShmPageDesc *gd = (ShmPageDesc *) ((char *) img + offs[1]);
-		ShmPageDesc *ud = (ShmPageDesc *) ((char *) img + offs[2]);
-
-		for (uint32 b = 0; b < mapcap; b++)
-			pg_atomic_init_u32(&map[b], b < nblocks &&
-							   (types[b] == SHNSW_PAGE_GRAPH || types[b] == SHNSW_PAGE_UPPER)
-							   ? MAP_RESERVED : MAP_ABSENT);
-		for (uint32 i = 0; i < gcap; i++)
-		{
-			pg_atomic_init_u32(&gd[i].seq, 0);
-			gd[i].nslots = 0;
-			gd[i].lsn = 0;
-		}
-		for (uint32 i = 0; i < ucap; i++)
-		{
-			pg_atomic_init_u32(&ud[i].seq, 0);
-			ud[i].nslots = 0;
-			ud[i].lsn = 0;
-		}
+		pg_atomic_init_u32(&gd[i].seq, 0);
+		gd[i].nslots = 0;
+		gd[i].lsn = 0;
 	}
+	for (uint32 i = 0; i < img->ucap; i++)
+	{
+		pg_atomic_init_u32(&ud[i].seq, 0);
+		ud[i].nslots = 0;
+		ud[i].lsn = 0;
+	}
+}
 
-	/* publish: from now on writers copy the pages they change */
+/*
+ * image_publish gives the laid-out segment its id and names it in the
+ * claimed entry: from now on writers copy the pages they change into it.
+ */
+static LocalImage *
+image_publish(int slot, dsm_segment *seg)
+{
+	ShmImage   *img = (ShmImage *) dsm_segment_address(seg);
+	ShmEntry   *e;
+	LocalImage *li;
+
 	LWLockAcquire(&ctl->lock, LW_EXCLUSIVE);
 	e = &ctl->entries[slot];
 	img->image_id = ctl->next_image_id++;
@@ -1024,12 +1048,24 @@ image_build(Relation index, const ShnswIndexInfo *info, bool explicit, int *stat
 	li = &local_images[nlocal++];
 	local_fill(li, seg);
 	LWLockRelease(&ctl->lock);
+	return li;
+}
 
-	/* pass 2: copy each page, publishing its map entry under its lock */
-	bb.next = SHNSW_METAPAGE_BLKNO + 1;
-	bb.end = nblocks;
-	bb.types = types;
-	stream = build_stream(index, &bb, strategy);
+/*
+ * image_copy_pages (pass 2) copies each graph and upper page of types
+ * into the image under the page's share lock, publishing its map entry
+ * before releasing the lock. Returns the node slots copied.
+ */
+static uint64
+image_copy_pages(Relation index, LocalImage *li, const uint8 *types, BlockNumber nblocks,
+				 BufferAccessStrategy strategy, int vec_size)
+{
+	BuildBlocks bb = {SHNSW_METAPAGE_BLKNO + 1, nblocks, types};
+	ReadStream *stream = build_stream(index, &bb, strategy);
+	uint32		gi = 0,
+				ui = 0;
+	uint64		nodes = 0;
+
 	for (BlockNumber blk = SHNSW_METAPAGE_BLKNO + 1; blk < nblocks; blk++)
 	{
 		Buffer		buf;
@@ -1046,7 +1082,7 @@ image_build(Relation index, const ShnswIndexInfo *info, bool explicit, int *stat
 		if (types[blk] == SHNSW_PAGE_GRAPH)
 		{
 			idx = gi++;
-			ok = copy_graph(li, idx, blk, page, info->vec_size);
+			ok = copy_graph(li, idx, blk, page, vec_size);
 			if (ok)
 				nodes += li->gdesc[idx].nslots;
 		}
@@ -1063,8 +1099,21 @@ image_build(Relation index, const ShnswIndexInfo *info, bool explicit, int *stat
 			CHECK_FOR_INTERRUPTS();
 	}
 	read_stream_end(stream);
-	FreeAccessStrategy(strategy);
-	pfree(types);
+	return nodes;
+}
+
+/*
+ * image_finish records the metapage state the image now reflects and
+ * marks the entry ready. False if a writer dropped the image meanwhile.
+ */
+static bool
+image_finish(Relation index, int slot, LocalImage *li, uint64 nodes, uint32 ng, uint32 nu)
+{
+	ShmImage   *img = li->img;
+	ShmEntry   *e;
+	uint64		lsn,
+				gen;
+	bool		ok;
 
 	/* every change before this metapage state is in the image */
 	read_meta_token(index, &lsn, &gen);
@@ -1073,24 +1122,89 @@ image_build(Relation index, const ShnswIndexInfo *info, bool explicit, int *stat
 
 	LWLockAcquire(&ctl->lock, LW_EXCLUSIVE);
 	e = &ctl->entries[slot];
-	if (e->image_id != img->image_id || e->state != ENTRY_BUILDING)
+	ok = e->image_id == img->image_id && e->state == ENTRY_BUILDING;
+	if (ok)
+	{
+		e->state = ENTRY_READY;
+		e->builder_pid = 0;
+		e->builds++;
+		e->nodes = nodes;
+		e->gpages = ng;
+		e->upages = nu;
+		e->last_failure = 0;
+		e->launched_at = 0;
+		pg_atomic_write_u64(&e->last_used, (uint64) GetCurrentTransactionStartTimestamp());
+	}
+	pending_slot = -1;
+	LWLockRelease(&ctl->lock);
+	return ok;
+}
+
+/*
+ * image_build builds the index's image in this backend (the caller has no
+ * usable image). explicit: on request (evicts any image, ignores recent
+ * failures). Returns the mapping, or NULL with *status saying why.
+ */
+static LocalImage *
+image_build(Relation index, const ShnswIndexInfo *info, bool explicit, int *status)
+{
+	BlockNumber nblocks = RelationGetNumberOfBlocks(index);
+	int			npp = shnsw_nodes_per_page(info->node_size);
+	Size		gstride = TYPEALIGN(64, (Size) npp * info->node_size);
+	Size		budget = (Size) shnsw_shared_cache_size * 1024 * 1024;
+	ShnswMetaSnapshot snap;
+	int			slot;
+	uint8	   *types;
+	uint32		ng,
+				nu;
+	Size		offs[5],
+				size;
+	dsm_segment *seg;
+	LocalImage *li;
+	BufferAccessStrategy strategy;
+	uint64		nodes;
+
+	slot = entry_claim(index, explicit, nblocks, status);
+	if (slot < 0)
+		return NULL;
+
+	/* a lower bound from what the metapage counts: skip hopeless attempts */
+	shnsw_read_meta(index, &snap);
+	if ((Size) (snap.node_count / Max(npp, 1)) * gstride > budget)
+	{
+		*status = SHNSW_SHM_TOO_BIG;
+		entry_fail(slot, *status, nblocks);
+		return NULL;
+	}
+
+	strategy = GetAccessStrategy(BAS_BULKREAD);
+	types = scan_page_types(index, nblocks, strategy, &ng, &nu);
+	size = image_size(IMAGE_MAPCAP(nblocks), IMAGE_GCAP(ng), IMAGE_UCAP(nu), gstride, offs);
+	if (!entry_reserve(slot, size, explicit, nblocks, status))
+		seg = NULL;
+	else if ((seg = create_segment(size)) == NULL)
+	{
+		*status = SHNSW_SHM_UNAVAILABLE;
+		entry_fail(slot, *status, nblocks);
+	}
+	if (seg == NULL)
+	{
+		FreeAccessStrategy(strategy);
+		pfree(types);
+		return NULL;
+	}
+
+	image_layout(seg, info, types, nblocks, ng, nu, offs, size);
+	li = image_publish(slot, seg);
+	nodes = image_copy_pages(index, li, types, nblocks, strategy, info->vec_size);
+	FreeAccessStrategy(strategy);
+	pfree(types);
+	if (!image_finish(index, slot, li, nodes, ng, nu))
 	{
 		/* a writer could not copy a change into it and dropped it */
-		pending_slot = -1;
-		LWLockRelease(&ctl->lock);
 		*status = SHNSW_SHM_STALE;
 		return NULL;
 	}
-	e->state = ENTRY_READY;
-	e->builder_pid = 0;
-	e->builds++;
-	e->nodes = nodes;
-	e->gpages = ng;
-	e->upages = nu;
-	e->last_failure = 0;
-	pg_atomic_write_u64(&e->last_used, (uint64) GetCurrentTransactionStartTimestamp());
-	pending_slot = -1;
-	LWLockRelease(&ctl->lock);
 	*status = SHNSW_SHM_BUILT;
 	return li;
 }
@@ -1138,6 +1252,147 @@ image_refresh(Relation index, LocalImage *li, int vec_size)
 	pg_atomic_write_u64(&img->meta_gen, gen);
 }
 
+/* ---------- building in the background ---------- */
+
+/* what a scan hands its background builder (bgw_extra) */
+typedef struct ShmBuildRequest
+{
+	Oid			dbid;
+	Oid			relid;
+	int			cache_size_mb;	/* the requesting session's shared_cache_size */
+} ShmBuildRequest;
+
+PGDLLEXPORT void streamhnsw_image_worker(Datum arg);
+
+/*
+ * request_build asks a dynamic background worker to build the index's
+ * image, so that the scan that found none searches through buffers at
+ * once instead of paying for the build. At most one request per index is
+ * outstanding (the entry's launched_at, for SHM_RETRY_SECS: a worker that
+ * never starts is asked for again after that). Returns true if the build
+ * is on its way, or should not be tried now (*status says why); false if
+ * no worker could be registered (max_worker_processes reached): the
+ * caller builds the image itself, as before.
+ */
+static bool
+request_build(Relation index, int *status)
+{
+	BackgroundWorker bgw;
+	ShmBuildRequest req;
+	ShmEntry   *e;
+	dsm_handle	unpin[SHM_MAX_IMAGES + 1];
+	int			nunpin = 0;
+	TimestampTz now = GetCurrentTimestamp();
+	bool		launch = false;
+	int			slot = -1;
+
+	LWLockAcquire(&ctl->lock, LW_EXCLUSIVE);
+	e = find_entry(index);
+	if (e == NULL)
+		e = entry_new(index, false, unpin, &nunpin);
+	if (e == NULL)
+		*status = SHNSW_SHM_UNAVAILABLE;
+	else if (e->state >= ENTRY_BUILDING)
+		*status = SHNSW_SHM_BUILDING;
+	else if (entry_failed_recently(e, RelationGetNumberOfBlocks(index)))
+		*status = e->last_failure;
+	else if (e->launched_at != 0 &&
+			 !TimestampDifferenceExceeds(e->launched_at, now, SHM_RETRY_SECS * 1000))
+		*status = SHNSW_SHM_BUILDING;
+	else
+	{
+		e->launched_at = now;
+		launch = true;
+		slot = e - ctl->entries;
+	}
+	LWLockRelease(&ctl->lock);
+	unpin_handles(unpin, nunpin);
+	if (!launch)
+		return true;
+
+	memset(&bgw, 0, sizeof(bgw));
+	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	bgw.bgw_start_time = BgWorkerStart_ConsistentState;
+	bgw.bgw_restart_time = BGW_NEVER_RESTART;
+	strlcpy(bgw.bgw_library_name, "streamhnsw", BGW_MAXLEN);
+	strlcpy(bgw.bgw_function_name, "streamhnsw_image_worker", BGW_MAXLEN);
+	snprintf(bgw.bgw_name, BGW_MAXLEN, "streamhnsw image build for index %u", RelationGetRelid(index));
+	strlcpy(bgw.bgw_type, "streamhnsw image build", BGW_MAXLEN);
+	req.dbid = MyDatabaseId;
+	req.relid = RelationGetRelid(index);
+	req.cache_size_mb = shnsw_shared_cache_size;
+	memcpy(bgw.bgw_extra, &req, sizeof(req));
+	bgw.bgw_notify_pid = 0;
+	if (RegisterDynamicBackgroundWorker(&bgw, NULL))
+	{
+		*status = SHNSW_SHM_LAUNCHED;
+		return true;
+	}
+
+	/* no background worker slot: withdraw the request */
+	LWLockAcquire(&ctl->lock, LW_EXCLUSIVE);
+	e = &ctl->entries[slot];
+	if (e->relid == RelationGetRelid(index) && e->launched_at == now)
+		e->launched_at = 0;
+	LWLockRelease(&ctl->lock);
+	return false;
+}
+
+/*
+ * streamhnsw_image_worker is the background worker request_build starts:
+ * it connects to the index's database, builds the image as a scan would
+ * (claiming the entry, so a scan or another worker never builds it twice)
+ * and exits. An error ends the worker only; its claim is given up by the
+ * abort and exit callbacks, the failure noted, and a later scan asks again.
+ */
+void
+streamhnsw_image_worker(Datum arg)
+{
+	ShmBuildRequest req;
+	Relation	index;
+	int			status;
+
+	memcpy(&req, MyBgworkerEntry->bgw_extra, sizeof(req));
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnectionByOid(req.dbid, InvalidOid, 0);
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	pgstat_report_activity(STATE_RUNNING, "streamhnsw: building a shared graph image");
+	if (req.cache_size_mb >= 0)
+	{
+		char		val[32];
+
+		snprintf(val, sizeof(val), "%d", req.cache_size_mb);
+		SetConfigOption("streamhnsw.shared_cache_size", val, PGC_SUSET, PGC_S_SESSION);
+	}
+	index = try_relation_open(req.relid, AccessShareLock);
+	if (index != NULL)
+	{
+		if (index->rd_rel->relkind == RELKIND_INDEX &&
+			index->rd_rel->relam == get_index_am_oid("streamhnsw", true))
+		{
+			ShnswIndexInfo *info = shnsw_get_index_info(index);
+
+			get_ctl();
+			if (info->quant_trained)
+				(void) image_build(index, info, false, &status);
+			LWLockAcquire(&ctl->lock, LW_EXCLUSIVE);
+			{
+				ShmEntry   *e = find_entry(index);
+
+				if (e != NULL)
+					e->launched_at = 0;
+			}
+			LWLockRelease(&ctl->lock);
+		}
+		relation_close(index, AccessShareLock);
+	}
+	CommitTransactionCommand();
+	pgstat_report_activity(STATE_IDLE, NULL);
+	proc_exit(0);
+}
+
 /* ---------- the node source over an image ---------- */
 
 typedef struct ShmScan
@@ -1148,14 +1403,19 @@ typedef struct ShmScan
 	int			slot_bits;
 	int			node_size;
 	int			m;
-	char	   *rec;			/* one node record */
 	ShnswRef   *fb;				/* scratch for prefetch of absent nodes */
 	int			fbcap;
 } ShmScan;
 
-/* The image's copy of node ref, into out; false if the image lacks it. */
+/*
+ * shm_node_fn calls fn(arg, i, record) on the image's record of node ref
+ * itself (no copy) inside its page's seqlock: if a writer changed the page
+ * meanwhile it calls again (the node source contract lets the last call
+ * win). False if the image lacks the node or the read keeps colliding
+ * with writers: the caller reads it through buffers.
+ */
 static inline bool
-shm_read_node(ShmScan *ss, ShnswRef ref, char *out)
+shm_node_fn(ShmScan *ss, ShnswRef ref, ShnswNodeFn fn, void *arg, int i)
 {
 	LocalImage *li = ss->li;
 	uint32		blk = shnsw_ref_block(ref, ss->slot_bits);
@@ -1183,7 +1443,7 @@ shm_read_node(ShmScan *ss, ShnswRef ref, char *out)
 		pg_read_barrier();
 		if (slot >= d->nslots)
 			return false;
-		memcpy(out, src, ss->node_size);
+		fn(arg, i, (const ShnswNodeHeader *) src);
 		pg_read_barrier();
 		if (pg_atomic_read_u32(&d->seq) == s1)
 			return true;
@@ -1208,10 +1468,10 @@ shim_cb(void *arg, int i, const ShnswNodeHeader *node)
 }
 
 /*
- * read_nodes over the image: records are copied out under their page's
- * seqlock (plain loads, no pin or lock) and handed to fn in the order the
- * buffer path uses (by reference), so results are the same with and
- * without the image; a node the image lacks is read through buffers.
+ * read_nodes over the image: fn reads each record in the image itself
+ * under its page's seqlock (plain loads, no pin, lock or copy), in the
+ * order the buffer path uses (by reference), so results are the same with
+ * and without the image; a node the image lacks is read through buffers.
  */
 static void
 shm_read_nodes(void *vctx, const ShnswRef *refs, int n, ShnswNodeFn fn, void *arg)
@@ -1235,11 +1495,8 @@ shm_read_nodes(void *vctx, const ShnswRef *refs, int n, ShnswNodeFn fn, void *ar
 	{
 		int			i = order[k];
 
-		if (shm_read_node(ss, refs[i], ss->rec))
-		{
+		if (shm_node_fn(ss, refs[i], fn, arg, i))
 			ss->stats->image_nodes++;
-			fn(arg, i, (const ShnswNodeHeader *) ss->rec);
-		}
 		else
 		{
 			ShimArg		a = {fn, arg, i};
@@ -1388,6 +1645,8 @@ shnsw_shm_status_name(int status)
 			return "not used (no image)";
 		case SHNSW_SHM_FULL:
 			return "not used (the cache is full of images in use)";
+		case SHNSW_SHM_LAUNCHED:
+			return "not used (build started in the background)";
 	}
 	return "?";
 }
@@ -1402,25 +1661,21 @@ image_current(ShmImage *img, uint64 lsn, uint64 gen)
 }
 
 /*
- * lookup_or_build: the usable image of the index for a scan that read
- * metapage state (lsn, gen), refreshing or building it if this backend can
- * (build: may build when there is none). NULL with *status otherwise.
+ * lookup_image: the index's image if it reflects metapage state (lsn, gen);
+ * else NULL with *status (MISSING, BUILDING, STALE, UNAVAILABLE). Counts a
+ * hit or a miss.
  */
 static LocalImage *
-lookup_or_build(Relation index, const ShnswIndexInfo *info, uint64 lsn, uint64 gen,
-				bool build, int *status)
+lookup_image(Relation index, uint64 lsn, uint64 gen, int *status)
 {
 	ShmEntry   *e;
 	LocalImage *li = NULL;
-	bool		refresh = false;
-	bool		rebuild = false;
-	dsm_handle	h = DSM_HANDLE_INVALID;
 
 	local_sweep();
 	LWLockAcquire(&ctl->lock, LW_SHARED);
 	e = find_entry(index);
 	if (e == NULL || e->state == ENTRY_EMPTY)
-		*status = SHNSW_SHM_MISSING;
+		*status = e != NULL && e->launched_at != 0 ? SHNSW_SHM_BUILDING : SHNSW_SHM_MISSING;
 	else if (e->state != ENTRY_READY)
 		*status = SHNSW_SHM_BUILDING;
 	else
@@ -1443,69 +1698,98 @@ lookup_or_build(Relation index, const ShnswIndexInfo *info, uint64 lsn, uint64 g
 	if (li == NULL && e != NULL)
 		pg_atomic_fetch_add_u64(&e->misses, 1);
 	LWLockRelease(&ctl->lock);
+	return li;
+}
+
+/*
+ * refresh_or_drop handles an image behind the metapage. A logged index's
+ * pages say, by their LSN, which changed: this backend claims the image
+ * and recopies those (returned if it then reflects (lsn, gen)). Otherwise
+ * (unlogged, or invalid) the image is dropped and *rebuild set.
+ */
+static LocalImage *
+refresh_or_drop(Relation index, const ShnswIndexInfo *info, uint64 lsn, uint64 gen,
+				bool *rebuild)
+{
+	ShmEntry   *e;
+	LocalImage *li = NULL;
+	bool		refresh = false;
+	bool		kept;
+	dsm_handle	h = DSM_HANDLE_INVALID;
+
+	*rebuild = false;
+	LWLockAcquire(&ctl->lock, LW_EXCLUSIVE);
+	e = find_entry(index);
+	if (e != NULL && e->state == ENTRY_READY)
+	{
+		li = local_attach(e);
+		if (li != NULL && RelationNeedsWAL(index) && pg_atomic_read_u32(&li->img->valid))
+		{
+			e->state = ENTRY_REFRESHING;
+			e->builder_pid = MyProcPid;
+			pending_slot = e - ctl->entries;
+			pending_image_id = e->image_id;
+			pending_refresh = true;
+			refresh = true;
+		}
+		else
+		{
+			e->invalidations++;
+			h = drop_segment(e);
+			*rebuild = true;
+		}
+	}
+	LWLockRelease(&ctl->lock);
+	unpin_handles(&h, 1);
+	if (!refresh)
+		return NULL;
+
+	image_refresh(index, li, info->vec_size);
+	LWLockAcquire(&ctl->lock, LW_EXCLUSIVE);
+	e = &ctl->entries[pending_slot];
+	kept = e->image_id == pending_image_id && e->state == ENTRY_REFRESHING;
+	if (kept)
+	{
+		e->state = ENTRY_READY;
+		e->builder_pid = 0;
+		e->refreshes++;
+	}
+	pending_slot = -1;
+	pending_refresh = false;
+	LWLockRelease(&ctl->lock);
+	return kept && image_current(li->img, lsn, gen) ? li : NULL;
+}
+
+/*
+ * lookup_or_build: the usable image of the index for a scan that read
+ * metapage state (lsn, gen), refreshing it if this backend can, and, when
+ * there is none and build is set, starting a background build
+ * (streamhnsw.shared_cache_background) or building it here. NULL with
+ * *status otherwise.
+ */
+static LocalImage *
+lookup_or_build(Relation index, const ShnswIndexInfo *info, uint64 lsn, uint64 gen,
+				bool build, int *status)
+{
+	LocalImage *li = lookup_image(index, lsn, gen, status);
+	bool		rebuild = false;
+
 	if (li != NULL || !build || IsInParallelMode())
 		return li;
-
 	if (*status == SHNSW_SHM_STALE)
 	{
-		/*
-		 * Behind the metapage. A logged index's pages say, by their LSN,
-		 * which changed: recopy those. Otherwise (unlogged, or invalid) build
-		 * anew.
-		 */
-		LWLockAcquire(&ctl->lock, LW_EXCLUSIVE);
-		e = find_entry(index);
-		if (e != NULL && e->state == ENTRY_READY)
-		{
-			li = local_attach(e);
-			if (li != NULL && RelationNeedsWAL(index) && pg_atomic_read_u32(&li->img->valid))
-			{
-				e->state = ENTRY_REFRESHING;
-				e->builder_pid = MyProcPid;
-				pending_slot = e - ctl->entries;
-				pending_image_id = e->image_id;
-				pending_refresh = true;
-				refresh = true;
-			}
-			else
-			{
-				e->invalidations++;
-				h = drop_segment(e);
-				rebuild = true;
-			}
-		}
-		LWLockRelease(&ctl->lock);
-		unpin_handles(&h, 1);
-		if (refresh)
-		{
-			bool		kept;
-
-			image_refresh(index, li, info->vec_size);
-			LWLockAcquire(&ctl->lock, LW_EXCLUSIVE);
-			e = &ctl->entries[pending_slot];
-			kept = e->image_id == pending_image_id && e->state == ENTRY_REFRESHING;
-			if (kept)
-			{
-				e->state = ENTRY_READY;
-				e->builder_pid = 0;
-				e->refreshes++;
-			}
-			pending_slot = -1;
-			pending_refresh = false;
-			LWLockRelease(&ctl->lock);
-			if (kept && image_current(li->img, lsn, gen))
-			{
-				*status = SHNSW_SHM_USED;
-				return li;
-			}
-			return NULL;
-		}
+		li = refresh_or_drop(index, info, lsn, gen, &rebuild);
+		if (li != NULL)
+			*status = SHNSW_SHM_USED;
 		if (!rebuild)
-			return NULL;
+			return li;
 	}
 	else if (*status != SHNSW_SHM_MISSING)
 		return NULL;
 
+	if (shnsw_shared_cache_background &&
+		request_build(index, status))
+		return NULL;
 	li = image_build(index, info, false, status);
 	if (li != NULL && !image_current(li->img, lsn, gen))
 	{
@@ -1540,7 +1824,6 @@ shnsw_shm_scan_begin(Relation index, const ShnswIndexInfo *info,
 	ss->slot_bits = info->slot_bits;
 	ss->node_size = info->node_size;
 	ss->m = info->m;
-	ss->rec = MemoryContextAlloc(cxt, info->node_size);
 	ops->ctx = ss;
 	ops->read_nodes = shm_read_nodes;
 	ops->read_upper = shm_read_upper;
@@ -1732,6 +2015,11 @@ shnsw_shm_init(void)
 							"An image takes about (24 + 8 m + dims) bytes per node plus 1/8 for growth; least recently used images are evicted to make room.",
 							&shnsw_shared_cache_size, 256, 0, INT_MAX / 2,
 							PGC_SUSET, GUC_UNIT_MB, NULL, NULL, NULL);
+	DefineCustomBoolVariable("streamhnsw.shared_cache_background",
+							 "Builds a missing shared graph image in a background worker instead of in the scan that finds none.",
+							 "On: that scan, and every other until the image is ready, searches through shared buffers; if no worker can be started, the scan builds the image itself.",
+							 &shnsw_shared_cache_background, true,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
 }
 
 /* ---------- SQL ---------- */

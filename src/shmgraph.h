@@ -38,9 +38,11 @@ struct ShnswScanStats;
 #define SHNSW_SHM_UNAVAILABLE	6	/* no dynamic shared memory, or not here */
 #define SHNSW_SHM_MISSING		7	/* none, and this scan did not build one */
 #define SHNSW_SHM_FULL			8	/* no room without evicting images in use */
+#define SHNSW_SHM_LAUNCHED		9	/* this scan started a background build */
 
 extern bool shnsw_shared_cache;
 extern int	shnsw_shared_cache_size;
+extern bool shnsw_shared_cache_background;
 
 /* GUCs; called from _PG_init before the prefix is reserved. */
 extern void shnsw_shm_init(void);

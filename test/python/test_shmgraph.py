@@ -56,6 +56,20 @@ def clear_cache(conn):
                  "AND l.state = 'ready'")
 
 
+def wait_ready(conn, index, timeout=60):
+    """Wait until the image of index is ready (built in the background)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        st = cache_row(conn, index)
+        if st is not None and st["state"] == "ready":
+            return st
+        time.sleep(0.05)
+    raise AssertionError(f"no image of {index} after {timeout} s: {cache_row(conn, index)}")
+
+
+BACKGROUND = "streamhnsw shared graph: not used (build started in the background)"
+
+
 def same_on_off(conn, table, queries, op="<->"):
     """Every query gives the same rows and distances with the image and without."""
     for q in queries:
@@ -76,8 +90,11 @@ def test_identical_built_insert_vacuum_reuse(conn, metric, op, opclass):
     conn.execute(f"CREATE INDEX {table}_idx ON {table} USING streamhnsw (embedding {opclass})")
     conn.execute("SET streamhnsw.shared_cache = on")
     clear_cache(conn)
-    assert explain_shared(conn, table, queries[0], op).startswith(
-        "streamhnsw shared graph: built by this scan, used")
+    # the first scan starts the build in the background and searches through
+    # buffers; so does every scan until the image is ready
+    assert explain_shared(conn, table, queries[0], op).startswith(BACKGROUND)
+    same_on_off(conn, table, queries[:3], op)
+    wait_ready(conn, f"{table}_idx")
     assert "shared graph: used, nodes from image=" in explain_shared(conn, table, queries[1], op)
     same_on_off(conn, table, queries, op)
 
@@ -136,8 +153,9 @@ def test_list_load_drop_reindex(conn):
     # a new relfilenode never reaches the old image
     conn.execute("SELECT streamhnsw_cache_load('sg_list_idx')")
     conn.execute("REINDEX INDEX sg_list_idx")
-    assert explain_shared(conn, "sg_list", queries[0]).startswith(
-        "streamhnsw shared graph: built by this scan")
+    assert explain_shared(conn, "sg_list", queries[0]).startswith(BACKGROUND)
+    wait_ready(conn, "sg_list_idx")
+    assert cache_row(conn, "sg_list_idx")["builds"] == 1
     same_on_off(conn, "sg_list", queries)
     conn.execute("TRUNCATE sg_list")
     data.load(conn, "sg_list", rows[:500], create=False)
@@ -291,7 +309,10 @@ def test_standby_identical_and_refreshed():
         with Standby(primary) as standby:
             standby.catch_up(primary)
             with standby.connect() as s:
-                assert "used" in explain_shared(s, "sg_rep", queries[0])
+                # built in the background on the standby too
+                assert explain_shared(s, "sg_rep", queries[0]).startswith(BACKGROUND)
+                wait_ready(s, "sg_rep_idx")
+                assert "shared graph: used" in explain_shared(s, "sg_rep", queries[0])
                 same_on_off(s, "sg_rep", queries)
                 with primary.connect() as c:
                     for i, v in enumerate(more):
@@ -331,7 +352,19 @@ def test_fallback_when_dsm_fails():
         os.chmod(dyn, 0o500)
         try:
             with c.connect() as conn:
+                # the background worker's build fails; the scans never do, and
+                # once the worker has given up they say why
+                assert explain_shared(conn, "sg_nodsm", queries[0]).startswith(BACKGROUND)
+                same_on_off(conn, "sg_nodsm", queries[:2])
+                deadline = time.time() + 60
+                while "no dynamic shared memory" not in explain_shared(conn, "sg_nodsm", queries[0]):
+                    assert time.time() < deadline
+                    time.sleep(0.1)
+                assert cache_row(conn, "sg_nodsm_idx")["state"] == "none"
+                # built in the scan (streamhnsw.shared_cache_background off): the same
+                conn.execute("SET streamhnsw.shared_cache_background = off")
                 assert "no dynamic shared memory" in explain_shared(conn, "sg_nodsm", queries[0])
+                conn.execute("RESET streamhnsw.shared_cache_background")
                 assert conn.execute("SELECT streamhnsw_cache_load('sg_nodsm_idx')").fetchone()[0] is None
                 same_on_off(conn, "sg_nodsm", queries)
                 # writes with no image go on as before
@@ -369,8 +402,52 @@ def test_preloaded():
         with c.connect() as conn:
             data.load(conn, "sg_pre", rows)
             conn.execute("CREATE INDEX sg_pre_idx ON sg_pre USING streamhnsw (embedding vector_l2_ops)")
-            assert explain_shared(conn, "sg_pre", queries[0]).startswith(
-                "streamhnsw shared graph: built by this scan")
+            assert explain_shared(conn, "sg_pre", queries[0]).startswith(BACKGROUND)
+            wait_ready(conn, "sg_pre_idx")
             same_on_off(conn, "sg_pre", queries)
         with c.connect() as conn:
             assert "shared graph: used" in explain_shared(conn, "sg_pre", queries[1])
+
+
+def test_no_worker_builds_in_scan():
+    """No background worker can be started (max_worker_processes = 0): the
+    scan that finds no image builds it itself, as with
+    streamhnsw.shared_cache_background off; never an error."""
+    rows, queries = data.clustered(2000, 16, seed=93, n_queries=5)
+    with Cluster(name="shnsw-sg-noworker", settings={"max_worker_processes": "0"}) as c:
+        c.execute("CREATE EXTENSION streamhnsw CASCADE")
+        with c.connect() as conn:
+            data.load(conn, "sg_nw", rows)
+            conn.execute("CREATE INDEX sg_nw_idx ON sg_nw USING streamhnsw (embedding vector_l2_ops)")
+            assert explain_shared(conn, "sg_nw", queries[0]).startswith(
+                "streamhnsw shared graph: built by this scan, used")
+            same_on_off(conn, "sg_nw", queries)
+            assert cache_row(conn, "sg_nw_idx")["builds"] == 1
+
+
+def test_background_build_scans_meanwhile(cluster):
+    """While the image is built in the background, other connections' scans
+    search through buffers (never wait, never build a second image) and give
+    the same results; one build in all."""
+    rows, queries = data.clustered(20000, 64, seed=95, n_queries=20)
+    with cluster.connect() as c:
+        data.load(c, "sg_bg", rows)
+        c.execute("CREATE INDEX sg_bg_idx ON sg_bg USING streamhnsw (embedding vector_l2_ops)")
+        clear_cache(c)
+        c.execute("SET streamhnsw.shared_cache = off")
+        expected = [knn(c, "sg_bg", q) for q in queries]
+        c.execute("RESET streamhnsw.shared_cache")
+        assert explain_shared(c, "sg_bg", queries[0]).startswith(BACKGROUND)
+        seen = set()
+        with cluster.connect() as c2:
+            for i, q in enumerate(queries):
+                line = explain_shared(c2, "sg_bg", q)
+                seen.add(line.split(",")[0])
+                assert knn(c2, "sg_bg", q) == expected[i]
+        assert seen <= {"streamhnsw shared graph: not used (being built)",
+                        "streamhnsw shared graph: used"}, seen
+        st = wait_ready(c, "sg_bg_idx")
+        assert st["builds"] == 1 and st["nodes"] == 20000, st
+        with cluster.connect() as c3:
+            assert "shared graph: used" in explain_shared(c3, "sg_bg", queries[0])
+            assert [knn(c3, "sg_bg", q) for q in queries] == expected

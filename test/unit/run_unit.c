@@ -187,6 +187,69 @@ test_kernels(void)
 	shnsw_kernels_init(SHNSW_SIMD_AVX512);
 }
 
+/*
+ * The batch kernels give, at every level, bit-for-bit the one-code kernel's
+ * distance for every code of the batch, whatever the batch size (the
+ * four-at-a-time body and the remainder), the dimension (16- and 8-wide
+ * chunks and the scalar tail) and the stride between codes.
+ */
+static void
+test_batch_kernels(void)
+{
+	int			dims[] = {1, 7, 8, 15, 16, 17, 24, 50, 384, 769};
+
+	for (int level = SHNSW_SIMD_PORTABLE; level <= SHNSW_SIMD_AVX512; level++)
+	{
+		ShnswSimdLevel got = shnsw_kernels_init((ShnswSimdLevel) level);
+
+		for (size_t t = 0; t < sizeof(dims) / sizeof(dims[0]); t++)
+		{
+			int			dim = dims[t];
+			int			stride = dim + (int) (t % 3) * 5;
+			float		qv[1024],
+						lo[1024],
+						scale[1024];
+			float		qs[1024],
+						w[1024],
+						out[12];
+			uint8_t    *codes = malloc((size_t) 12 * stride + 16);
+			Sq8Query	sq = {.dim = dim,.qs = qs,.w = w};
+
+			for (int i = 0; i < dim; i++)
+			{
+				qv[i] = (float) nrand();
+				lo[i] = -2.0f + 0.1f * (float) urand();
+				scale[i] = (4.0f + (float) urand()) / 255.0f;
+			}
+			for (int i = 0; i < 12 * stride; i++)
+				codes[i] = (uint8_t) (urand() * 256);
+			for (int metric = 0; metric < 2; metric++)
+			{
+				sq8_prepare_query(&sq, metric == 0 ? SHNSW_METRIC_L2 : SHNSW_METRIC_IP,
+								  qv, lo, scale);
+				for (int n = 0; n <= 12; n++)
+				{
+					int			bad = -1;
+
+					for (int j = 0; j < 12; j++)
+						out[j] = -12345.0f;
+					sq8_distances(&sq, codes, stride, n, out);
+					for (int j = 0; j < n && bad < 0; j++)
+						if (memcmp(&out[j], &(float) {sq8_distance(&sq, codes + (size_t) j * stride)},
+								   sizeof(float)) != 0)
+							bad = j;
+					CHECK(bad < 0, "batch level %d metric %d dim %d n %d: code %d differs",
+						  got, metric, dim, n, bad);
+					CHECK(n == 12 || out[n] == -12345.0f,
+						  "batch level %d dim %d n %d wrote past n", got, dim, n);
+				}
+			}
+			free(codes);
+		}
+	}
+	shnsw_kernels_init(SHNSW_SIMD_AVX512);
+}
+
 static void
 test_sq8_clamp_and_half(void)
 {
@@ -1625,6 +1688,7 @@ main(void)
 {
 	printf("SIMD level: %d\n", shnsw_kernels_init(SHNSW_SIMD_AVX512));
 	test_kernels();
+	test_batch_kernels();
 	test_sq8_clamp_and_half();
 	test_heap_visited();
 	test_lookahead();

@@ -300,9 +300,14 @@ class Evictor:
 
 
 def prewarm(conn, eng: Engine) -> int:
+    """pg_prewarm the engine's relations; for streamhnsw also load the shared
+    graph image now (its first scan would otherwise start the build in the
+    background and the measurement could begin before it is ready)."""
     n = 0
     for rel in relations(conn, eng):
         n += conn.execute("SELECT pg_prewarm(%s::regclass)", (rel,)).fetchone()[0]
+    if eng.am == "streamhnsw" and eng.gucs.get("streamhnsw.shared_cache", "on") != "off":
+        conn.execute("SELECT streamhnsw_cache_load(%s::regclass)", (eng.index,))
     return n
 
 
