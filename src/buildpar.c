@@ -69,6 +69,7 @@ typedef struct ShnswParallelShared
 	bool		use_codes;
 	uint32		n;
 	int			tranche;
+	int			nprocs;			/* leader and launched workers */
 	pg_atomic_uint32 next;		/* next node to link */
 	LWLock		entry_lock;
 	uint32		entry;			/* under entry_lock */
@@ -84,6 +85,7 @@ typedef struct ShnswParallelShared
 	Size		off_upper;
 	Size		off_lo;
 	Size		off_scale;
+	Size		off_stale;		/* one byte a node: link again (mark_stale) */
 	Size		total;
 } ShnswParallelShared;
 
@@ -98,6 +100,13 @@ struct ShnswParallelBuild
 static int	shnsw_build_tranche = 0;
 
 PGDLLEXPORT void shnsw_parallel_build_main(dsm_segment *seg, shm_toc *toc);
+
+/*
+ * A node linked while more than this many nodes per process were claimed
+ * is linked again (ShnswBuildSync): a process links about one node while
+ * each other links one, so 8 per process means it was held up.
+ */
+#define SHNSW_PAR_STALE_PER_PROCESS 8
 
 #define SHARED_AT(sh, off) ((char *) (sh) + (off))
 
@@ -134,6 +143,21 @@ par_unlock_entry(void *arg)
 	LWLockRelease(&((ShnswParallelShared *) arg)->entry_lock);
 }
 
+static uint32_t
+par_progress(void *arg)
+{
+	return pg_atomic_read_u32(&((ShnswParallelShared *) arg)->next);
+}
+
+/* Node i is linked again when linking is over (each byte has one writer). */
+static void
+par_mark_stale(void *arg, uint32_t i)
+{
+	ShnswParallelShared *sh = (ShnswParallelShared *) arg;
+
+	((uint8 *) SHARED_AT(sh, sh->off_stale))[i] = 1;
+}
+
 /*
  * Memory a parallel build with nworkers workers needs per in-memory row
  * beyond a serial build's: the node's lock, and each worker's visit stamp
@@ -142,7 +166,8 @@ par_unlock_entry(void *arg)
 Size
 shnsw_parallel_row_bytes(int nworkers)
 {
-	return sizeof(LWLock) + (Size) nworkers * (sizeof(uint32 *) + sizeof(uint32));
+	return sizeof(LWLock) + sizeof(uint8) +
+		(Size) nworkers * (sizeof(uint32 *) + sizeof(uint32));
 }
 
 /* Lay the arrays out after the header; returns the chunk's size. */
@@ -165,6 +190,7 @@ par_layout(ShnswParallelShared *sh)
 	PLACE(off_upper, mul_size(sh->upper_words, sizeof(uint32)));
 	PLACE(off_lo, mul_size(sh->dims, sizeof(float)));
 	PLACE(off_scale, mul_size(sh->dims, sizeof(float)));
+	PLACE(off_stale, n);
 #undef PLACE
 	sh->total = off;
 	return off;
@@ -192,6 +218,9 @@ par_attach(ShnswParallelShared *sh, ShnswBuildGraph *g, ShnswBuildSync *sync)
 	sync->unlock_entry = par_unlock_entry;
 	sync->entry = &sh->entry;
 	sync->max_level = &sh->max_level;
+	sync->progress = par_progress;
+	sync->mark_stale = par_mark_stale;
+	sync->stale_after = (uint32) (SHNSW_PAR_STALE_PER_PROCESS * (sh->nprocs));
 }
 
 /*
@@ -273,6 +302,7 @@ shnsw_parallel_begin(int nworkers, int dims, int m, int efc, ShnswMetric metric,
 	pfree(levels);
 	MemSet(SHARED_AT(sh, sh->off_cnt0), 0, sizeof(uint16) * (Size) n);
 	MemSet(SHARED_AT(sh, sh->off_upper), 0, sizeof(uint32) * sh->upper_words);
+	MemSet(SHARED_AT(sh, sh->off_stale), 0, n);
 	if (use_codes)
 	{
 		memcpy(SHARED_AT(sh, sh->off_lo), lo, sizeof(float) * dims);
@@ -298,7 +328,12 @@ shnsw_parallel_link(ShnswParallelBuild *pb, ShnswBuildGraph *g)
 {
 	ShnswParallelShared *sh = pb->shared;
 	uint32		mine;
+	uint32		nstale = 0;
+	uint8	   *stale;
 
+	/* workers read nprocs when they attach, after the launch */
+	sh->nprocs = 1 + pb->pcxt->nworkers_to_launch;
+	pb->sync.stale_after = (uint32) (SHNSW_PAR_STALE_PER_PROCESS * sh->nprocs);
 	LaunchParallelWorkers(pb->pcxt);
 	pb->launched = pb->pcxt->nworkers_launched;
 
@@ -308,9 +343,20 @@ shnsw_parallel_link(ShnswParallelBuild *pb, ShnswBuildGraph *g)
 	g->sync = NULL;
 	g->entry = sh->entry;
 	g->max_level = sh->max_level;
+
+	/* the nodes whose linking was held up, again, alone (ShnswBuildSync) */
+	stale = (uint8 *) SHARED_AT(sh, sh->off_stale);
+	for (uint32 i = 0; i < sh->n; i++)
+	{
+		if (!stale[i])
+			continue;
+		CHECK_FOR_INTERRUPTS();
+		shnsw_build_relink(g, i);
+		nstale++;
+	}
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, sh->n);
-	elog(DEBUG1, "streamhnsw: %d parallel workers launched; the leader linked %u of %u nodes",
-		 pb->launched, mine, sh->n);
+	elog(DEBUG1, "streamhnsw: %d parallel workers launched; the leader linked %u of %u nodes, and %u held-up nodes again",
+		 pb->launched, mine, sh->n, nstale);
 	return pb->launched;
 }
 

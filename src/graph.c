@@ -640,21 +640,122 @@ build_descend(ShnswBuildGraph *g, const BuildFrom *q, uint32_t ep, int max_level
 	return ep;
 }
 
+/*
+ * Link node i on layers top..0 from ep (the node the descent reached):
+ * search each layer, choose i's neighbours among the results and the
+ * entries i's list already has (other processes' back-links in a concurrent
+ * build, or i's old list when it is linked again), write i's list, and add
+ * the back-links.
+ */
+static void
+build_link_layers(ShnswBuildGraph *g, uint32_t i, uint32_t ep, int top)
+{
+	const ShnswBuildSync *sync = g->sync;
+	int			efc = g->ef_construction;
+	int			room = efc + 2 * g->m + 1;
+	uint32_t   *res = shnsw_alloc(sizeof(uint32_t) * room);
+	float	   *resd = shnsw_alloc(sizeof(float) * room);
+	uint32_t   *prev = shnsw_alloc(sizeof(uint32_t) * room);
+	int			nprev = 1;
+	uint32_t	sel[2 * SHNSW_MAX_M];
+	float		seld[2 * SHNSW_MAX_M];
+	uint8_t		selpr[2 * SHNSW_MAX_M];
+
+	prev[0] = ep;
+	for (int l = top; l >= 0; l--)
+	{
+		int			max = l == 0 ? 2 * g->m : g->m;
+		int			nres;
+		int			nsel;
+		int			cnt;
+		int			kept = 0;
+		ShnswRef   *mine;
+		BuildFrom	q = build_from_node(g, i, 0);
+
+		/* entry points: the previous layer's results */
+		nres = build_search_layer(g, &q, prev, nprev, l, efc, res, resd);
+
+		/*
+		 * A node is not its own neighbour: a search for a node already in
+		 * the graph (linked again, or found by another process) finds it.
+		 */
+		for (int k = 0; k < nres; k++)
+		{
+			if (res[k] == i)
+				continue;
+			res[kept] = res[k];
+			resd[kept] = resd[k];
+			kept++;
+		}
+		nres = kept;
+		if (nres > 0)
+		{
+			memcpy(prev, res, sizeof(uint32_t) * nres);
+			nprev = nres;
+		}
+
+		if (sync != NULL)
+			sync->lock_node(sync->arg, i, true);
+		mine = shnsw_build_neighbors(g, i, l, &cnt);
+		if (cnt > 0)
+		{
+			/* keep what the list has among the candidates */
+			BuildFrom	me = build_from_node(g, i, 0);
+			int			n0 = nres;
+
+			for (int k = 0; k < cnt; k++)
+			{
+				bool		dup = false;
+
+				for (int r = 0; r < n0 && !dup; r++)
+					dup = res[r] == mine[k];
+				if (dup || mine[k] == i)
+					continue;
+				res[nres] = mine[k];
+				resd[nres] = build_dist(g, &me, mine[k]);
+				nres++;
+			}
+			shnsw_sort_by_distance(res, resd, nres);
+		}
+
+		/*
+		 * Pruned connections are kept (src/README, Departures), but a new
+		 * list is filled to half its capacity only: back-links fill the
+		 * rest unpruned, and a node far from all its neighbours (an
+		 * outlier) keeps in-links from nodes nearer to the queries that
+		 * pass by (filled to capacity at once, every back-link competes
+		 * for a place, outliers lose them, and a strict-order scan finds
+		 * such a row only after farther ones: 1 row of 1,500 in
+		 * test_scan_order's cosine case).
+		 */
+		nsel = build_select(g, res, resd, nres, max, max / 2, sel, seld, selpr, NULL);
+		memcpy(mine, sel, sizeof(ShnswRef) * nsel);
+		build_set_count(g, i, l, nsel);
+		if (l == 0)
+		{
+			/* the cache build_list_cache gives the back-link rule */
+			memcpy(g->dist0 + (size_t) i * 2 * g->m, seld, sizeof(float) * nsel);
+			memcpy(g->pruned0 + (size_t) i * 2 * g->m, selpr, nsel);
+		}
+		if (sync != NULL)
+			sync->unlock_node(sync->arg, i);
+		for (int k = 0; k < nsel; k++)
+			build_add_backlink(g, sel[k], i, l);
+	}
+	shnsw_free(prev);
+	shnsw_free(res);
+	shnsw_free(resd);
+}
+
 void
 shnsw_build_link(ShnswBuildGraph *g, uint32_t i)
 {
 	const ShnswBuildSync *sync = g->sync;
 	int			level = g->levels[i];
-	int			efc = g->ef_construction;
 	uint32_t	ep;
 	int			max_level;
 	bool		hold_entry = false;
-	uint32_t   *res;
-	float	   *resd;
-	uint32_t	sel[2 * SHNSW_MAX_M];
-	float		seld[2 * SHNSW_MAX_M];
-	uint8_t		selpr[2 * SHNSW_MAX_M];
-	int			nres = 1;
+	uint32_t	before = 0;
 	BuildFrom	q;
 
 	if (sync != NULL)
@@ -663,6 +764,7 @@ shnsw_build_link(ShnswBuildGraph *g, uint32_t i)
 		 * A node that goes above the entry level keeps the entry lock
 		 * exclusive until it is the entry (see ShnswBuildSync).
 		 */
+		before = sync->progress(sync->arg);
 		sync->lock_entry(sync->arg, false);
 		ep = *sync->entry;
 		max_level = *sync->max_level;
@@ -698,85 +800,10 @@ shnsw_build_link(ShnswBuildGraph *g, uint32_t i)
 		return;
 	}
 
-	res = shnsw_alloc(sizeof(uint32_t) * (efc + 1));
-	resd = shnsw_alloc(sizeof(float) * (efc + 1));
-	q = build_from_node(g, i, 0);
-
 	/* greedy descent through the layers above the new node's level */
+	q = build_from_node(g, i, 0);
 	ep = build_descend(g, &q, ep, max_level, level);
-
-	res[0] = ep;
-	for (int l = (level < max_level ? level : max_level); l >= 0; l--)
-	{
-		int			max = l == 0 ? 2 * g->m : g->m;
-		uint32_t	eps[1];
-		int			nsel;
-		int			cnt;
-		ShnswRef   *mine;
-
-		q = build_from_node(g, i, 0);
-		/* entry points: the previous layer's results */
-		if (l == (level < max_level ? level : max_level))
-		{
-			eps[0] = ep;
-			nres = build_search_layer(g, &q, eps, 1, l, efc, res, resd);
-		}
-		else
-		{
-			uint32_t   *prev = shnsw_alloc(sizeof(uint32_t) * nres);
-
-			memcpy(prev, res, sizeof(uint32_t) * nres);
-			nres = build_search_layer(g, &q, prev, nres, l, efc, res, resd);
-			shnsw_free(prev);
-		}
-		if (sync != NULL)
-		{
-			/*
-			 * Another process that found this node among the layer above's
-			 * results may have linked it into its list already, and this
-			 * search may have come back to it: a node is not its own
-			 * neighbour.
-			 */
-			int			kept = 0;
-
-			for (int k = 0; k < nres; k++)
-			{
-				if (res[k] == i)
-					continue;
-				res[kept] = res[k];
-				resd[kept] = resd[k];
-				kept++;
-			}
-			nres = kept;
-		}
-
-		/*
-		 * Pruned connections are kept (src/README, Departures), but a new
-		 * list is filled to half its capacity only: back-links fill the
-		 * rest unpruned, and a node far from all its neighbours (an
-		 * outlier) keeps in-links from nodes nearer to the queries that
-		 * pass by (filled to capacity at once, every back-link competes
-		 * for a place, outliers lose them, and a strict-order scan finds
-		 * such a row only after farther ones: 1 row of 1,500 in
-		 * test_scan_order's cosine case).
-		 */
-		nsel = build_select(g, res, resd, nres, max, max / 2, sel, seld, selpr, NULL);
-		if (sync != NULL)
-			sync->lock_node(sync->arg, i, true);
-		mine = shnsw_build_neighbors(g, i, l, &cnt);
-		memcpy(mine, sel, sizeof(ShnswRef) * nsel);
-		build_set_count(g, i, l, nsel);
-		if (l == 0)
-		{
-			/* the cache build_list_cache gives the back-link rule */
-			memcpy(g->dist0 + (size_t) i * 2 * g->m, seld, sizeof(float) * nsel);
-			memcpy(g->pruned0 + (size_t) i * 2 * g->m, selpr, nsel);
-		}
-		if (sync != NULL)
-			sync->unlock_node(sync->arg, i);
-		for (int k = 0; k < nsel; k++)
-			build_add_backlink(g, sel[k], i, l);
-	}
+	build_link_layers(g, i, ep, level < max_level ? level : max_level);
 
 	if (level > max_level)
 	{
@@ -790,8 +817,32 @@ shnsw_build_link(ShnswBuildGraph *g, uint32_t i)
 	}
 	if (hold_entry)
 		sync->unlock_entry(sync->arg);
-	shnsw_free(res);
-	shnsw_free(resd);
+
+	/*
+	 * A process held up (descheduled) while it linked chose from a graph
+	 * that many nodes have joined since: its back-links then lose to those
+	 * nearer nodes and the node keeps few in-links (3 processes on a loaded
+	 * 2-core machine left up to 11 of 8,000 rows unfound by their own
+	 * vector at ef_search 200; serial builds none). Such a node is linked
+	 * again once linking is over (shnsw_build_relink).
+	 */
+	if (sync != NULL && sync->progress(sync->arg) - before > sync->stale_after)
+		sync->mark_stale(sync->arg, i);
+}
+
+void
+shnsw_build_relink(ShnswBuildGraph *g, uint32_t i)
+{
+	int			level = g->levels[i];
+	int			top = level < g->max_level ? level : g->max_level;
+	BuildFrom	q;
+	uint32_t	ep;
+
+	if (i == g->entry || g->max_level < 0)
+		return;
+	q = build_from_node(g, i, 0);
+	ep = build_descend(g, &q, g->entry, g->max_level, top);
+	build_link_layers(g, i, ep, top);
 }
 
 /*

@@ -46,6 +46,15 @@ typedef struct ShnswBuildSync
 	void		(*unlock_entry) (void *arg);
 	uint32_t   *entry;			/* shared, under the entry lock */
 	int32_t    *max_level;
+
+	/*
+	 * Nodes claimed by all processes so far: a node whose linking saw more
+	 * than stale_after claimed meanwhile is passed to mark_stale, for
+	 * shnsw_build_relink once linking is over.
+	 */
+	uint32_t	(*progress) (void *arg);
+	void		(*mark_stale) (void *arg, uint32_t i);
+	uint32_t	stale_after;
 } ShnswBuildSync;
 
 /*
@@ -145,6 +154,13 @@ extern uint32_t shnsw_build_add_in_place(ShnswBuildGraph *g);
 
 /* Link node i into the graph (HNSW insertion with the neighbour heuristic). */
 extern void shnsw_build_link(ShnswBuildGraph *g, uint32_t i);
+
+/*
+ * Link node i, already in the graph, again: search from the entry point,
+ * choose its lists among the results and its current entries, and add the
+ * back-links (for nodes a concurrent build marked stale; one process).
+ */
+extern void shnsw_build_relink(ShnswBuildGraph *g, uint32_t i);
 
 /*
  * Make every node reachable on layer 0 from the entry point; call once, after
