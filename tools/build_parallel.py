@@ -3,9 +3,10 @@ pgvector's hnsw, on the benchmark's data sets.
 
 For each data set, maintenance_work_mem and max_parallel_maintenance_workers
 it builds both indexes (m 16, ef_construction 64, each in a fresh backend;
-the table's parallel_workers is not set, so PostgreSQL plans the workers as
-it would for a user: at maintenance_work_mem 64MB that is one worker, since
-it wants 32MB per process) and prints, per build: seconds, the workers
+unless --table-workers sets the table's parallel_workers, PostgreSQL plans
+the workers as it would for a user: at maintenance_work_mem 64MB that is
+one worker, since it wants 32MB per process, and none for a table whose
+vectors are TOASTed, such as 768-d ones) and prints, per build: seconds, the workers
 PostgreSQL planned and (streamhnsw) launched, whether the graph spilled, and
 recall@10 at ef_search 40 over the held-out queries.
 
@@ -79,6 +80,9 @@ def main() -> None:
     ap.add_argument("--am", default="hnsw,streamhnsw")
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--table-workers", type=int, default=None,
+                    help="set the table's parallel_workers (a table whose vectors are TOASTed, "
+                         "as 768-d ones are, is too small for PostgreSQL to plan workers)")
     args = ap.parse_args()
     results = []
     with Cluster(name="shnsw-buildpar", settings={"shared_buffers": "1GB",
@@ -92,6 +96,8 @@ def main() -> None:
             with c.connect() as conn:
                 data.load(conn, "bp", ds.rows)
                 conn.execute("VACUUM bp")
+                if args.table_workers is not None:
+                    conn.execute(f"ALTER TABLE bp SET (parallel_workers = {args.table_workers})")
             for mwm in args.mwm.split(","):
                 for workers in args.workers.split(","):
                     for am in args.am.split(","):
