@@ -26,6 +26,7 @@ OBJS = \
 	src/reach.o \
 	src/pageaccess.o \
 	src/build.o \
+	src/buildpar.o \
 	src/insert.o \
 	src/choose.o \
 	src/links.o \

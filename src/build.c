@@ -45,6 +45,9 @@
 
 #include "streamhnsw.h"
 
+/* The graph's level generator's seed: builds are reproducible (serial ones). */
+#define SHNSW_BUILD_SEED 0x5EED5EEDULL
+
 typedef struct ShnswBuildState
 {
 	Relation	index;
@@ -71,6 +74,7 @@ typedef struct ShnswBuildState
 	int			spill_file;		/* position of the first spilled record */
 	off_t		spill_off;
 
+	int			nworkers;		/* parallel workers planned (0: serial) */
 	Size		budget;			/* maintenance_work_mem in bytes */
 	double		reltuples;
 	float	   *navbuf;
@@ -91,6 +95,9 @@ build_memory(ShnswBuildState *bs, uint32 n, bool use_codes)
 		sizeof(ItemPointerData) + sizeof(int) + sizeof(off_t) +
 		sizeof(uint32) * 2 + sizeof(ShnswUpperLoc) + sizeof(uint8);
 
+	/* a parallel build's node locks and workers' per-node scratch */
+	if (bs->nworkers > 0)
+		per += shnsw_parallel_row_bytes(bs->nworkers);
 	return (Size) n * per;
 }
 
@@ -170,7 +177,8 @@ build_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull,
 	{
 		/* the float graph would not fit: switch to the low-memory path */
 		bs->use_codes = true;
-		pfree(bs->nav);
+		if (bs->nav)
+			pfree(bs->nav);
 		bs->nav = NULL;
 		ereport(NOTICE,
 				(errmsg("streamhnsw graph on float vectors no longer fits into maintenance_work_mem after %u rows; building on SQ8 codes",
@@ -206,7 +214,7 @@ build_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull,
 	BufFileTell(bs->exact, &bs->exact_file[bs->n], &bs->exact_off[bs->n]);
 	BufFileWrite(bs->exact, tid, sizeof(ItemPointerData));
 	BufFileWrite(bs->exact, v, bs->vec_size);
-	if (!bs->use_codes)
+	if (bs->nav)
 		memcpy(bs->nav + (Size) bs->n * bs->dims, bs->navbuf, sizeof(float) * bs->dims);
 	bs->n++;
 	bs->nmem = bs->n;
@@ -578,7 +586,7 @@ build_write_pages(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswLayout *l,
  * type; allocates in the current (build) memory context.
  */
 static void
-build_state_init(ShnswBuildState *bs, Relation heap, Relation index)
+build_state_init(ShnswBuildState *bs, Relation heap, Relation index, int nworkers)
 {
 	MemSet(bs, 0, sizeof(*bs));
 	bs->index = index;
@@ -592,13 +600,21 @@ build_state_init(ShnswBuildState *bs, Relation heap, Relation index)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("ef_construction must be greater than or equal to 2 * m")));
 	bs->vec_size = shnsw_vec_size(bs->elemtype, bs->dims);
+	bs->nworkers = Max(nworkers, 0);
 	bs->budget = (Size) maintenance_work_mem * 1024;
 	bs->reltuples = heap->rd_rel->reltuples;
 	bs->cap = Min(1024, build_max_rows(bs, false));
 	bs->tids = palloc_extended(sizeof(ItemPointerData) * bs->cap, MCXT_ALLOC_HUGE);
 	bs->exact_file = palloc_extended(sizeof(int) * bs->cap, MCXT_ALLOC_HUGE);
 	bs->exact_off = palloc_extended(sizeof(off_t) * bs->cap, MCXT_ALLOC_HUGE);
-	bs->nav = palloc_extended(sizeof(float) * bs->cap * bs->dims, MCXT_ALLOC_HUGE);
+
+	/*
+	 * A parallel build keeps no float vectors while it scans: it reads them
+	 * back from the temporary file into shared memory (buildpar.c), so they
+	 * are never held twice. The budget counts them all the same.
+	 */
+	if (bs->nworkers == 0)
+		bs->nav = palloc_extended(sizeof(float) * bs->cap * bs->dims, MCXT_ALLOC_HUGE);
 	bs->mins = palloc(sizeof(float) * bs->dims);
 	bs->maxs = palloc(sizeof(float) * bs->dims);
 	bs->navbuf = palloc(sizeof(float) * bs->dims);
@@ -614,11 +630,25 @@ build_state_init(ShnswBuildState *bs, Relation heap, Relation index)
  * makes every node reachable.
  */
 static void
-build_graph(ShnswBuildState *bs, ShnswBuildGraph *g, const float *lo, const float *scale)
+build_graph(ShnswBuildState *bs, ShnswBuildGraph *g, const float *lo, const float *scale,
+			bool have_nav)
 {
 	uint32		nrepaired;
 
-	if (bs->use_codes)
+	if (!bs->use_codes && !have_nav)
+	{
+		/* a parallel build was planned but had too few rows: read them back */
+		char	   *img = palloc(bs->vec_size);
+
+		for (uint32 i = 0; i < bs->nmem; i++)
+		{
+			build_read_exact(bs, i, img);
+			shnsw_vector_to_nav((struct varlena *) img, bs->elemtype, bs->metric, bs->dims, bs->navbuf);
+			shnsw_build_add_vector(g, bs->navbuf);
+		}
+		pfree(img);
+	}
+	else if (bs->use_codes)
 	{
 		char	   *img = palloc(bs->vec_size);
 		uint8	   *code = palloc(bs->dims);
@@ -652,6 +682,39 @@ build_graph(ShnswBuildState *bs, ShnswBuildGraph *g, const float *lo, const floa
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, bs->nmem);
 	nrepaired = shnsw_build_ensure_reachable(g);
 	elog(DEBUG1, "streamhnsw: build added %u links to make every node reachable", nrepaired);
+}
+
+/*
+ * build_graph_parallel fills the parallel build's shared graph (attached
+ * as g by shnsw_parallel_begin) with the in-memory rows' float vectors or
+ * codes, read back from the temporary file, links them in the leader and
+ * the workers (buildpar.c), and makes every node reachable (the leader
+ * alone).
+ */
+static void
+build_graph_parallel(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswParallelBuild *pb,
+					 const float *lo, const float *scale)
+{
+	char	   *img = palloc(bs->vec_size);
+	uint32		nrepaired;
+	int			launched;
+
+	for (uint32 i = 0; i < bs->nmem; i++)
+	{
+		float	   *nav = bs->use_codes ? bs->navbuf : g->vecs + (Size) i * bs->dims;
+
+		if ((i & 1023) == 0)
+			CHECK_FOR_INTERRUPTS();
+		build_read_exact(bs, i, img);
+		shnsw_vector_to_nav((struct varlena *) img, bs->elemtype, bs->metric, bs->dims, nav);
+		if (bs->use_codes)
+			sq8_encode(lo, scale, nav, g->codes + (Size) i * bs->dims, bs->dims);
+	}
+	pfree(img);
+	launched = shnsw_parallel_link(pb, g);
+	nrepaired = shnsw_build_ensure_reachable(g);
+	elog(DEBUG1, "streamhnsw: parallel build (%d workers launched) added %u links to make every node reachable",
+		 launched, nrepaired);
 }
 
 /*
@@ -708,6 +771,7 @@ shnsw_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	ShnswBuildState bs;
 	ShnswBuildGraph g;
 	ShnswLayout layout;
+	ShnswParallelBuild *pb = NULL;
 	float	   *lo,
 			   *scale;
 	double		reltuples;
@@ -721,7 +785,7 @@ shnsw_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	buildctx = AllocSetContextCreate(CurrentMemoryContext, "streamhnsw build",
 									 ALLOCSET_DEFAULT_SIZES);
 	old = MemoryContextSwitchTo(buildctx);
-	build_state_init(&bs, heap, index);
+	build_state_init(&bs, heap, index, indexInfo->ii_ParallelWorkers);
 
 	/* pass 1: collect */
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, SHNSW_PHASE_LOAD);
@@ -740,16 +804,30 @@ shnsw_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, SHNSW_PHASE_GRAPH);
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_TOTAL, bs.nmem);
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, 0);
-	shnsw_build_init(&g, bs.dims, bs.m, bs.efc, bs.metric, Max(bs.nmem, 1), bs.use_codes,
-					 lo, scale, 0x5EED5EEDULL, bs.use_codes ? NULL : bs.nav);
-	bs.nav = NULL;				/* owned by the graph now */
-	build_graph(&bs, &g, lo, scale);
+	if (bs.nworkers > 0 && bs.nmem >= 2)
+	{
+		/* parallel: the graph lives in shared memory until the pages are written */
+		pb = shnsw_parallel_begin(bs.nworkers, bs.dims, bs.m, bs.efc, bs.metric, bs.use_codes,
+								  bs.nmem, lo, scale, SHNSW_BUILD_SEED, &g);
+		build_graph_parallel(&bs, &g, pb, lo, scale);
+	}
+	else
+	{
+		bool		have_nav = bs.nav != NULL;
+
+		shnsw_build_init(&g, bs.dims, bs.m, bs.efc, bs.metric, Max(bs.nmem, 1), bs.use_codes,
+						 lo, scale, SHNSW_BUILD_SEED, bs.use_codes ? NULL : bs.nav);
+		bs.nav = NULL;			/* owned by the graph now */
+		build_graph(&bs, &g, lo, scale, have_nav);
+	}
 
 	/* lay out and write */
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, SHNSW_PHASE_WRITE);
 	build_layout(&bs, &g, &layout);
 	build_write_pages(&bs, &g, &layout, bs.nmem > 0 ? lo : NULL, bs.nmem > 0 ? scale : NULL,
 					  MAIN_FORKNUM);
+	if (pb != NULL)
+		shnsw_parallel_end(pb);	/* the shared graph goes with it */
 
 	/* the graph, layout and per-row arrays are no longer needed */
 	MemoryContextSwitchTo(buildctx);

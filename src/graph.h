@@ -26,6 +26,38 @@
 /* ---------- in-memory construction ---------- */
 
 /*
+ * Concurrent linking (parallel builds, buildpar.c): several processes call
+ * shnsw_build_link on one graph whose arrays live in shared memory. A node's
+ * lists (every layer), its layer-0 distance cache and passed-over flags are
+ * read under its lock held shared and changed under it held exclusive; one
+ * node's lock is held at a time, so there is no lock order to keep. The
+ * entry point and its level live in shared memory under the entry lock: a
+ * link reads them under it shared, and a link whose node goes above the
+ * entry level holds it exclusive from start to end (the others wait), then
+ * makes its node the entry. Vectors, codes and levels are written before
+ * linking starts and only read during it.
+ */
+typedef struct ShnswBuildSync
+{
+	void	   *arg;
+	void		(*lock_node) (void *arg, uint32_t i, bool exclusive);
+	void		(*unlock_node) (void *arg, uint32_t i);
+	void		(*lock_entry) (void *arg, bool exclusive);
+	void		(*unlock_entry) (void *arg);
+	uint32_t   *entry;			/* shared, under the entry lock */
+	int32_t    *max_level;
+
+	/*
+	 * Nodes claimed by all processes so far: a node whose linking saw more
+	 * than stale_after claimed meanwhile is passed to mark_stale, for
+	 * shnsw_build_relink once linking is over.
+	 */
+	uint32_t	(*progress) (void *arg);
+	void		(*mark_stale) (void *arg, uint32_t i);
+	uint32_t	stale_after;
+} ShnswBuildSync;
+
+/*
  * The graph under construction. Node i's navigation data is either a float
  * vector (vecs) or an SQ8 code (codes, with lo/scale): the second form is the
  * low-memory build path. Layer-0 lists hold up to 2m neighbours, upper layers
@@ -59,6 +91,10 @@ typedef struct ShnswBuildGraph
 	uint32_t	entry;
 	int			max_level;
 
+	/* concurrent linking: NULL when one process links (see ShnswBuildSync) */
+	const ShnswBuildSync *sync;
+	bool		external;		/* node arrays are the caller's (shnsw_build_attach) */
+
 	/* scratch, reused across inserts */
 	uint32_t   *vis;			/* visit stamps, cap entries */
 	uint32_t	stamp;
@@ -84,6 +120,33 @@ extern void shnsw_build_init(ShnswBuildGraph *g, int dim, int m, int ef_construc
 							 float *vecs);
 extern void shnsw_build_free(ShnswBuildGraph *g);
 
+/*
+ * Levels of n nodes as a graph seeded with seed draws them when its nodes
+ * are added one by one (shnsw_build_add_*), so a parallel build's nodes
+ * get the serial build's levels.
+ */
+extern void shnsw_build_draw_levels(uint8_t *levels, uint32_t n, int m, uint64_t seed);
+
+/* 32-bit words of upper-layer lists that n nodes of these levels need. */
+extern size_t shnsw_build_upper_words(const uint8_t *levels, uint32_t n, int m);
+
+/*
+ * Set up g over n nodes whose arrays the caller allocated (shared memory
+ * in a parallel build; each process attaches its own g): vecs (n * dim
+ * floats) or codes (n * dim, with lo/scale), levels, nbr0 and dist0 and
+ * pruned0 (n * 2m each), cnt0 (n, zeroed) and upper_pool
+ * (shnsw_build_upper_words words, zeroed), handed out to the nodes in node
+ * order. The scratch (visit stamps, queries, heaps) is the process's own;
+ * shnsw_build_free frees only that. Entry and max_level are left unset
+ * (-1): set them, or link node 0 first.
+ */
+extern void shnsw_build_attach(ShnswBuildGraph *g, int dim, int m, int ef_construction,
+							   ShnswMetric metric, uint32_t n, bool use_codes,
+							   const float *lo, const float *scale, float *vecs,
+							   uint8_t *codes, uint8_t *levels, ShnswRef *nbr0,
+							   uint16_t *cnt0, float *dist0, uint8_t *pruned0,
+							   uint32_t *upper_pool);
+
 /* Append a node (navigation vector or code) without linking it; returns its number. */
 extern uint32_t shnsw_build_add_vector(ShnswBuildGraph *g, const float *v);
 extern uint32_t shnsw_build_add_code(ShnswBuildGraph *g, const uint8_t *code);
@@ -91,6 +154,13 @@ extern uint32_t shnsw_build_add_in_place(ShnswBuildGraph *g);
 
 /* Link node i into the graph (HNSW insertion with the neighbour heuristic). */
 extern void shnsw_build_link(ShnswBuildGraph *g, uint32_t i);
+
+/*
+ * Link node i, already in the graph, again: search from the entry point,
+ * choose its lists among the results and its current entries, and add the
+ * back-links (for nodes a concurrent build marked stale; one process).
+ */
+extern void shnsw_build_relink(ShnswBuildGraph *g, uint32_t i);
 
 /*
  * Make every node reachable on layer 0 from the entry point; call once, after

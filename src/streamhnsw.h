@@ -412,6 +412,16 @@ extern void shnsw_explain_init(void);
 extern IndexBuildResult *shnsw_build(Relation heap, Relation index, IndexInfo *indexInfo);
 extern void shnsw_buildempty(Relation index);
 
+/* ---------- buildpar.c ---------- */
+typedef struct ShnswParallelBuild ShnswParallelBuild;
+extern Size shnsw_parallel_row_bytes(int nworkers);
+extern ShnswParallelBuild *shnsw_parallel_begin(int nworkers, int dims, int m, int efc,
+												ShnswMetric metric, bool use_codes, uint32 n,
+												const float *lo, const float *scale,
+												uint64 seed, ShnswBuildGraph *g);
+extern int	shnsw_parallel_link(ShnswParallelBuild *pb, ShnswBuildGraph *g);
+extern void shnsw_parallel_end(ShnswParallelBuild *pb);
+
 /* ---------- insert.c ---------- */
 extern bool shnsw_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid,
 						 Relation heap, IndexUniqueCheck checkUnique, bool indexUnchanged,

@@ -893,6 +893,169 @@ build_graph(ShnswBuildGraph *g, ShnswMetric metric, const float *x, const uint8_
 }
 
 /*
+ * The concurrent-build interface (ShnswBuildSync), driven by one thread:
+ * the locks count how many node locks are held (never more than one) and
+ * that each unlock matches a lock.
+ */
+typedef struct UnitSync
+{
+	int			held;
+	int			max_held;
+	int			bad;
+	int			entry_held;
+	uint32_t	claims;
+	uint32_t	nstale;
+} UnitSync;
+
+static void
+unit_lock_node(void *arg, uint32_t i, bool exclusive)
+{
+	UnitSync   *u = arg;
+
+	(void) i;
+	(void) exclusive;
+	if (++u->held > u->max_held)
+		u->max_held = u->held;
+}
+
+static void
+unit_unlock_node(void *arg, uint32_t i)
+{
+	UnitSync   *u = arg;
+
+	(void) i;
+	if (--u->held < 0)
+		u->bad++;
+}
+
+static void
+unit_lock_entry(void *arg, bool exclusive)
+{
+	(void) exclusive;
+	((UnitSync *) arg)->entry_held++;
+}
+
+static void
+unit_unlock_entry(void *arg)
+{
+	if (--((UnitSync *) arg)->entry_held < 0)
+		((UnitSync *) arg)->bad++;
+}
+
+static uint32_t
+unit_progress(void *arg)
+{
+	return ((UnitSync *) arg)->claims;
+}
+
+static void
+unit_mark_stale(void *arg, uint32_t i)
+{
+	(void) i;
+	((UnitSync *) arg)->nstale++;
+}
+
+/*
+ * A graph attached to caller arrays (shnsw_build_attach, as a parallel
+ * build's processes do) and linked in node order through the sync hooks
+ * is the serial build's, list for list; linking nodes again
+ * (shnsw_build_relink) keeps every list valid: no self-link, no duplicate,
+ * within its capacity.
+ */
+static void
+test_build_attach(void)
+{
+	int			n = 3000,
+				dim = 16,
+				m = 8,
+				efc = 40;
+	float	   *x = make_data(n, dim, 20);
+	ShnswBuildGraph g1,
+				g2;
+	uint8_t    *levels = malloc(n);
+	ShnswRef   *nbr0 = malloc(sizeof(ShnswRef) * n * 2 * m);
+	uint16_t   *cnt0 = calloc(n, sizeof(uint16_t));
+	float	   *dist0 = malloc(sizeof(float) * n * 2 * m);
+	uint8_t    *pruned0 = malloc(n * 2 * m);
+	float	   *vecs = malloc(sizeof(float) * n * dim);
+	uint32_t   *pool;
+	uint32_t	entry = 0;
+	int32_t		max_level;
+	UnitSync	u = {0};
+	ShnswBuildSync sync = {&u, unit_lock_node, unit_unlock_node, unit_lock_entry,
+	unit_unlock_entry, &entry, &max_level, unit_progress, unit_mark_stale, 1000000};
+	int			diff = 0,
+				invalid = 0;
+
+	build_graph(&g1, SHNSW_METRIC_L2, x, NULL, n, dim, m, efc, false, NULL, NULL, false, NULL);
+	shnsw_build_draw_levels(levels, n, m, 7);
+	pool = calloc(shnsw_build_upper_words(levels, n, m) + 1, sizeof(uint32_t));
+	memcpy(vecs, x, sizeof(float) * n * dim);
+	shnsw_build_attach(&g2, dim, m, efc, SHNSW_METRIC_L2, n, false, NULL, NULL, vecs, NULL,
+					   levels, nbr0, cnt0, dist0, pruned0, pool);
+	max_level = levels[0];
+	g2.sync = &sync;
+	for (uint32_t i = 1; i < (uint32_t) n; i++)
+	{
+		u.claims++;
+		shnsw_build_link(&g2, i);
+	}
+	g2.sync = NULL;
+	g2.entry = entry;
+	g2.max_level = max_level;
+	CHECK(u.max_held == 1 && u.held == 0 && u.entry_held == 0 && u.bad == 0 && u.nstale == 0,
+		  "attach: locks held at most %d at once, %d left, entry %d, %d bad, %u stale",
+		  u.max_held, u.held, u.entry_held, u.bad, u.nstale);
+	CHECK(g1.entry == g2.entry && g1.max_level == g2.max_level, "attach: entry point %u/%u",
+		  g1.entry, g2.entry);
+	for (uint32_t i = 0; i < (uint32_t) n; i++)
+	{
+		CHECK(g1.levels[i] == g2.levels[i], "attach: level of node %u", i);
+		for (int l = 0; l <= g1.levels[i] && l <= g1.max_level; l++)
+		{
+			int			c1,
+						c2;
+			ShnswRef   *a = shnsw_build_neighbors(&g1, i, l, &c1);
+			ShnswRef   *b = shnsw_build_neighbors(&g2, i, l, &c2);
+
+			diff += c1 != c2 || memcmp(a, b, sizeof(ShnswRef) * c1) != 0;
+		}
+	}
+	CHECK(diff == 0, "attach: %d lists differ from the serial build's", diff);
+
+	for (uint32_t i = 0; i < (uint32_t) n; i += 7)
+		shnsw_build_relink(&g2, i);
+	for (uint32_t i = 0; i < (uint32_t) n; i++)
+	{
+		for (int l = 0; l <= g2.levels[i] && l <= g2.max_level; l++)
+		{
+			int			c;
+			ShnswRef   *a = shnsw_build_neighbors(&g2, i, l, &c);
+
+			invalid += c > (l == 0 ? 2 * m : m);
+			for (int k = 0; k < c; k++)
+			{
+				invalid += a[k] == i || a[k] >= (uint32_t) n;
+				for (int j = 0; j < k; j++)
+					invalid += a[j] == a[k];
+			}
+		}
+	}
+	CHECK(invalid == 0, "relink: %d invalid list entries", invalid);
+
+	shnsw_build_free(&g1);
+	shnsw_build_free(&g2);
+	free(levels);
+	free(nbr0);
+	free(cnt0);
+	free(dist0);
+	free(pruned0);
+	free(vecs);
+	free(pool);
+	free(x);
+}
+
+/*
  * For each node, whether an ordered search for its own vector returns it
  * (found[i]): the first round of width ef, then continuation rounds until
  * the node shows up or 4 * ef nodes were returned (room for exact copies).
@@ -1702,6 +1865,7 @@ main(void)
 	test_emit_bounds();
 	test_layout_locality("clustered", 20000, 32, 50, 15);
 	test_layout_locality("uniform", 20000, 32, 0, 15);
+	test_build_attach();		/* last: it draws from the data generator */
 	printf("%d passed, %d failed\n", npassed, nfailed);
 	return nfailed == 0 ? 0 : 1;
 }

@@ -1,0 +1,392 @@
+/*-------------------------------------------------------------------------
+ *
+ * buildpar.c
+ *	  Parallel CREATE INDEX: the leader and its workers link the nodes of one
+ *	  in-memory graph kept in dynamic shared memory.
+ *
+ * The leader scans the heap alone, as a serial build does (build.c: the
+ * rows, their SQ8 ranges, the temporary file of exact values, the decision
+ * to build on floats or codes and where the in-memory part stops). Only
+ * then does it enter parallel mode: it sizes one DSM chunk for exactly the
+ * in-memory rows (their vectors or codes, levels, layer-0 lists with their
+ * distance caches, the upper-layer lists, a lock per node), draws every
+ * node's level with the serial build's generator (so both builds have the
+ * same levels), fills the vectors or codes from the temporary file, and
+ * launches the workers. Each process attaches its own ShnswBuildGraph to
+ * the shared arrays (graph.c, shnsw_build_attach: the visit stamps and
+ * search scratch are its own) and claims nodes in order from an atomic
+ * counter, linking each with shnsw_build_link under the locking scheme of
+ * ShnswBuildSync (graph.h): one LWLock per node, held shared to copy a list
+ * and exclusive to change one, never two at a time; and an entry lock. The
+ * leader links nodes too and reports progress (nodes claimed). Once every
+ * worker is done the leader alone makes every node reachable, lays the
+ * graph out and writes it, reading it from the DSM chunk, then ends
+ * parallel mode; rows that did not fit are inserted afterwards, as in a
+ * serial build.
+ *
+ * Why the scan stays serial: it is a few percent of a build (the linking is
+ * the rest), and one scan in heap order keeps the serial build's rules as
+ * they are: the in-memory part is a prefix in heap order, one temporary
+ * file holds every row, and the float/code/spill decisions are made at the
+ * same rows.
+ *
+ * Memory: maintenance_work_mem is the total, as in a serial build. The scan
+ * keeps no float vectors when a parallel build is planned (they are re-read
+ * from the temporary file into shared memory, so they are never held
+ * twice), the budget counts the lock each node has and the visit stamp and
+ * upper-list pointer each worker keeps per node (shnsw_parallel_row_bytes),
+ * and the DSM chunk holds exactly what the budget counted for the graph.
+ *
+ * Linking order differs from run to run (which process takes which node and
+ * when), so a parallel build's graph is not bit-for-bit reproducible; its
+ * recall is the serial build's within noise (test_parallel_build.py).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/parallel.h"
+#include "access/xact.h"
+#include "commands/progress.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "port/atomics.h"
+#include "storage/lwlock.h"
+#include "storage/shm_toc.h"
+#include "utils/backend_progress.h"
+
+#include "streamhnsw.h"
+
+#define SHNSW_PAR_KEY_SHARED	UINT64CONST(0xA000000000000001)
+
+/* The shared chunk: this header, then the arrays at the offsets it names. */
+typedef struct ShnswParallelShared
+{
+	int			dims;
+	int			m;
+	int			efc;
+	ShnswMetric metric;
+	bool		use_codes;
+	uint32		n;
+	int			tranche;
+	int			nprocs;			/* leader and launched workers */
+	pg_atomic_uint32 next;		/* next node to link */
+	LWLock		entry_lock;
+	uint32		entry;			/* under entry_lock */
+	int32		max_level;
+	Size		upper_words;
+	Size		off_locks;
+	Size		off_vecs;		/* floats or codes */
+	Size		off_levels;
+	Size		off_nbr0;
+	Size		off_cnt0;
+	Size		off_dist0;
+	Size		off_pruned0;
+	Size		off_upper;
+	Size		off_lo;
+	Size		off_scale;
+	Size		off_stale;		/* one byte a node: link again (mark_stale) */
+	Size		total;
+} ShnswParallelShared;
+
+struct ShnswParallelBuild
+{
+	ParallelContext *pcxt;
+	ShnswParallelShared *shared;
+	ShnswBuildSync sync;
+	int			launched;
+};
+
+static int	shnsw_build_tranche = 0;
+
+PGDLLEXPORT void shnsw_parallel_build_main(dsm_segment *seg, shm_toc *toc);
+
+/*
+ * A node linked while more than this many nodes per process were claimed
+ * is linked again (ShnswBuildSync): a process links about one node while
+ * each other links one, so 8 per process means it was held up.
+ */
+#define SHNSW_PAR_STALE_PER_PROCESS 8
+
+#define SHARED_AT(sh, off) ((char *) (sh) + (off))
+
+/* Node i's lock; the locks follow the header. */
+static inline LWLock *
+par_node_lock(ShnswParallelShared *sh, uint32 i)
+{
+	return (LWLock *) SHARED_AT(sh, sh->off_locks) + i;
+}
+
+static void
+par_lock_node(void *arg, uint32_t i, bool exclusive)
+{
+	LWLockAcquire(par_node_lock((ShnswParallelShared *) arg, i),
+				  exclusive ? LW_EXCLUSIVE : LW_SHARED);
+}
+
+static void
+par_unlock_node(void *arg, uint32_t i)
+{
+	LWLockRelease(par_node_lock((ShnswParallelShared *) arg, i));
+}
+
+static void
+par_lock_entry(void *arg, bool exclusive)
+{
+	LWLockAcquire(&((ShnswParallelShared *) arg)->entry_lock,
+				  exclusive ? LW_EXCLUSIVE : LW_SHARED);
+}
+
+static void
+par_unlock_entry(void *arg)
+{
+	LWLockRelease(&((ShnswParallelShared *) arg)->entry_lock);
+}
+
+static uint32_t
+par_progress(void *arg)
+{
+	return pg_atomic_read_u32(&((ShnswParallelShared *) arg)->next);
+}
+
+/* Node i is linked again when linking is over (each byte has one writer). */
+static void
+par_mark_stale(void *arg, uint32_t i)
+{
+	ShnswParallelShared *sh = (ShnswParallelShared *) arg;
+
+	((uint8 *) SHARED_AT(sh, sh->off_stale))[i] = 1;
+}
+
+/*
+ * Memory a parallel build with nworkers workers needs per in-memory row
+ * beyond a serial build's: the node's lock, and each worker's visit stamp
+ * and upper-list pointer for it.
+ */
+Size
+shnsw_parallel_row_bytes(int nworkers)
+{
+	return sizeof(LWLock) + sizeof(uint8) +
+		(Size) nworkers * (sizeof(uint32 *) + sizeof(uint32));
+}
+
+/* Lay the arrays out after the header; returns the chunk's size. */
+static Size
+par_layout(ShnswParallelShared *sh)
+{
+	Size		off = MAXALIGN(sizeof(ShnswParallelShared));
+	Size		n = sh->n;
+	Size		deg = (Size) 2 * sh->m;
+
+#define PLACE(field, bytes) \
+	do { sh->field = off; off = add_size(off, MAXALIGN(bytes)); } while (0)
+	PLACE(off_locks, mul_size(n, sizeof(LWLock)));
+	PLACE(off_vecs, mul_size(mul_size(n, sh->dims), sh->use_codes ? 1 : sizeof(float)));
+	PLACE(off_levels, n);
+	PLACE(off_nbr0, mul_size(mul_size(n, deg), sizeof(ShnswRef)));
+	PLACE(off_cnt0, mul_size(n, sizeof(uint16)));
+	PLACE(off_dist0, mul_size(mul_size(n, deg), sizeof(float)));
+	PLACE(off_pruned0, mul_size(n, deg));
+	PLACE(off_upper, mul_size(sh->upper_words, sizeof(uint32)));
+	PLACE(off_lo, mul_size(sh->dims, sizeof(float)));
+	PLACE(off_scale, mul_size(sh->dims, sizeof(float)));
+	PLACE(off_stale, n);
+#undef PLACE
+	sh->total = off;
+	return off;
+}
+
+/* Attach a process's graph to the shared arrays, with the shared locks. */
+static void
+par_attach(ShnswParallelShared *sh, ShnswBuildGraph *g, ShnswBuildSync *sync)
+{
+	shnsw_build_attach(g, sh->dims, sh->m, sh->efc, sh->metric, sh->n, sh->use_codes,
+					   (const float *) SHARED_AT(sh, sh->off_lo),
+					   (const float *) SHARED_AT(sh, sh->off_scale),
+					   (float *) SHARED_AT(sh, sh->off_vecs),
+					   (uint8 *) SHARED_AT(sh, sh->off_vecs),
+					   (uint8 *) SHARED_AT(sh, sh->off_levels),
+					   (ShnswRef *) SHARED_AT(sh, sh->off_nbr0),
+					   (uint16 *) SHARED_AT(sh, sh->off_cnt0),
+					   (float *) SHARED_AT(sh, sh->off_dist0),
+					   (uint8 *) SHARED_AT(sh, sh->off_pruned0),
+					   (uint32 *) SHARED_AT(sh, sh->off_upper));
+	sync->arg = sh;
+	sync->lock_node = par_lock_node;
+	sync->unlock_node = par_unlock_node;
+	sync->lock_entry = par_lock_entry;
+	sync->unlock_entry = par_unlock_entry;
+	sync->entry = &sh->entry;
+	sync->max_level = &sh->max_level;
+	sync->progress = par_progress;
+	sync->mark_stale = par_mark_stale;
+	sync->stale_after = (uint32) (SHNSW_PAR_STALE_PER_PROCESS * (sh->nprocs));
+}
+
+/*
+ * Claim nodes and link them until none is left; the leader (progress true)
+ * reports the nodes claimed so far every 256 of its own. Returns how many
+ * this process linked.
+ */
+static uint32
+par_link_loop(ShnswParallelShared *sh, ShnswBuildGraph *g, bool progress)
+{
+	uint32		mine = 0;
+
+	for (;;)
+	{
+		uint32		i = pg_atomic_fetch_add_u32(&sh->next, 1);
+
+		if (i >= sh->n)
+			break;
+		CHECK_FOR_INTERRUPTS();
+		shnsw_build_link(g, i);
+		mine++;
+		if (progress && (mine & 255) == 0)
+			pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, Min(i, sh->n));
+	}
+	return mine;
+}
+
+/*
+ * shnsw_parallel_begin enters parallel mode and sets up a parallel context
+ * for up to nworkers workers whose DSM chunk holds the graph of n nodes
+ * (n >= 2); draws the nodes' levels (the serial build's, from seed) and
+ * copies lo/scale (for a graph on codes) into it, and attaches g (in the
+ * current memory context) to it. The caller fills g->vecs or g->codes (n
+ * rows) and then calls shnsw_parallel_link. The chunk lives until
+ * shnsw_parallel_end (or the transaction's abort).
+ */
+ShnswParallelBuild *
+shnsw_parallel_begin(int nworkers, int dims, int m, int efc, ShnswMetric metric,
+					 bool use_codes, uint32 n, const float *lo, const float *scale,
+					 uint64 seed, ShnswBuildGraph *g)
+{
+	ShnswParallelBuild *pb = palloc0(sizeof(ShnswParallelBuild));
+	ShnswParallelShared hdr;
+	ShnswParallelShared *sh;
+	uint8	   *levels = palloc_extended(n, MCXT_ALLOC_HUGE);
+	Size		total;
+
+	Assert(n >= 2);
+	if (shnsw_build_tranche == 0)
+		shnsw_build_tranche = LWLockNewTrancheId();
+	LWLockRegisterTranche(shnsw_build_tranche, "streamhnsw_build");
+
+	/* the levels first: they size the upper lists */
+	shnsw_build_draw_levels(levels, n, m, seed);
+	MemSet(&hdr, 0, sizeof(hdr));
+	hdr.dims = dims;
+	hdr.m = m;
+	hdr.efc = efc;
+	hdr.metric = metric;
+	hdr.use_codes = use_codes;
+	hdr.n = n;
+	hdr.tranche = shnsw_build_tranche;
+	hdr.upper_words = shnsw_build_upper_words(levels, n, m);
+	total = par_layout(&hdr);
+
+	EnterParallelMode();
+	pb->pcxt = CreateParallelContext("streamhnsw", "shnsw_parallel_build_main", nworkers);
+	shm_toc_estimate_chunk(&pb->pcxt->estimator, total);
+	shm_toc_estimate_keys(&pb->pcxt->estimator, 1);
+	InitializeParallelDSM(pb->pcxt);
+
+	sh = shm_toc_allocate(pb->pcxt->toc, total);
+	memcpy(sh, &hdr, sizeof(hdr));
+	pg_atomic_init_u32(&sh->next, 1);	/* node 0 is the first entry point */
+	LWLockInitialize(&sh->entry_lock, sh->tranche);
+	for (uint32 i = 0; i < n; i++)
+		LWLockInitialize(par_node_lock(sh, i), sh->tranche);
+	memcpy(SHARED_AT(sh, sh->off_levels), levels, n);
+	pfree(levels);
+	MemSet(SHARED_AT(sh, sh->off_cnt0), 0, sizeof(uint16) * (Size) n);
+	MemSet(SHARED_AT(sh, sh->off_upper), 0, sizeof(uint32) * sh->upper_words);
+	MemSet(SHARED_AT(sh, sh->off_stale), 0, n);
+	if (use_codes)
+	{
+		memcpy(SHARED_AT(sh, sh->off_lo), lo, sizeof(float) * dims);
+		memcpy(SHARED_AT(sh, sh->off_scale), scale, sizeof(float) * dims);
+	}
+	sh->entry = 0;
+	sh->max_level = ((uint8 *) SHARED_AT(sh, sh->off_levels))[0];
+	shm_toc_insert(pb->pcxt->toc, SHNSW_PAR_KEY_SHARED, sh);
+	pb->shared = sh;
+
+	par_attach(sh, g, &pb->sync);
+	return pb;
+}
+
+/*
+ * shnsw_parallel_link launches the workers, links nodes in the leader too,
+ * and waits for the workers; g (the leader's, from shnsw_parallel_begin)
+ * is then the whole graph, with its entry point, and no longer synchronized.
+ * Returns the number of workers launched (0: the leader linked every node).
+ */
+int
+shnsw_parallel_link(ShnswParallelBuild *pb, ShnswBuildGraph *g)
+{
+	ShnswParallelShared *sh = pb->shared;
+	uint32		mine;
+	uint32		nstale = 0;
+	uint8	   *stale;
+
+	/* workers read nprocs when they attach, after the launch */
+	sh->nprocs = 1 + pb->pcxt->nworkers_to_launch;
+	pb->sync.stale_after = (uint32) (SHNSW_PAR_STALE_PER_PROCESS * sh->nprocs);
+	LaunchParallelWorkers(pb->pcxt);
+	pb->launched = pb->pcxt->nworkers_launched;
+
+	g->sync = &pb->sync;
+	mine = par_link_loop(sh, g, true);
+	WaitForParallelWorkersToFinish(pb->pcxt);
+	g->sync = NULL;
+	g->entry = sh->entry;
+	g->max_level = sh->max_level;
+
+	/* the nodes whose linking was held up, again, alone (ShnswBuildSync) */
+	stale = (uint8 *) SHARED_AT(sh, sh->off_stale);
+	for (uint32 i = 0; i < sh->n; i++)
+	{
+		if (!stale[i])
+			continue;
+		CHECK_FOR_INTERRUPTS();
+		shnsw_build_relink(g, i);
+		nstale++;
+	}
+	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, sh->n);
+	elog(DEBUG1, "streamhnsw: %d parallel workers launched; the leader linked %u of %u nodes, and %u held-up nodes again",
+		 pb->launched, mine, sh->n, nstale);
+	return pb->launched;
+}
+
+/*
+ * shnsw_parallel_end ends the parallel context (the graph's shared memory
+ * goes with it) and parallel mode.
+ */
+void
+shnsw_parallel_end(ShnswParallelBuild *pb)
+{
+	DestroyParallelContext(pb->pcxt);
+	ExitParallelMode();
+	pfree(pb);
+}
+
+/*
+ * shnsw_parallel_build_main is a worker's entry point (by name, from the
+ * library): attach to the leader's graph and link nodes until none is
+ * left. Its memory is the worker's transaction's, freed when it exits.
+ */
+void
+shnsw_parallel_build_main(dsm_segment *seg, shm_toc *toc)
+{
+	ShnswParallelShared *sh = shm_toc_lookup(toc, SHNSW_PAR_KEY_SHARED, false);
+	ShnswBuildGraph g;
+	ShnswBuildSync sync;
+
+	LWLockRegisterTranche(sh->tranche, "streamhnsw_build");
+	par_attach(sh, &g, &sync);
+	g.sync = &sync;
+	(void) par_link_loop(sh, &g, false);
+	shnsw_build_free(&g);
+}

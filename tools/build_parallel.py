@@ -1,0 +1,113 @@
+"""CREATE INDEX time with and without parallel workers, streamhnsw beside
+pgvector's hnsw, on the benchmark's data sets.
+
+For each data set, maintenance_work_mem and max_parallel_maintenance_workers
+it builds both indexes (m 16, ef_construction 64, each in a fresh backend;
+unless --table-workers sets the table's parallel_workers, PostgreSQL plans
+the workers as it would for a user: at maintenance_work_mem 64MB that is
+one worker, since it wants 32MB per process, and none for a table whose
+vectors are TOASTed, such as 768-d ones) and prints, per build: seconds, the workers
+PostgreSQL planned and (streamhnsw) launched, whether the graph spilled, and
+recall@10 at ef_search 40 over the held-out queries.
+
+    SHNSW_DATA_DIR=/work/main/.data PYTHONPATH=python .venv/bin/python \\
+        tools/build_parallel.py --sets sentences,synthetic768 --mwm 64MB,1GB --workers 0,2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+
+from shnsw import data  # noqa: E402
+from shnsw.bench import datasets  # noqa: E402
+from shnsw.cluster import Cluster  # noqa: E402
+
+PLANNED = re.compile(r"with request for (\d+) parallel workers")
+LAUNCHED = re.compile(r"streamhnsw: (\d+) parallel workers launched")
+SPILL = re.compile(r"no longer fits into maintenance_work_mem after (\d+) (rows|tuples)")
+
+
+def load_set(name):
+    if name == "sentences":
+        return datasets.sentences(n_rows=100_000, n_queries=2000, n_inserts=1000)
+    if name == "synthetic768":
+        return datasets.synthetic(100_000, 768, "cosine", n_queries=200, n_inserts=10)
+    raise SystemExit(f"unknown set {name}")
+
+
+def one_build(c, am, mwm, workers, queries, truth):
+    notices = []
+    with c.connect() as conn:
+        conn.add_notice_handler(lambda d: notices.append(d.message_primary))
+        conn.execute(f"SET max_parallel_maintenance_workers = {workers}")
+        conn.execute(f"SET maintenance_work_mem = '{mwm}'")
+        conn.execute("SET client_min_messages = debug1")
+        t = time.perf_counter()
+        conn.execute(f"CREATE INDEX bp_idx ON bp USING {am} (embedding vector_cosine_ops)")
+        secs = time.perf_counter() - t
+        conn.execute("RESET client_min_messages")
+        conn.execute("SET streamhnsw.ef_search = 40")
+        conn.execute("SET hnsw.ef_search = 40")
+        sql = "SELECT id FROM bp ORDER BY embedding <=> %s::vector LIMIT 10"
+        ids = [[r[0] for r in conn.execute(sql, (data.vector_literal(q),)).fetchall()]
+               for q in queries]
+        rec = data.recall(ids, truth, 10)
+        size = conn.execute("SELECT pg_relation_size('bp_idx')").fetchone()[0]
+        conn.execute("DROP INDEX bp_idx")
+    planned = [int(m.group(1)) for n in notices for m in [PLANNED.search(n)] if m]
+    launched = [int(m.group(1)) for n in notices for m in [LAUNCHED.search(n)] if m]
+    spill = [m.group(1) for n in notices for m in [SPILL.search(n)] if m]
+    return {"am": am, "mwm": mwm, "max_workers": workers, "secs": round(secs, 2),
+            "planned": planned[0] if planned else 0,
+            "launched": launched[0] if launched else None,
+            "in_memory_rows": spill[0] if spill else "all",
+            "codes": any("building on SQ8 codes" in n for n in notices),
+            "recall10": round(rec, 4), "size_mb": round(size / 2**20, 1)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sets", default="sentences,synthetic768")
+    ap.add_argument("--mwm", default="64MB,1GB")
+    ap.add_argument("--workers", default="0,2")
+    ap.add_argument("--am", default="hnsw,streamhnsw")
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--table-workers", type=int, default=None,
+                    help="set the table's parallel_workers (a table whose vectors are TOASTed, "
+                         "as 768-d ones are, is too small for PostgreSQL to plan workers)")
+    args = ap.parse_args()
+    results = []
+    with Cluster(name="shnsw-buildpar", settings={"shared_buffers": "1GB",
+                                                 "autovacuum": "off",
+                                                 "max_wal_size": "8GB"}) as c:
+        c.execute("CREATE EXTENSION streamhnsw CASCADE")
+        for name in args.sets.split(","):
+            ds = load_set(name)
+            queries = ds.queries[:args.queries]
+            truth = ds.truth[:args.queries, :10]
+            with c.connect() as conn:
+                data.load(conn, "bp", ds.rows)
+                conn.execute("VACUUM bp")
+                if args.table_workers is not None:
+                    conn.execute(f"ALTER TABLE bp SET (parallel_workers = {args.table_workers})")
+            for mwm in args.mwm.split(","):
+                for workers in args.workers.split(","):
+                    for am in args.am.split(","):
+                        r = one_build(c, am, mwm, int(workers), queries, truth)
+                        r["set"] = ds.name
+                        results.append(r)
+                        print(json.dumps(r), flush=True)
+                        if args.out:
+                            Path(args.out).write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
