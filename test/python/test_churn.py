@@ -79,3 +79,46 @@ def test_delete_all_vacuum_reinsert_keeps_the_size(conn):
         assert conn.execute("SELECT i FROM vsize ORDER BY v <-> '[0,0,0]' "
                             "LIMIT 10").fetchall() == [(123,)]
     conn.execute("DROP TABLE vsize")
+
+
+def test_corrupt_free_list_head_is_an_error(private_cluster):
+    """A free-list head naming a slot beyond its graph page's slot count is
+    a corrupt index: an INSERT (which reads the head to choose the new
+    node's level, then to take the slot) ends in ERRCODE_INDEX_CORRUPTED
+    naming the block, not in a silent skip of the free list."""
+    import struct
+
+    import psycopg
+
+    c = private_cluster
+    with c.connect() as conn:
+        conn.execute("CREATE TABLE fl (id int, v vector(3))")
+        conn.execute("ALTER TABLE fl SET (autovacuum_enabled = false)")
+        conn.execute("INSERT INTO fl SELECT g, ARRAY[g, g % 7, g % 11]::vector "
+                     "FROM generate_series(1, 500) g")
+        conn.execute("CREATE INDEX fl_idx ON fl USING streamhnsw (v)")
+        conn.execute("DELETE FROM fl WHERE id <= 100")
+        conn.execute("VACUUM fl")
+        path = conn.execute("SELECT pg_relation_filepath('fl_idx')").fetchone()[0]
+        conn.execute("CHECKPOINT")
+    c.stop()
+    r = c._run([c.bindir / "pg_checksums", "--disable", "-D", c.datadir], check=False)
+    assert r.returncode == 0, r.stderr
+    f = c.datadir / path
+    buf = bytearray(f.read_bytes())
+    free_head_at = 24 + 100          # page header, then ShnswMetaPageData.free_head
+    slot_bits = buf[24 + 18]
+    head = struct.unpack_from("<I", buf, free_head_at)[0]
+    assert head != 0xFFFFFFFF, "VACUUM left no free slot"
+    blk = head >> slot_bits
+    nslots = struct.unpack_from("<H", buf, blk * 8192 + 8192 - 8 + 2)[0]
+    assert nslots < (1 << slot_bits)
+    struct.pack_into("<I", buf, free_head_at, (blk << slot_bits) | ((1 << slot_bits) - 1))
+    f.write_bytes(bytes(buf))
+    c.start()
+    with c.connect() as conn:
+        try:
+            conn.execute("INSERT INTO fl VALUES (1000, '[1,2,3]')")
+            raise AssertionError("an insert through a corrupt free list succeeded")
+        except psycopg.errors.IndexCorrupted as e:
+            assert f"block {blk}" in str(e), str(e)
