@@ -177,6 +177,7 @@ free_slot_upper(InsertState *is, const FreeSlot *fs, const NewNode *nn, ShnswRef
 			PageGetItem(upage, PageGetItemId(upage, fs->rloc.offset));
 
 		/* its own layers; those above stay, empty (u->level unchanged) */
+		u->ntids = 0;
 		for (int l = 1; l <= u->level; l++)
 		{
 			int			cnt = l <= nn->level ? unn[l] : 0;
@@ -254,8 +255,8 @@ write_free_slot(InsertState *is, Buffer metabuf, const FreeSlot *fs, const NewNo
 
 /*
  * retained_upper_level returns the level of the upper record that free slot
- * head kept from its last node (loc, read from the slot's header), or 0 if
- * it has none usable. Called with no lock held; takes and releases a share
+ * head kept from its last node (loc, read from the slot's header), or -1 if
+ * it has none usable (a record of level 0 holds only heap TIDs). Called with no lock held; takes and releases a share
  * lock on the record's page. The record's page must be none of the pages
  * the caller locks with it (graph page gblk, vector page(s) from vblk).
  */
@@ -265,12 +266,12 @@ retained_upper_level(InsertState *is, ShnswRef head, BlockNumber gblk, BlockNumb
 {
 	Buffer		buf;
 	ShnswUpperHeader *u;
-	int			level = 0;
+	int			level = -1;
 
 	if (loc->offset == InvalidOffsetNumber || loc->block == InvalidBlockNumber ||
 		loc->block == SHNSW_METAPAGE_BLKNO || loc->block == gblk || loc->block == vblk ||
 		(nv == 2 && loc->block == vblk + 1))
-		return 0;
+		return -1;
 	shnsw_check_block(is->index, loc->block, &is->nblocks, gblk, "upper record block");
 	buf = ReadBuffer(is->index, loc->block);
 	LockBuffer(buf, BUFFER_LOCK_SHARE);
@@ -346,8 +347,8 @@ free_slot_level(InsertState *is, Buffer metabuf)
 	UnlockReleaseBuffer(gbuf);
 	if (!isfree)
 		return -1;
-	return retained_upper_level(is, head, shnsw_ref_block(head, is->info->slot_bits),
-								InvalidBlockNumber, 1, &loc);
+	return Max(0, retained_upper_level(is, head, shnsw_ref_block(head, is->info->slot_bits),
+									   InvalidBlockNumber, 1, &loc));
 }
 
 /* Release what free_slot_pin pinned (the graph page's pin included). */
@@ -384,9 +385,9 @@ free_slot_pin(InsertState *is, FreeSlot *fs, int level, BlockNumber ublk)
 			shnsw_corrupt(is->index, fs->gblk, "vector block", fs->vblk + k);
 		fs->vbuf[k] = ReadBuffer(is->index, fs->vblk + k);
 	}
-	/* the upper record the slot kept, if any: its level (0: none) */
+	/* the upper record the slot kept, if any: its level (-1: none) */
 	rlevel = retained_upper_level(is, fs->head, fs->gblk, fs->vblk, fs->nv, &fs->rloc);
-	if (rlevel == 0)
+	if (rlevel < 0)
 		fs->rloc.block = InvalidBlockNumber;
 	if (level > 0 && rlevel >= level)
 	{
@@ -957,111 +958,261 @@ insert_publish(Relation index)
 	return retrain;
 }
 
-/*
- * add_duplicate adds heap_tid to node ref if that node is live, has room
- * for another row and holds exactly value (vec_size bytes); returns true
- * if it did. The node's header is read under a share lock, its vector
- * page(s) pinned with no lock held, then the graph page is locked
- * exclusively, the header checked again and the vector compared under a
- * share lock on its page(s) (graph page before vector pages, the order of
- * src/README, Locking): so the row goes only to a node that holds its
- * value at the moment it is added. One WAL record.
- */
-static bool
-add_duplicate(InsertState *is, ShnswRef ref, const struct varlena *value, ItemPointer heap_tid)
+/* A node an insert adds a row to, and the pages that takes. */
+typedef struct DupNode
 {
-	Relation	index = is->index;
-	int			node_size = is->info->node_size;
-	int			vec_size = is->info->vec_size;
-	BlockNumber blk = shnsw_ref_block(ref, is->info->slot_bits);
-	int			slot = shnsw_ref_slot(ref, is->info->slot_bits);
-	Buffer		gbuf,
-				vbuf[2];
+	ShnswRef	ref;
+	BlockNumber blk;
+	int			slot;
+	Buffer		gbuf;
+	Buffer		vbuf[2];
+	int			nv;
 	BlockNumber vblk;
 	uint16		voff;
-	int			nv;
-	bool		done = false;
+	ShnswUpperLoc uloc;			/* the node's upper record (block invalid:
+								 * none yet, one is added on ubuf) */
+	Buffer		ubuf;
+	bool		unew;			/* ubuf is a new page */
+} DupNode;
+
+/*
+ * dup_same_value compares value with the exact vector of node d under share
+ * locks on its vector page(s), one at a time; the caller holds the graph
+ * page's exclusive lock, which keeps the vector where it is.
+ */
+static bool
+dup_same_value(InsertState *is, const DupNode *d, const struct varlena *value)
+{
+	const char *v = (const char *) value;
+	int			vec_size = is->info->vec_size;
+	int			at = 0;
+	int			off = d->voff;
+	bool		same = true;
+
+	for (int k = 0; k < d->nv && same; k++)
+	{
+		Page		vpage;
+		int			chunk = Min(vec_size - at, (int) SHNSW_PAGE_CAPACITY - off);
+
+		LockBuffer(d->vbuf[k], BUFFER_LOCK_SHARE);
+		vpage = BufferGetPage(d->vbuf[k]);
+		shnsw_check_page(is->index, vpage, d->vblk + k, SHNSW_PAGE_VECTOR);
+		if (chunk <= 0 ||
+			off + chunk > ((PageHeader) vpage)->pd_lower - MAXALIGN(SizeOfPageHeaderData))
+			same = false;
+		else
+			same = memcmp(PageGetContents(vpage) + off, v + at, chunk) == 0;
+		LockBuffer(d->vbuf[k], BUFFER_LOCK_UNLOCK);
+		at += chunk;
+		off = 0;
+	}
+	return same;
+}
+
+/*
+ * dup_pin_upper pins, with no lock held, the page of node d's upper record,
+ * or for a node without one the insert upper page (a new page if there is
+ * none or if new_page is set).
+ */
+static void
+dup_pin_upper(InsertState *is, DupNode *d, bool new_page)
+{
+	BlockNumber ublk = d->uloc.block;
+
+	if (ublk == InvalidBlockNumber && !new_page)
+	{
+		Buffer		metabuf = ReadBuffer(is->index, SHNSW_METAPAGE_BLKNO);
+
+		LockBuffer(metabuf, BUFFER_LOCK_SHARE);
+		ublk = ShnswPageGetMeta(BufferGetPage(metabuf))->insert_upper_blk;
+		UnlockReleaseBuffer(metabuf);
+	}
+	if (ublk != InvalidBlockNumber)
+	{
+		/* locked with the graph page: another page, within the relation */
+		shnsw_check_block(is->index, ublk, &is->nblocks, d->blk, "upper record block");
+		if (ublk == d->blk)
+			shnsw_corrupt(is->index, d->blk, "upper record block", ublk);
+	}
+	d->ubuf = pin_or_extend(is, ublk, &d->unew);
+}
+
+/*
+ * dup_write adds heap_tid to node d (its graph page and upper page locked
+ * exclusively by the caller, and the metapage, metabuf, if the upper page
+ * is new), in one WAL record: the node's rows, all listed in its upper
+ * record (a level-0 record added for a node that had none).
+ */
+static void
+dup_write(InsertState *is, DupNode *d, Buffer metabuf, ItemPointer heap_tid)
+{
+	GenericXLogState *state = GenericXLogStart(is->index);
+	ShnswNodeHeader *h;
+	ShnswUpperHeader *u;
+	Page		upage;
+	BlockNumber ublk = BufferGetBlockNumber(d->ubuf);
+	ItemPointerData tids[SHNSW_NODE_TIDS];
+	int			n = 0;
+
+	h = shnsw_page_node(GenericXLogRegisterBuffer(state, d->gbuf, 0), d->slot,
+						is->info->node_size);
+	upage = GenericXLogRegisterBuffer(state, d->ubuf, d->unew ? GENERIC_XLOG_FULL_IMAGE : 0);
+	if (d->unew)
+	{
+		shnsw_init_page(upage, SHNSW_PAGE_UPPER);
+		ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0))->insert_upper_blk = ublk;
+	}
+	if (d->uloc.block == InvalidBlockNumber)
+	{
+		d->uloc.block = ublk;
+		d->uloc.offset = append_upper_record(is, upage, ublk, d->ref, 0,
+											 shnsw_upper_size(0, is->m), NULL, NULL);
+		h->upper_blk_hi = (uint16) (ublk >> 16);
+		h->upper_blk_lo = (uint16) (ublk & 0xFFFF);
+		h->upper_off = d->uloc.offset;
+	}
+	u = shnsw_upper_record(is->index, upage, ublk, d->uloc.offset, is->m);
+	if (u == NULL || u->node != d->ref)
+		shnsw_corrupt(is->index, ublk, "upper record of a node", d->uloc.offset);
+	if (h->extra_tids > 0)
+	{
+		n = shnsw_upper_node_tids(is->index, ublk, u, is->m, d->ref, tids);
+		if (n != h->extra_tids + 1)
+			shnsw_corrupt(is->index, ublk, "heap tuple count of an upper record", n);
+	}
+	else
+		shnsw_node_first_tid(is->index, d->blk, h, &tids[n++]);
+	tids[n++] = *heap_tid;
+	shnsw_node_set_tids(h, u, is->m, tids, n);
+	GenericXLogFinish(state);
+}
+
+/*
+ * dup_read reads node d's header under a share lock and pins its vector
+ * page(s) with no lock held; returns false (nothing pinned but the graph
+ * page, released) unless the node is live with room for another row.
+ */
+static bool
+dup_read(InsertState *is, DupNode *d, const struct varlena *value)
+{
+	int			vec_size = is->info->vec_size;
 	Page		page;
 	ShnswNodeHeader *h;
 
 	if (VARSIZE_ANY(value) != (Size) vec_size)
 		return false;
-	gbuf = ReadBuffer(index, blk);
-	LockBuffer(gbuf, BUFFER_LOCK_SHARE);
-	page = BufferGetPage(gbuf);
-	shnsw_check_page(index, page, blk, SHNSW_PAGE_GRAPH);
-	if (slot >= shnsw_graph_nslots(index, page, blk, node_size))
+	d->gbuf = ReadBuffer(is->index, d->blk);
+	LockBuffer(d->gbuf, BUFFER_LOCK_SHARE);
+	page = BufferGetPage(d->gbuf);
+	shnsw_check_page(is->index, page, d->blk, SHNSW_PAGE_GRAPH);
+	if (d->slot >= shnsw_graph_nslots(is->index, page, d->blk, is->info->node_size))
 	{
-		UnlockReleaseBuffer(gbuf);
+		UnlockReleaseBuffer(d->gbuf);
 		return false;
 	}
-	h = shnsw_page_node(page, slot, node_size);
-	shnsw_check_node(index, blk, slot, h, is->m, is->info->slot_bits, vec_size, &is->nblocks);
+	h = shnsw_page_node(page, d->slot, is->info->node_size);
+	shnsw_check_node(is->index, d->blk, d->slot, h, is->m, is->info->slot_bits, vec_size,
+					 &is->nblocks);
 	if ((h->flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)) ||
 		h->extra_tids >= SHNSW_NODE_TIDS - 1)
 	{
-		UnlockReleaseBuffer(gbuf);
+		UnlockReleaseBuffer(d->gbuf);
 		return false;
 	}
-	vblk = h->vec_block;
-	voff = h->vec_offset;
-	LockBuffer(gbuf, BUFFER_LOCK_UNLOCK);
+	d->vblk = h->vec_block;
+	d->voff = h->vec_offset;
+	d->uloc = shnsw_node_upper_loc(h);
+	if (d->uloc.offset == InvalidOffsetNumber)
+		d->uloc.block = InvalidBlockNumber;
+	LockBuffer(d->gbuf, BUFFER_LOCK_UNLOCK);
 
-	nv = voff + vec_size > (int) SHNSW_PAGE_CAPACITY ? 2 : 1;
-	for (int k = 0; k < nv; k++)
+	d->nv = d->voff + vec_size > (int) SHNSW_PAGE_CAPACITY ? 2 : 1;
+	for (int k = 0; k < d->nv; k++)
 	{
-		if (vblk + k == blk || vblk + k == SHNSW_METAPAGE_BLKNO)
-			shnsw_corrupt(index, blk, "vector block", vblk + k);
-		vbuf[k] = ReadBuffer(index, vblk + k);
+		if (d->vblk + k == d->blk || d->vblk + k == SHNSW_METAPAGE_BLKNO)
+			shnsw_corrupt(is->index, d->blk, "vector block", d->vblk + k);
+		d->vbuf[k] = ReadBuffer(is->index, d->vblk + k);
 	}
+	return true;
+}
 
-	LockBuffer(gbuf, BUFFER_LOCK_EXCLUSIVE);
-	page = BufferGetPage(gbuf);
-	h = shnsw_page_node(page, slot, node_size);
-	if (!(h->flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)) &&
-		h->extra_tids < SHNSW_NODE_TIDS - 1 &&
-		h->vec_block == vblk && h->vec_offset == voff)
+/*
+ * add_duplicate adds heap_tid to node ref if that node is live, has room
+ * for another row and holds exactly value (vec_size bytes); returns true
+ * if it did. The node's header is read under a share lock, its vector
+ * page(s) and upper page pinned with no lock held (dup_read,
+ * dup_pin_upper), then the graph page is locked exclusively, the header
+ * checked again, the vector compared under a share lock on its page(s),
+ * the upper page locked exclusively, and the metapage too if the upper
+ * page is new (the order of src/README, Locking): so the row goes only to
+ * a node that holds its value at the moment it is added. One WAL record
+ * (dup_write). A node without an upper record gets one (level 0) on the
+ * insert upper page, or on a new page if that one is full.
+ */
+static bool
+add_duplicate(InsertState *is, ShnswRef ref, const struct varlena *value, ItemPointer heap_tid)
+{
+	DupNode		d;
+	bool		done = false;
+	bool		retry = true;
+
+	d.ref = ref;
+	d.blk = shnsw_ref_block(ref, is->info->slot_bits);
+	d.slot = shnsw_ref_slot(ref, is->info->slot_bits);
+	if (!dup_read(is, &d, value))
+		return false;
+	dup_pin_upper(is, &d, false);
+	for (int attempt = 0; retry && attempt < 2; attempt++)
 	{
-		const char *v = (const char *) value;
-		int			at = 0;
-		int			off = voff;
-		bool		same = true;
+		ShnswNodeHeader *h;
+		ShnswUpperLoc now;
+		Buffer		metabuf = InvalidBuffer;
 
-		for (int k = 0; k < nv && same; k++)
+		retry = false;
+		LockBuffer(d.gbuf, BUFFER_LOCK_EXCLUSIVE);
+		h = shnsw_page_node(BufferGetPage(d.gbuf), d.slot, is->info->node_size);
+		now = shnsw_node_upper_loc(h);
+		if (now.offset == InvalidOffsetNumber)
+			now.block = InvalidBlockNumber;
+		if ((h->flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)) ||
+			h->extra_tids >= SHNSW_NODE_TIDS - 1 ||
+			h->vec_block != d.vblk || h->vec_offset != d.voff ||
+			now.block != d.uloc.block || now.offset != d.uloc.offset ||
+			!dup_same_value(is, &d, value))
 		{
-			Page		vpage;
-			int			chunk = Min(vec_size - at, (int) SHNSW_PAGE_CAPACITY - off);
-
-			LockBuffer(vbuf[k], BUFFER_LOCK_SHARE);
-			vpage = BufferGetPage(vbuf[k]);
-			shnsw_check_page(index, vpage, vblk + k, SHNSW_PAGE_VECTOR);
-			if (chunk <= 0 ||
-				off + chunk > ((PageHeader) vpage)->pd_lower - MAXALIGN(SizeOfPageHeaderData))
-				same = false;
-			else
-				same = memcmp(PageGetContents(vpage) + off, v + at, chunk) == 0;
-			LockBuffer(vbuf[k], BUFFER_LOCK_UNLOCK);
-			at += chunk;
-			off = 0;
+			LockBuffer(d.gbuf, BUFFER_LOCK_UNLOCK);
+			break;
 		}
-		if (same)
+		LockBuffer(d.ubuf, BUFFER_LOCK_EXCLUSIVE);
+		if (!d.unew)
+			shnsw_check_page(is->index, BufferGetPage(d.ubuf), BufferGetBlockNumber(d.ubuf),
+							 SHNSW_PAGE_UPPER);
+		if (d.uloc.block == InvalidBlockNumber && !d.unew &&
+			PageGetFreeSpace(BufferGetPage(d.ubuf)) < MAXALIGN(shnsw_upper_size(0, is->m)))
 		{
-			GenericXLogState *state = GenericXLogStart(index);
-			ItemPointerData tids[SHNSW_NODE_TIDS];
-			int			n;
-
-			page = GenericXLogRegisterBuffer(state, gbuf, 0);
-			h = shnsw_page_node(page, slot, node_size);
-			n = shnsw_node_tids(index, blk, h, node_size, tids);
-			tids[n++] = *heap_tid;
-			shnsw_node_set_tids(h, node_size, tids, n);
-			GenericXLogFinish(state);
-			done = true;
+			/* the insert upper page is full: a new one, with no lock held */
+			UnlockReleaseBuffer(d.ubuf);
+			LockBuffer(d.gbuf, BUFFER_LOCK_UNLOCK);
+			dup_pin_upper(is, &d, true);
+			retry = true;
+			continue;
 		}
+		if (d.unew)
+		{
+			metabuf = ReadBuffer(is->index, SHNSW_METAPAGE_BLKNO);
+			LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
+		}
+		dup_write(is, &d, metabuf, heap_tid);
+		if (BufferIsValid(metabuf))
+			UnlockReleaseBuffer(metabuf);
+		LockBuffer(d.ubuf, BUFFER_LOCK_UNLOCK);
+		LockBuffer(d.gbuf, BUFFER_LOCK_UNLOCK);
+		done = true;
 	}
-	UnlockReleaseBuffer(gbuf);
-	for (int k = 0; k < nv; k++)
-		ReleaseBuffer(vbuf[k]);
+	ReleaseBuffer(d.ubuf);
+	ReleaseBuffer(d.gbuf);
+	for (int k = 0; k < d.nv; k++)
+		ReleaseBuffer(d.vbuf[k]);
 	return done;
 }
 

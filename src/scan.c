@@ -626,11 +626,11 @@ scan_next_round(IndexScanDesc scan)
 }
 
 /*
- * scan_node_tids reads the heap TIDs of node ref from its graph page, for a
- * node that held more than one when the search read it; returns how many.
- * All are read at once: VACUUM may have moved a live TID into the header
- * since. A node deleted or freed since keeps only the TID already in
- * tids[0] (dead to every snapshot). Takes and releases one share lock.
+ * scan_node_tids reads the heap TIDs of node ref, for a node that held more
+ * than one when the search read it; returns how many. The header is read
+ * again from the graph page, then the list from the node's upper record
+ * (shnsw_read_node_tids), one share lock at a time. A node deleted or freed
+ * since keeps only the TID already in tids[0] (dead to every snapshot).
  */
 static int
 scan_node_tids(IndexScanDesc scan, ShnswRef ref, ItemPointerData *tids)
@@ -641,7 +641,9 @@ scan_node_tids(IndexScanDesc scan, ShnswRef ref, ItemPointerData *tids)
 	int			slot = shnsw_ref_slot(ref, so->info->slot_bits);
 	Buffer		buf;
 	Page		page;
-	int			n = 1;
+	ShnswNodeHeader h;
+	bool		live = false;
+	BlockNumber nblocks = 0;
 
 	/* through the read pipeline, as the vectors are (never a wait in batch mode) */
 	buf = shnsw_reader_get(&so->reader, blk);
@@ -650,13 +652,15 @@ scan_node_tids(IndexScanDesc scan, ShnswRef ref, ItemPointerData *tids)
 	shnsw_check_page(index, page, blk, SHNSW_PAGE_GRAPH);
 	if (slot < shnsw_graph_nslots(index, page, blk, so->info->node_size))
 	{
-		ShnswNodeHeader *h = shnsw_page_node(page, slot, so->info->node_size);
+		ShnswNodeHeader *hp = shnsw_page_node(page, slot, so->info->node_size);
 
-		if (!(h->flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)))
-			n = shnsw_node_tids(index, blk, h, so->info->node_size, tids);
+		live = !(hp->flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE));
+		memcpy(&h, hp, sizeof(h));
 	}
 	UnlockReleaseBuffer(buf);
-	return n;
+	if (!live)
+		return 1;
+	return shnsw_read_node_tids(index, &so->reader, ref, blk, &h, so->info->m, &nblocks, tids);
 }
 
 /*
@@ -910,6 +914,14 @@ scan_null_query_fill(IndexScanDesc scan)
 		Buffer		buf = ReadBuffer(index, so->seq_blk);
 		Page		page;
 		ShnswPageOpaque opaque;
+		struct
+		{
+			int			slot;
+			ShnswNodeHeader h;
+		}			multi[SHNSW_MAX_NODES_PER_PAGE];
+		int			nmulti = 0;
+		ItemPointerData tids[SHNSW_NODE_TIDS];
+		int			nt;
 
 		LockBuffer(buf, BUFFER_LOCK_SHARE);
 		page = BufferGetPage(buf);
@@ -926,9 +938,6 @@ scan_null_query_fill(IndexScanDesc scan)
 			int			node_size = so->info->node_size;
 			int			nslots = shnsw_graph_nslots(index, page, so->seq_blk, node_size);
 
-			ItemPointerData tids[SHNSW_NODE_TIDS];
-			int			nt;
-
 			if (so->rescap < nslots * SHNSW_NODE_TIDS)
 			{
 				so->rescap = SHNSW_MAX_NODES_PER_PAGE * SHNSW_NODE_TIDS;
@@ -943,16 +952,34 @@ scan_null_query_fill(IndexScanDesc scan)
 					continue;
 				if (h->extra_tids >= SHNSW_NODE_TIDS)
 					shnsw_corrupt(index, so->seq_blk, "extra heap tuple count", h->extra_tids);
-				nt = shnsw_node_tids(index, so->seq_blk, h, node_size, tids);
-				for (int t = 0; t < nt; t++)
+				if (h->extra_tids > 0)
 				{
-					so->results[so->nresults].tid = tids[t];
-					so->results[so->nresults].distance = 0;
-					so->nresults++;
+					/* its list is in its upper record: read after the unlock */
+					memcpy(&multi[nmulti].h, h, sizeof(ShnswNodeHeader));
+					multi[nmulti++].slot = s;
+					continue;
 				}
+				shnsw_node_first_tid(index, so->seq_blk, h, &so->results[so->nresults].tid);
+				so->results[so->nresults].distance = 0;
+				so->nresults++;
 			}
 		}
 		UnlockReleaseBuffer(buf);
+		for (int k = 0; k < nmulti; k++)
+		{
+			BlockNumber nblocks = so->seq_nblocks;
+
+			nt = shnsw_read_node_tids(index, NULL,
+									  shnsw_make_ref(so->seq_blk, multi[k].slot,
+													 so->info->slot_bits),
+									  so->seq_blk, &multi[k].h, so->info->m, &nblocks, tids);
+			for (int t = 0; t < nt; t++)
+			{
+				so->results[so->nresults].tid = tids[t];
+				so->results[so->nresults].distance = 0;
+				so->nresults++;
+			}
+		}
 		so->seq_blk++;
 		if (so->nresults > 0)
 			return true;

@@ -316,14 +316,19 @@ pg_noreturn extern void shnsw_corrupt(Relation index, BlockNumber blk, const cha
 extern void shnsw_check_block(Relation index, BlockNumber blk, BlockNumber *nblocks,
 							  BlockNumber from, const char *field);
 extern int	shnsw_graph_nslots(Relation index, Page page, BlockNumber blk, int node_size);
-extern int	shnsw_node_tids(Relation index, BlockNumber blk, const ShnswNodeHeader *h,
-							int node_size, ItemPointerData *tids);
-extern void shnsw_node_set_tids(ShnswNodeHeader *h, int node_size, const ItemPointerData *tids,
-								int n);
+extern void shnsw_node_first_tid(Relation index, BlockNumber blk, const ShnswNodeHeader *h,
+								 ItemPointer tid);
+extern int	shnsw_upper_node_tids(Relation index, BlockNumber ublk, const ShnswUpperHeader *u,
+								  int m, ShnswRef ref, ItemPointerData *tids);
+extern void shnsw_node_set_tids(ShnswNodeHeader *h, ShnswUpperHeader *u, int m,
+								const ItemPointerData *tids, int n);
 extern void shnsw_check_node(Relation index, BlockNumber blk, int slot, const ShnswNodeHeader *h,
 							 int m, int slot_bits, int vec_size, BlockNumber *nblocks);
 extern ShnswUpperHeader *shnsw_upper_record(Relation index, Page page, BlockNumber blk,
 											OffsetNumber off, int m);
+extern int	shnsw_read_node_tids(Relation index, ShnswReader *reader, ShnswRef ref,
+								 BlockNumber blk, const ShnswNodeHeader *h, int m,
+								 BlockNumber *nblocks, ItemPointerData *tids);
 
 /* ---------- choose.c and links.c: neighbour lists on disk (insert, vacuum) ---------- */
 #define SHNSW_MAX_DUPS 64

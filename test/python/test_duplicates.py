@@ -92,9 +92,12 @@ def test_copies_among_other_rows_inserted_one_at_a_time(conn):
     conn.execute("DROP TABLE dup300")
 
 
-def test_index_of_an_older_format_asks_for_reindex(private_cluster):
-    """Format 3 (rows per node) cannot read a format-2 index: every use
-    says so and asks for REINDEX, which rebuilds it."""
+@pytest.mark.parametrize("version", [2, 3])
+def test_index_of_an_older_format_asks_for_reindex(private_cluster, version):
+    """Format 4 (a node's rows beyond its first in its upper record) cannot
+    read a format-2 index (one row per node) or a format-3 one (the rows in
+    every graph record): every use says so and asks for REINDEX, which
+    rebuilds it."""
     c = private_cluster
     with c.connect() as conn:
         conn.execute("CREATE TABLE oldfmt (id int, v vector(3))")
@@ -108,7 +111,7 @@ def test_index_of_an_older_format_asks_for_reindex(private_cluster):
     c._run([c.bindir / "pg_checksums", "--disable", "-D", c.datadir], check=False)
     with open(c.datadir / path, "r+b") as f:
         page = bytearray(f.read(8192))
-        struct.pack_into("<I", page, 24 + 4, 2)       # metapage: magic, then version
+        struct.pack_into("<I", page, 24 + 4, version)     # metapage: magic, then version
         f.seek(0)
         f.write(page)
     c.start()
@@ -116,7 +119,7 @@ def test_index_of_an_older_format_asks_for_reindex(private_cluster):
         conn.execute("SET enable_seqscan = off")
         with pytest.raises(psycopg.Error) as e:
             conn.execute("SELECT id FROM oldfmt ORDER BY v <-> '[1,1,1]' LIMIT 3").fetchall()
-        assert "format version 2" in str(e.value)
+        assert f"format version {version}" in str(e.value)
         assert e.value.diag.message_hint == "REINDEX the index."
         conn.execute("REINDEX INDEX oldfmt_idx")
         assert len(conn.execute("SELECT id FROM oldfmt ORDER BY v <-> '[1,1,1]' "
