@@ -224,6 +224,52 @@ mark_multi_node(VacState *vs, BlockNumber blk, Buffer buf, int slot,
 }
 
 /*
+ * Pass 1 for the nodes of one row of graph page blk (buf, pinned, unlocked)
+ * whose row the share-locked look found dead (touched[0..ntouched-1]): they
+ * are decided again under the page's exclusive lock (an insert may have
+ * added a row since: then the node goes to multi[], decided as a node of
+ * several rows) and flagged DELETED, with the metapage's count, in one WAL
+ * record, so an interrupted VACUUM leaves them consistent. Only VACUUM
+ * marks nodes deleted, and one VACUUM runs at a time. state[] says which.
+ */
+static void
+mark_single_nodes(VacState *vs, BlockNumber blk, Buffer buf, const int *touched, int ntouched,
+				  uint8 *state, int *multi, int *nmulti, IndexBulkDeleteResult *stats,
+				  IndexBulkDeleteCallback callback, void *callback_state)
+{
+	GenericXLogState *xstate;
+	Buffer		metabuf;
+	ShnswMetaPage meta;
+	Page		page;
+	int			ndead = 0;
+
+	meta = begin_page_and_meta(vs, buf, &metabuf, &xstate, &page);
+	for (int k = 0; k < ntouched; k++)
+	{
+		ShnswNodeHeader *h = shnsw_page_node(page, touched[k], vs->info->node_size);
+		ItemPointerData tid;
+
+		if (h->extra_tids > 0)
+		{
+			multi[(*nmulti)++] = touched[k];
+			continue;
+		}
+		shnsw_node_first_tid(vs->index, blk, h, &tid);
+		if (!callback(&tid, callback_state))
+			continue;
+		stats->tuples_removed++;
+		h->flags |= SHNSW_NODE_DELETED;
+		state[touched[k]] = 1;
+		ndead++;
+	}
+	meta->deleted_count += ndead;
+	meta->cache_generation++;
+	GenericXLogFinish(xstate);
+	UnlockReleaseBuffer(metabuf);
+	LockBuffer(buf, BUFFER_LOCK_UNLOCK);
+}
+
+/*
  * Pass 1 on one graph page: mark its dead nodes deleted, drop the dead heap
  * TIDs of nodes that keep live ones, and collect the page's deleted and
  * live nodes. Enters with the page share-locked and pinned; releases both.
@@ -273,45 +319,8 @@ mark_page(VacState *vs, BlockNumber blk, Buffer buf, IndexBulkDeleteResult *stat
 	LockBuffer(buf, BUFFER_LOCK_UNLOCK);
 
 	if (ntouched > 0)
-	{
-		GenericXLogState *xstate;
-		Buffer		metabuf;
-		ShnswMetaPage meta;
-		int			ndead = 0;
-
-		/*
-		 * Decide again under the exclusive lock: an insert may have added a
-		 * row to a node since (a duplicate: then it is decided as a node of
-		 * several rows, below), and a node keeps its slot while any row is
-		 * live. The flags and the metapage's count change in one WAL record,
-		 * so an interrupted VACUUM leaves them consistent. Only VACUUM marks
-		 * nodes deleted, and one VACUUM runs at a time.
-		 */
-		meta = begin_page_and_meta(vs, buf, &metabuf, &xstate, &page);
-		for (int k = 0; k < ntouched; k++)
-		{
-			ShnswNodeHeader *h = shnsw_page_node(page, touched[k], node_size);
-			ItemPointerData tid;
-
-			if (h->extra_tids > 0)
-			{
-				multi[nmulti++] = touched[k];
-				continue;
-			}
-			shnsw_node_first_tid(vs->index, blk, h, &tid);
-			if (!callback(&tid, callback_state))
-				continue;
-			stats->tuples_removed++;
-			h->flags |= SHNSW_NODE_DELETED;
-			state[touched[k]] = 1;
-			ndead++;
-		}
-		meta->deleted_count += ndead;
-		meta->cache_generation++;
-		GenericXLogFinish(xstate);
-		UnlockReleaseBuffer(metabuf);
-		LockBuffer(buf, BUFFER_LOCK_UNLOCK);
-	}
+		mark_single_nodes(vs, blk, buf, touched, ntouched, state, multi, &nmulti, stats,
+						  callback, callback_state);
 	for (int k = 0; k < nmulti; k++)
 	{
 		nrows[multi[k]] = mark_multi_node(vs, blk, buf, multi[k], stats, callback,
