@@ -431,4 +431,8 @@ extern IndexBulkDeleteResult *shnsw_bulkdelete(IndexVacuumInfo *info, IndexBulkD
 											   IndexBulkDeleteCallback callback, void *callback_state);
 extern IndexBulkDeleteResult *shnsw_vacuumcleanup(IndexVacuumInfo *info, IndexBulkDeleteResult *stats);
 
+/* ---------- truncate.c: VACUUM's cut of free pages at the end ---------- */
+extern BlockNumber shnsw_truncate_tail(Relation index, const ShnswIndexInfo *info,
+									   BufferAccessStrategy bas, int elevel);
+
 #endif							/* STREAMHNSW_H */

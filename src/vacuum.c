@@ -1138,7 +1138,9 @@ shnsw_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 
 /*
  * shnsw_vacuumcleanup is amvacuumcleanup: after a VACUUM without dead
- * tuples, links nodes that concurrent inserts cut off; reports the counts.
+ * tuples, links nodes that concurrent inserts cut off; after any VACUUM,
+ * truncates free pages at the end (truncate.c) where it can; reports the
+ * counts.
  */
 IndexBulkDeleteResult *
 shnsw_vacuumcleanup(IndexVacuumInfo *info, IndexBulkDeleteResult *stats)
@@ -1186,6 +1188,14 @@ shnsw_vacuumcleanup(IndexVacuumInfo *info, IndexBulkDeleteResult *stats)
 		}
 		report_links(&vs, info->message_level);
 		vac_free(&vs);
+	}
+
+	/* last: whole free pages at the end go back to the operating system */
+	{
+		ShnswIndexInfo *ii = shnsw_get_index_info(index);
+
+		(void) shnsw_truncate_tail(index, ii, info->strategy, info->message_level);
+		pfree(ii);
 	}
 	stats->num_pages = RelationGetNumberOfBlocks(index);
 	return stats;
