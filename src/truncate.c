@@ -309,6 +309,7 @@ cut_meta(Relation index, const TailPlan *plan, ShnswRef newhead, uint64 kept)
 	if (meta->insert_upper_blk != InvalidBlockNumber && meta->insert_upper_blk >= plan->cut)
 		meta->insert_upper_blk = InvalidBlockNumber;
 	meta->cache_generation++;
+	meta->truncations++;		/* scans' maps of page types start again */
 	GenericXLogFinish(state);
 	UnlockReleaseBuffer(metabuf);
 }
