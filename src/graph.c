@@ -1361,11 +1361,12 @@ shnsw_search_upper_layer(ShnswSearch *s, ShnswRef entry, int layer, int ef, uint
  * few candidates still queued, for the page layer to read ahead.
  */
 static void
-search_read_ahead(ShnswSearch *s)
+search_read_ahead(ShnswSearch *s, int ef)
 {
 	ShnswPair	top[SHNSW_SPECULATIVE_CANDIDATES];
 	int			ntop = 0,
 				n = 0;
+	float		bound = s->W.n >= ef ? shnsw_heap_top(&s->W).d : INFINITY;
 
 	while (ntop < SHNSW_SPECULATIVE_CANDIDATES && s->C.n > 0)
 	{
@@ -1373,6 +1374,12 @@ search_read_ahead(ShnswSearch *s)
 
 		if (s->cands[p.id].state & SHNSW_CAND_EXPANDED)
 			continue;			/* stale entry: it would be skipped anyway */
+		if (p.d > bound)
+		{
+			/* neither it nor any after it is expanded this round */
+			shnsw_heap_push(&s->C, p.d, p.id);
+			break;
+		}
 		top[ntop++] = p;
 	}
 	for (int t = 0; t < ntop; t++)
@@ -1583,7 +1590,7 @@ shnsw_search_next(ShnswSearch *s, ShnswRef start, int ef, uint32_t *out)
 			/* this expansion's pages first, then the likely next ones */
 			if (nf > 0)
 				s->ops->prefetch(s->ops->ctx, fresh, nf, false);
-			search_read_ahead(s);
+			search_read_ahead(s, ef);
 		}
 		search_add_nodes(s, fresh, nf, idx);
 		for (int k = 0; k < nf; k++)

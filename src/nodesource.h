@@ -54,6 +54,6 @@ typedef struct ShnswNodeSource
 } ShnswNodeSource;
 
 /* How many queued candidates' neighbourhoods speculative read-ahead looks at. */
-#define SHNSW_SPECULATIVE_CANDIDATES 4
+#define SHNSW_SPECULATIVE_CANDIDATES 8
 
 #endif							/* STREAMHNSW_NODESOURCE_H */

@@ -19,27 +19,35 @@
  * never reset between node hops (the problem of a read_stream per hop on
  * PostgreSQL 18, whose read_stream_reset() forgets its distance).
  *
- * The budget is effective_io_concurrency reads in flight, where a read
- * counts until it is seen complete (polled, or waited for). The rule:
+ * The budget is effective_io_concurrency known reads in flight, and as
+ * many speculative ones, where a read counts until it is seen complete
+ * (polled, or waited for). The rule:
  *
  *	 1. every known page is started before the first of them is read: while
  *		more reads are wanted than the budget allows, wait for the oldest
  *		read in flight and start the next. So a page whose need is known
  *		ahead is never read synchronously; the waits are on reads already
  *		under way, oldest first, and the pages come in the order asked;
- *	 2. whatever budget is left goes to the speculative wishes, best first,
- *		up to the controller's distance (in pages; lookahead.c). Every time
- *		a read completes or a page is consumed, the budget is topped up
- *		again, known pages first: the next hop's pages are in flight while
- *		this hop's distances are computed;
+ *	 2. the speculative wishes, best first, have a budget of their own
+ *		(effective_io_concurrency reads in flight, at most the controller's
+ *		distance in pages; lookahead.c), so that a hop of more pages than
+ *		the known budget does not leave the next hops unguessed. Every time
+ *		a read completes or a page is consumed, both are topped up again,
+ *		known pages first: the next hops' pages are in flight while this
+ *		hop's distances are computed;
  *	 3. a speculative page never makes the search wait for its read, except
- *		when the table is full and its slot is wanted for a known page.
+ *		when the table is full and its slot is wanted for a known page;
+ *	 4. a speculative page whose read has completed is released at once
+ *		(it is in shared buffers now; the block is remembered in a ring so
+ *		that a later use counts as a used guess and is not guessed again):
+ *		completed guesses hold no pins and no budget.
  *
  *	   search ──known──► ┌──────────────── in-flight table ─────────────┐
  *	          ──spec───► │ blk 812 io  │ blk 97 hit │ blk 4410 io spec │ ──► get(blk)
  *	                     └──────────────────────────────────────────────┘
- *	   limits: reads in flight ≤ effective_io_concurrency (known first);
- *	           speculative pages ≤ the controller's distance;
+ *	   limits: known reads in flight ≤ effective_io_concurrency;
+ *	           speculative reads in flight ≤ effective_io_concurrency and
+ *	           ≤ the controller's distance;
  *	           all pins ≤ streamhnsw.max_read_ahead and the backend's pin limit
  *
  * Every page the search reads is reported to the look-ahead controller as a
@@ -105,6 +113,8 @@ shnsw_reader_init(ShnswReader *r, Relation rel)
 		for (int i = 0; i < r->max_pins; i++)
 			r->slots[i].blk = InvalidBlockNumber;
 	}
+	for (int k = 0; k < SHNSW_LANDED_RING; k++)
+		r->landed[k] = InvalidBlockNumber;
 	shnsw_la_init(&r->la, r->target_ios, r->mode == SHNSW_IO_SYNC ? 0 : r->max_pins,
 				  shnsw_lookahead_window);
 	r->heap_nblocks = 0;
@@ -165,6 +175,8 @@ reader_landed(ShnswReader *r, ShnswInflight *s)
 		r->ios_spec--;
 }
 
+static void reader_release_landed(ShnswReader *r, int i);
+
 /*
  * reader_reap stops counting the reads seen complete, so that the budget
  * is that of reads really under way. Outside batch mode.
@@ -180,7 +192,11 @@ reader_reap(ShnswReader *r)
 		ShnswInflight *s = &r->slots[i];
 
 		if (s->blk != InvalidBlockNumber && s->inflight && read_done(s))
+		{
 			reader_landed(r, s);
+			if (s->speculative)
+				reader_release_landed(r, i);
+		}
 	}
 }
 
@@ -240,7 +256,7 @@ reader_start(ShnswReader *r, ShnswInflight *s)
 		s->io = StartReadBuffer(&s->op, &s->buf, s->blk, 0);
 	}
 	s->started = true;
-	s->miss = s->io;
+	s->miss = s->io || s->landed;
 	s->inflight = s->io;
 	if (s->io)
 	{
@@ -308,6 +324,49 @@ reader_drop(ShnswReader *r, int i)
 	}
 }
 
+/*
+ * A speculative page whose read has completed is in shared buffers: release
+ * its pin and slot (the search finds it cached if it gets there), and
+ * remember it in the landed ring so that a later use still counts as one.
+ */
+static void
+reader_release_landed(ShnswReader *r, int i)
+{
+	BlockNumber blk = r->slots[i].blk;
+	int			k = r->landed_next;
+
+	reader_drop(r, i);
+	if (r->landed[k] != InvalidBlockNumber)
+		r->stats.spec_wasted++;		/* pushed out of the ring unused */
+	else
+		r->nlanded++;
+	r->landed[k] = blk;
+	r->landed_next = (k + 1) % SHNSW_LANDED_RING;
+}
+
+/*
+ * Is blk in the landed ring (read speculatively, released, not used yet)?
+ * With take, it is now used: counted as such and removed.
+ */
+static bool
+reader_ring_find(ShnswReader *r, BlockNumber blk, bool take)
+{
+	if (r->nlanded == 0)
+		return false;
+	for (int k = 0; k < SHNSW_LANDED_RING; k++)
+		if (r->landed[k] == blk)
+		{
+			if (take)
+			{
+				r->landed[k] = InvalidBlockNumber;
+				r->nlanded--;
+				r->stats.spec_used++;
+			}
+			return true;
+		}
+	return false;
+}
+
 /* Drop the oldest speculative slot to make room; false if there is none. */
 static bool
 reader_evict_speculative(ShnswReader *r)
@@ -368,22 +427,22 @@ reader_wait_oldest(ShnswReader *r)
 }
 
 /*
- * Is there budget for one more read? A known page counts only the known
- * reads in flight: a speculative read started earlier never holds back a
- * page the search needs now (the guesses were started only with budget to
- * spare). A speculative page counts every read in flight. Looks for
- * completed reads if the budget seems spent.
+ * Is there budget for one more read? Known and speculative reads have a
+ * budget each, effective_io_concurrency reads in flight: a guess never
+ * holds back a page the search needs now, and a hop of more known pages
+ * than the budget still leaves the guesses theirs. Looks for completed
+ * reads if the budget seems spent.
  */
 static bool
 reader_budget(ShnswReader *r, bool speculative)
 {
-	int			counted = speculative ? r->ios_in_flight : r->ios_in_flight - r->ios_spec;
+	int			counted = speculative ? r->ios_spec : r->ios_in_flight - r->ios_spec;
 
 	if (counted < r->target_ios)
 		return true;
 	reader_leave_batch(r);
 	reader_reap(r);
-	counted = speculative ? r->ios_in_flight : r->ios_in_flight - r->ios_spec;
+	counted = speculative ? r->ios_spec : r->ios_in_flight - r->ios_spec;
 	return counted < r->target_ios;
 }
 
@@ -417,27 +476,41 @@ reader_pump(ShnswReader *r, bool wait_for_known)
 		reader_start(r, &r->slots[i]);
 	}
 
+	if (r->ios_spec > 0 && r->wish_next < r->nwish && r->npending == 0)
+	{
+		reader_leave_batch(r);
+		reader_reap(r);
+	}
 	while (r->wish_next < r->nwish && r->npending == 0)
 	{
 		BlockNumber blk = r->wish[r->wish_next];
 		ShnswInflight *s;
 
-		if (r->spec_pins >= shnsw_la_distance(&r->la) || r->nslots >= r->max_pins ||
+		if (r->ios_spec >= shnsw_la_distance(&r->la) || r->nslots >= r->max_pins ||
 			!reader_budget(r, true))
 			break;
 		r->wish_next++;
-		if (reader_find(r, blk) >= 0)
+		if (reader_find(r, blk) >= 0 || reader_ring_find(r, blk, false))
 			continue;
 		s = &r->slots[reader_free_slot(r)];
 		r->nslots++;
 		s->blk = blk;
 		s->buf = InvalidBuffer;
 		s->started = false;
+		s->landed = false;
 		s->speculative = true;
 		s->seq = r->seq++;
 		r->spec_pins++;
 		r->stats.spec_issued++;
 		reader_start(r, s);
+		if (!s->io && r->mode == SHNSW_IO_STREAM)
+		{
+			/* cached already: nothing to read ahead, no pin to hold */
+			ReleaseBuffer(s->buf);
+			s->blk = InvalidBlockNumber;
+			r->nslots--;
+			r->spec_pins--;
+		}
 	}
 	reader_leave_batch(r);
 }
@@ -505,6 +578,8 @@ shnsw_reader_request(ShnswReader *r, const BlockNumber *blocks, int n, bool spec
 		s = &r->slots[reader_free_slot(r)];
 		r->nslots++;
 		s->blk = blk;
+		/* read speculatively and released: cached now, but it was our read */
+		s->landed = reader_ring_find(r, blk, true);
 		s->buf = InvalidBuffer;
 		s->started = false;
 		s->speculative = false;
@@ -536,7 +611,7 @@ shnsw_reader_get(ShnswReader *r, BlockNumber blk)
 			/* asked for, but no budget or pin was free to start it ahead */
 			reader_start(r, s);
 			reader_leave_batch(r);
-			if (s->miss)
+			if (s->io)
 			{
 				/* started only now: a synchronous read, not one ahead */
 				r->stats.reads_ahead--;
@@ -556,6 +631,12 @@ shnsw_reader_get(ShnswReader *r, BlockNumber blk)
 		buf = ReadBuffer(r->rel, blk);
 		miss = pgBufferUsage.shared_blks_read + pgBufferUsage.local_blks_read != before;
 		sync = true;
+		if (i < 0 && !miss && reader_ring_find(r, blk, true))
+		{
+			/* read speculatively by this scan, then released: a read ahead */
+			miss = true;
+			sync = false;
+		}
 	}
 	if (miss)
 	{
@@ -591,6 +672,10 @@ shnsw_reader_end(ShnswReader *r)
 		reader_drop(r, i);
 	}
 	r->nwish = r->wish_next = 0;
+	r->stats.spec_wasted += r->nlanded;
+	for (int k = 0; k < SHNSW_LANDED_RING; k++)
+		r->landed[k] = InvalidBlockNumber;
+	r->nlanded = 0;
 	r->stats.la_samples += r->la.samples;
 	r->stats.la_distance_sum += r->la.distance_sum;
 	for (int b = 0; b < SHNSW_LA_HIST_BUCKETS; b++)

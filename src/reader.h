@@ -46,6 +46,9 @@ typedef struct ShnswReaderStats
 	uint64		la_hist[SHNSW_LA_HIST_BUCKETS];
 } ShnswReaderStats;
 
+/* speculative pages remembered after their read completed */
+#define SHNSW_LANDED_RING 128
+
 /* A page asked for: one slot of the in-flight table. */
 typedef struct ShnswInflight
 {
@@ -56,6 +59,7 @@ typedef struct ShnswInflight
 	bool		inflight;		/* counted in ios_in_flight (not seen complete) */
 	bool		miss;			/* the page needed a read */
 	bool		speculative;
+	bool		landed;			/* read speculatively before, released */
 	uint32		seq;			/* order of the request: oldest first */
 	ReadBuffersOperation op;
 } ShnswInflight;
@@ -92,6 +96,11 @@ typedef struct ShnswReader
 	int			nwish;
 	int			wish_next;
 	int			wishcap;
+
+	/* speculative pages read and released, not used yet (ring) */
+	BlockNumber landed[SHNSW_LANDED_RING];
+	int			nlanded;
+	int			landed_next;
 
 	/* heap blocks of the rows the scan returns next */
 	Relation	heap;

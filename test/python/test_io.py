@@ -92,13 +92,10 @@ def test_heap_blocks_are_read_ahead(io_cluster):
         assert not any(l.startswith("streamhnsw heap:") for l in lines)
 
 
-def test_cold_scan_reads_known_pages_ahead(io_cluster):
-    """Scattered neighbours (uniform random 128-d rows: a node's neighbours
-    lie on many pages, about 10 of its page reads per hop), cold, at the
-    default effective_io_concurrency 16: every page whose need is known
-    ahead (a hop's neighbours, the re-ranked vectors) is read ahead, none
-    synchronously; only pages no request named (the descent's first pages)
-    may be. The rows are those of io_mode sync."""
+@pytest.fixture(scope="module")
+def scattered(io_cluster):
+    """Scattered neighbours: uniform random 128-d rows, whose neighbours lie
+    on many pages (about 10 of a node's page reads per hop)."""
     rng = np.random.default_rng(5)
     rows = rng.random((6000, 128), dtype=np.float32)
     queries = rng.random((8, 128), dtype=np.float32)
@@ -106,27 +103,59 @@ def test_cold_scan_reads_known_pages_ahead(io_cluster):
         data.load(conn, "scat_t", rows)
         conn.execute("CREATE INDEX scat_t_idx ON scat_t USING streamhnsw (embedding vector_l2_ops)")
         conn.execute("CHECKPOINT")
-        conn.execute("SET effective_io_concurrency = 16")
-        conn.execute("SET enable_seqscan = off")
+    return queries
+
+
+SCAT_SQL = "SELECT id FROM scat_t ORDER BY embedding <-> %s::vector LIMIT 10"
+SCAT_STATS = ("SELECT pages_read, synchronous_reads, known_synchronous_reads, reads_ahead, "
+              "speculative_reads, speculative_used, speculative_wasted FROM streamhnsw_stats()")
+
+
+def scattered_cold(conn, cluster, q, eic):
+    """One cold stream-mode query on scat_t at this effective_io_concurrency:
+    its rows (checked against io_mode sync) and its reader's figures."""
+    lit = data.vector_literal(q)
+    conn.execute(f"SET effective_io_concurrency = {eic}")
+    conn.execute("SET enable_seqscan = off")
+    conn.execute("SET streamhnsw.io_mode = sync")
+    expect = conn.execute(SCAT_SQL, (lit,)).fetchall()
+    conn.execute("SET streamhnsw.io_mode = stream")
+    evict(conn, cluster, ["scat_t_idx", "scat_t"])
+    conn.execute("SELECT streamhnsw_stats_reset()")
+    assert conn.execute(SCAT_SQL, (lit,)).fetchall() == expect
+    return dict(zip(("read", "sync", "known", "ahead", "spec_reads", "spec_used", "spec_wasted"),
+                    conn.execute(SCAT_STATS).fetchone()))
+
+
+def test_cold_scan_reads_known_pages_ahead(io_cluster, scattered):
+    """Cold, at the default effective_io_concurrency 16: every page whose
+    need is known ahead (a hop's neighbours, the re-ranked vectors) is read
+    ahead, none synchronously; only pages no request named (the descent's
+    first pages) may be. The rows are those of io_mode sync."""
+    with io_cluster.connect() as conn:
         total_read = total_sync = 0
-        for q in queries:
-            lit = data.vector_literal(q)
-            sql = "SELECT id FROM scat_t ORDER BY embedding <-> %s::vector LIMIT 10"
-            conn.execute("SET streamhnsw.io_mode = sync")
-            expect = conn.execute(sql, (lit,)).fetchall()
-            conn.execute("SET streamhnsw.io_mode = stream")
-            evict(conn, io_cluster, ["scat_t_idx", "scat_t"])
-            conn.execute("SELECT streamhnsw_stats_reset()")
-            assert conn.execute(sql, (lit,)).fetchall() == expect
-            read, sync, known, ahead = conn.execute(
-                "SELECT pages_read, synchronous_reads, known_synchronous_reads, reads_ahead "
-                "FROM streamhnsw_stats()").fetchone()
-            assert known == 0, (read, sync, known, ahead)
-            assert read > 50 and ahead > read / 2, (read, sync, known, ahead)
-            total_read += read
-            total_sync += sync
+        for q in scattered:
+            st = scattered_cold(conn, io_cluster, q, 16)
+            assert st["known"] == 0, st
+            # read ahead: known pages started ahead, and guesses then used
+            assert st["read"] > 50 and st["ahead"] + st["spec_used"] > st["read"] / 2, st
+            total_read += st["read"]
+            total_sync += st["sync"]
         # the descent's unrequested pages only: a few per scan
         assert total_sync <= 0.05 * total_read, (total_sync, total_read)
+
+
+@pytest.mark.parametrize("eic", [4, 16, 64])
+def test_every_cold_query_reads_at_most_5_percent_synchronously(io_cluster, scattered, eic):
+    """At effective_io_concurrency 4 and more, no cold query (not just the
+    sum) reads more than 5 % of its pages synchronously, and every guess is
+    accounted for: each speculative read was used or wasted, once."""
+    with io_cluster.connect() as conn:
+        for q in scattered:
+            st = scattered_cold(conn, io_cluster, q, eic)
+            assert st["known"] == 0, st
+            assert st["sync"] <= 0.05 * st["read"], st
+            assert st["spec_used"] + st["spec_wasted"] == st["spec_reads"], st
 
 
 def explain_lines(conn, q):
