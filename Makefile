@@ -32,6 +32,7 @@ OBJS = \
 	src/links.o \
 	src/scan.o \
 	src/vacuum.o \
+	src/truncate.o \
 	src/verify.o \
 	src/quantizer.o \
 	src/lookahead.o \

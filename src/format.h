@@ -16,7 +16,9 @@
 #include <stdint.h>
 
 #define SHNSW_MAGIC				0x53484E57	/* "SHNW" */
-#define SHNSW_FORMAT_VERSION	3	/* 3: a node holds up to SHNSW_NODE_TIDS rows */
+#define SHNSW_FORMAT_VERSION	4	/* 3: a node holds up to SHNSW_NODE_TIDS rows;
+									 * 4: a node's rows beyond its first are in its
+									 * upper record, not its graph record */
 
 /*
  * A node reference: the graph page's block number and the node's slot on it,
@@ -34,9 +36,10 @@ typedef uint32_t ShnswRef;
 
 /*
  * Heap rows one node can hold: identical vectors share a node. The first
- * TID is in the header, the others (extra_tids of them) follow the code.
- * Kept small because every node pays for the room (graph pages are what a
- * search reads); more copies than fit go to another node.
+ * TID is in the node's header; a node with more (extra_tids > 0) keeps its
+ * whole list in its upper record (ShnswUpperHeader.ntids), which a level-0
+ * node gets when its second row arrives. Graph pages, which a search reads,
+ * pay nothing for it; more copies than fit go to another node.
  */
 #define SHNSW_NODE_TIDS			10
 
@@ -72,13 +75,11 @@ shnsw_make_ref(uint32_t block, uint32_t slot, int slot_bits)
  *	 ShnswRef neighbors[2 * m]		layer-0 adjacency, nneighbors used
  *	 uint8	  code[dims]			SQ8 code of the navigation vector
  *	 padding to a multiple of 4
- *	 ShnswTid tids[SHNSW_NODE_TIDS - 1]	more heap rows of the same vector,
- *									extra_tids used
- *	 padding to a multiple of 4
  *
- * Upper layers (level >= 1) live in a separate record on an upper page,
- * found through upper_*; the exact vector lives on vector pages at
- * (vec_block, vec_offset), read only to re-rank.
+ * Upper layers (level >= 1) and the heap TIDs of a node with several rows
+ * live in a separate record on an upper page, found through upper_*; the
+ * exact vector lives on vector pages at (vec_block, vec_offset), read only
+ * to re-rank.
  */
 typedef struct ShnswNodeHeader
 {
@@ -93,10 +94,11 @@ typedef struct ShnswNodeHeader
 	uint16_t	nneighbors;		/* used entries of neighbors[] */
 	uint32_t	vec_block;		/* exact vector: first vector page */
 	uint16_t	vec_offset;		/* byte offset in that page's contents */
-	uint16_t	extra_tids;		/* used entries of the extra TIDs */
+	uint16_t	extra_tids;		/* rows beyond the first: the upper record
+								 * lists all extra_tids + 1 when > 0 */
 } ShnswNodeHeader;
 
-/* A heap TID after the code, laid out as ItemPointerData (2-byte aligned). */
+/* A heap TID in an upper record, laid out as ItemPointerData (2-byte aligned). */
 typedef struct ShnswTid
 {
 	uint16_t	blk_hi;
@@ -127,25 +129,12 @@ shnsw_node_code(const ShnswNodeHeader *node, int m)
 	return (uint8_t *) (shnsw_node_neighbors(node) + 2 * m);
 }
 
-#define SHNSW_EXTRA_TIDS_SIZE \
-	((sizeof(ShnswTid) * (SHNSW_NODE_TIDS - 1) + 3) & ~(size_t) 3)
-
 static inline size_t
 shnsw_node_size(int m, int dims)
 {
 	size_t		sz = sizeof(ShnswNodeHeader) + sizeof(ShnswRef) * 2 * m + dims;
 
-	return ((sz + 3) & ~(size_t) 3) + SHNSW_EXTRA_TIDS_SIZE;
-}
-
-/*
- * The node's extra heap TIDs (extra_tids of SHNSW_NODE_TIDS - 1 used): the
- * last SHNSW_EXTRA_TIDS_SIZE bytes of a record of node_size bytes.
- */
-static inline ShnswTid *
-shnsw_node_extra_tids(const ShnswNodeHeader *node, size_t node_size)
-{
-	return (ShnswTid *) ((char *) node + node_size - SHNSW_EXTRA_TIDS_SIZE);
+	return (sz + 3) & ~(size_t) 3;
 }
 
 /*
@@ -154,12 +143,21 @@ shnsw_node_extra_tids(const ShnswNodeHeader *node, size_t node_size)
  *	 ShnswUpperHeader
  *	 uint16	  counts[level]		(padded to a multiple of 4 bytes)
  *	 ShnswRef neighbors[level][m]	layer l's list at index (l - 1) * m
+ *	 ShnswTid tids[SHNSW_NODE_TIDS]	the node's heap rows, ntids used
+ *
+ * Every record has room for the rows, so any node can take copies of its
+ * vector. A level-0 node gets a record of level 0 (no lists) when its
+ * second row arrives. The list is the node's only while the node's header
+ * says extra_tids > 0 (then ntids = extra_tids + 1 and tids[0] is the
+ * header's TID); otherwise it is left over (a slot's earlier node) and
+ * never read.
  */
 typedef struct ShnswUpperHeader
 {
 	ShnswRef	node;			/* the node this record belongs to */
 	uint8_t		level;
-	uint8_t		reserved[3];
+	uint8_t		ntids;			/* used entries of tids[] */
+	uint8_t		reserved[2];
 } ShnswUpperHeader;
 
 static inline uint16_t *
@@ -176,11 +174,28 @@ shnsw_upper_neighbors(const ShnswUpperHeader *u, int layer, int m)
 	return (ShnswRef *) ((char *) u + off) + (size_t) (layer - 1) * m;
 }
 
+/* Bytes of the record's lists: where its TIDs start. */
 static inline size_t
-shnsw_upper_size(int level, int m)
+shnsw_upper_lists_size(int level, int m)
 {
 	return sizeof(ShnswUpperHeader) + ((sizeof(uint16_t) * level + 3) & ~(size_t) 3) +
 		sizeof(ShnswRef) * (size_t) level * m;
+}
+
+#define SHNSW_UPPER_TIDS_SIZE \
+	((sizeof(ShnswTid) * SHNSW_NODE_TIDS + 3) & ~(size_t) 3)
+
+static inline size_t
+shnsw_upper_size(int level, int m)
+{
+	return shnsw_upper_lists_size(level, m) + SHNSW_UPPER_TIDS_SIZE;
+}
+
+/* The record's heap TIDs (ntids used). */
+static inline ShnswTid *
+shnsw_upper_tids(const ShnswUpperHeader *u, int m)
+{
+	return (ShnswTid *) ((char *) u + shnsw_upper_lists_size(u->level, m));
 }
 
 /* Distance families; stored in the metapage, so values are on-disk format. */

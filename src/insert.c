@@ -105,28 +105,118 @@ fill_node(InsertState *is, ShnswNodeHeader *h, const NewNode *nn, BlockNumber ub
 }
 
 /*
- * write_free_slot writes the new node into the free slot head (its graph
- * page gbuf, its vector page(s) vbuf[0..nv-1], for a node of level > 0 the
- * upper page ubuf (the slot's own record if inplace, at rloc, else the
- * insert upper page) and the metapage, all locked exclusively by the
- * caller) and pops it off the free list, in one WAL record (two when the
- * vector spans pages and there is an upper record: see below). next is the
- * slot's free-list link.
+ * A free slot an insert is taking: the list head, its graph page, the
+ * slot's vector page(s), the upper record it kept and the upper page the
+ * new node's record goes to.
+ */
+typedef struct FreeSlot
+{
+	ShnswRef	head;
+	BlockNumber gblk;
+	int			slot;
+	Buffer		gbuf;
+	Buffer		vbuf[2];
+	int			nv;				/* vector pages: 2 if the vector spans pages */
+	BlockNumber vblk;
+	Size		voff;
+	ShnswUpperLoc rloc;			/* the record the slot kept (block invalid:
+								 * none usable) */
+	bool		inplace;		/* the node's record is rloc, rewritten */
+	BlockNumber ublk;			/* where the node's upper record goes */
+	Buffer		ubuf;			/* InvalidBuffer for a level-0 node */
+	ShnswRef	next;			/* the slot's free-list link */
+} FreeSlot;
+
+/*
+ * free_slot_upper writes the upper record of the node nn taking slot fs
+ * (its own lists, without the slot's old node, which a search that saw it
+ * alive may have found) and returns the WAL state the rest of the node goes
+ * into; *ublk and *uoff say where the node's record is (invalid if none).
+ *
+ * A WAL record holds at most four pages; with a vector on two pages the
+ * upper page makes five, so then the upper record is written first, in a
+ * record of its own. A crash in between leaves the slot free with its
+ * record rewritten (its lists are still lists) or a new record that no node
+ * names (space, nothing else).
+ */
+static GenericXLogState *
+free_slot_upper(InsertState *is, const FreeSlot *fs, const NewNode *nn, ShnswRef **nbrs,
+				const int *nnbrs, BlockNumber *ublk, OffsetNumber *uoff)
+{
+	ShnswRef   *unbrs[SHNSW_MAX_LEVEL + 1];
+	int			unn[SHNSW_MAX_LEVEL + 1];
+	GenericXLogState *state;
+	Page		upage;
+
+	*ublk = InvalidBlockNumber;
+	*uoff = InvalidOffsetNumber;
+	if (nn->level == 0)
+	{
+		/* a level-0 node keeps the slot's record for the next one */
+		if (fs->rloc.block != InvalidBlockNumber)
+		{
+			*ublk = fs->rloc.block;
+			*uoff = fs->rloc.offset;
+		}
+		return GenericXLogStart(is->index);
+	}
+	for (int l = 1; l <= nn->level; l++)
+	{
+		unbrs[l] = palloc(sizeof(ShnswRef) * Max(nnbrs[l], 1));
+		unn[l] = 0;
+		for (int k = 0; k < nnbrs[l]; k++)
+			if (nbrs[l][k] != fs->head)
+				unbrs[l][unn[l]++] = nbrs[l][k];
+	}
+	*ublk = BufferGetBlockNumber(fs->ubuf);
+	state = GenericXLogStart(is->index);
+	upage = GenericXLogRegisterBuffer(state, fs->ubuf, 0);
+	if (fs->inplace)
+	{
+		ShnswUpperHeader *u = (ShnswUpperHeader *)
+			PageGetItem(upage, PageGetItemId(upage, fs->rloc.offset));
+
+		/* its own layers; those above stay, empty (u->level unchanged) */
+		u->ntids = 0;
+		for (int l = 1; l <= u->level; l++)
+		{
+			int			cnt = l <= nn->level ? unn[l] : 0;
+
+			shnsw_upper_counts(u)[l - 1] = cnt;
+			if (cnt > 0)
+				memcpy(shnsw_upper_neighbors(u, l, is->m), unbrs[l], sizeof(ShnswRef) * cnt);
+		}
+		*uoff = fs->rloc.offset;
+	}
+	else
+		*uoff = append_upper_record(is, upage, *ublk, fs->head, nn->level,
+									shnsw_upper_size(nn->level, is->m), unbrs, unn);
+	if (fs->nv == 2)
+	{
+		GenericXLogFinish(state);
+		state = GenericXLogStart(is->index);
+	}
+	return state;
+}
+
+/*
+ * write_free_slot writes the new node into free slot fs (its graph page,
+ * vector page(s), for a node of level > 0 its upper page, and the metapage,
+ * all locked exclusively by the caller) and pops it off the free list, in
+ * one WAL record (two when the vector spans pages and there is an upper
+ * record: free_slot_upper).
  */
 static void
-write_free_slot(InsertState *is, Buffer metabuf, Buffer gbuf, const Buffer *vbuf, int nv,
-				Buffer ubuf, bool inplace, ShnswUpperLoc rloc, ShnswRef head, BlockNumber vblk,
-				Size voff, ShnswRef next, const NewNode *nn, ShnswRef **nbrs, const int *nnbrs)
+write_free_slot(InsertState *is, Buffer metabuf, const FreeSlot *fs, const NewNode *nn,
+				ShnswRef **nbrs, const int *nnbrs)
 {
 	ShnswIndexInfo *info = is->info;
-	int			slot = shnsw_ref_slot(head, info->slot_bits);
 	GenericXLogState *state;
-	GenericXLogState *ustate = NULL;
 	ShnswMetaPage meta;
 	Page		gpage;
 	int			first;
-	BlockNumber ublk = InvalidBlockNumber;
-	OffsetNumber uoff = InvalidOffsetNumber;
+	BlockNumber ublk;
+	OffsetNumber uoff;
 	ShnswRef	own[2 * SHNSW_MAX_M];
 	NewNode		mine = *nn;
 
@@ -137,87 +227,27 @@ write_free_slot(InsertState *is, Buffer metabuf, Buffer gbuf, const Buffer *vbuf
 	 */
 	mine.nnbrs0 = 0;
 	for (int k = 0; k < nn->nnbrs0; k++)
-		if (nn->nbrs0[k] != head)
+		if (nn->nbrs0[k] != fs->head)
 			own[mine.nnbrs0++] = nn->nbrs0[k];
 	mine.nbrs0 = own;
 
-	/*
-	 * The upper record. A record holds at most four pages; with a vector
-	 * on two pages the upper page makes five, so then the upper record is
-	 * written first, in a record of its own. A crash in between leaves the
-	 * slot free with its record rewritten (its lists are still lists) or a
-	 * new record that no node names (space, nothing else).
-	 */
-	if (nn->level > 0)
-	{
-		ShnswRef   *unbrs[SHNSW_MAX_LEVEL + 1];
-		int			unn[SHNSW_MAX_LEVEL + 1];
-		Page		upage;
-
-		for (int l = 1; l <= nn->level; l++)
-		{
-			unbrs[l] = palloc(sizeof(ShnswRef) * Max(nnbrs[l], 1));
-			unn[l] = 0;
-			for (int k = 0; k < nnbrs[l]; k++)
-				if (nbrs[l][k] != head)
-					unbrs[l][unn[l]++] = nbrs[l][k];
-		}
-		ublk = BufferGetBlockNumber(ubuf);
-		if (nv == 2)
-			ustate = GenericXLogStart(is->index);
-		state = nv == 2 ? NULL : GenericXLogStart(is->index);
-		upage = GenericXLogRegisterBuffer(ustate ? ustate : state, ubuf, 0);
-		if (inplace)
-		{
-			ShnswUpperHeader *u = (ShnswUpperHeader *)
-				PageGetItem(upage, PageGetItemId(upage, rloc.offset));
-
-			/* its own layers; those above stay, empty (u->level unchanged) */
-			for (int l = 1; l <= u->level; l++)
-			{
-				int			cnt = l <= nn->level ? unn[l] : 0;
-
-				shnsw_upper_counts(u)[l - 1] = cnt;
-				if (cnt > 0)
-					memcpy(shnsw_upper_neighbors(u, l, is->m), unbrs[l], sizeof(ShnswRef) * cnt);
-			}
-			uoff = rloc.offset;
-		}
-		else
-			uoff = append_upper_record(is, upage, ublk, head, nn->level,
-									   shnsw_upper_size(nn->level, is->m), unbrs, unn);
-		if (ustate)
-		{
-			GenericXLogFinish(ustate);
-			state = GenericXLogStart(is->index);
-		}
-	}
-	else
-	{
-		state = GenericXLogStart(is->index);
-		if (rloc.block != InvalidBlockNumber)
-		{
-			/* a level-0 node keeps the slot's record for the next one */
-			ublk = rloc.block;
-			uoff = rloc.offset;
-		}
-	}
-
-	gpage = GenericXLogRegisterBuffer(state, gbuf, 0);
-	first = Min(info->vec_size, (int) (SHNSW_PAGE_CAPACITY - voff));
-	memcpy(PageGetContents(GenericXLogRegisterBuffer(state, vbuf[0], 0)) + voff,
+	state = free_slot_upper(is, fs, nn, nbrs, nnbrs, &ublk, &uoff);
+	gpage = GenericXLogRegisterBuffer(state, fs->gbuf, 0);
+	first = Min(info->vec_size, (int) (SHNSW_PAGE_CAPACITY - fs->voff));
+	memcpy(PageGetContents(GenericXLogRegisterBuffer(state, fs->vbuf[0], 0)) + fs->voff,
 		   nn->value, first);
-	if (nv == 2)
-		memcpy(PageGetContents(GenericXLogRegisterBuffer(state, vbuf[1], 0)),
+	if (fs->nv == 2)
+		memcpy(PageGetContents(GenericXLogRegisterBuffer(state, fs->vbuf[1], 0)),
 			   (char *) nn->value + first, info->vec_size - first);
 	meta = ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0));
-	fill_node(is, shnsw_page_node(gpage, slot, info->node_size), &mine, ublk, uoff, vblk, voff);
-	meta->free_head = next;
+	fill_node(is, shnsw_page_node(gpage, fs->slot, info->node_size), &mine, ublk, uoff,
+			  fs->vblk, fs->voff);
+	meta->free_head = fs->next;
 	meta->free_count--;
 	meta->deleted_count--;
 	if (meta->entry == SHNSW_INVALID_REF || nn->level > meta->entry_level)
 	{
-		meta->entry = head;
+		meta->entry = fs->head;
 		meta->entry_level = nn->level;
 	}
 	GenericXLogFinish(state);
@@ -225,8 +255,8 @@ write_free_slot(InsertState *is, Buffer metabuf, Buffer gbuf, const Buffer *vbuf
 
 /*
  * retained_upper_level returns the level of the upper record that free slot
- * head kept from its last node (loc, read from the slot's header), or 0 if
- * it has none usable. Called with no lock held; takes and releases a share
+ * head kept from its last node (loc, read from the slot's header), or -1 if
+ * it has none usable (a record of level 0 holds only heap TIDs). Called with no lock held; takes and releases a share
  * lock on the record's page. The record's page must be none of the pages
  * the caller locks with it (graph page gblk, vector page(s) from vblk).
  */
@@ -236,12 +266,12 @@ retained_upper_level(InsertState *is, ShnswRef head, BlockNumber gblk, BlockNumb
 {
 	Buffer		buf;
 	ShnswUpperHeader *u;
-	int			level = 0;
+	int			level = -1;
 
 	if (loc->offset == InvalidOffsetNumber || loc->block == InvalidBlockNumber ||
 		loc->block == SHNSW_METAPAGE_BLKNO || loc->block == gblk || loc->block == vblk ||
 		(nv == 2 && loc->block == vblk + 1))
-		return 0;
+		return -1;
 	shnsw_check_block(is->index, loc->block, &is->nblocks, gblk, "upper record block");
 	buf = ReadBuffer(is->index, loc->block);
 	LockBuffer(buf, BUFFER_LOCK_SHARE);
@@ -254,216 +284,270 @@ retained_upper_level(InsertState *is, ShnswRef head, BlockNumber gblk, BlockNumb
 }
 
 /*
+ * free_head_node reads the head of the free list into *head (and, if
+ * upper_blk is not NULL, the metapage's insert upper block), pins the
+ * head's graph page into *gbuf and share-locks it, and returns the slot's
+ * header; NULL (nothing pinned) if the list is empty. metabuf is pinned by
+ * the caller and locked here only while it is read. A head that names
+ * the metapage, a block beyond the relation or a slot beyond its page's
+ * slot count is a corrupt free list: an error naming the block.
+ */
+static ShnswNodeHeader *
+free_head_node(InsertState *is, Buffer metabuf, ShnswRef *head, Buffer *gbuf,
+			   BlockNumber *upper_blk)
+{
+	ShnswIndexInfo *info = is->info;
+	ShnswMetaPage meta;
+	BlockNumber gblk;
+	int			slot;
+
+	LockBuffer(metabuf, BUFFER_LOCK_SHARE);
+	meta = ShnswPageGetMeta(BufferGetPage(metabuf));
+	*head = meta->free_head;
+	if (upper_blk)
+		*upper_blk = meta->insert_upper_blk;
+	LockBuffer(metabuf, BUFFER_LOCK_UNLOCK);
+	if (*head == SHNSW_INVALID_REF)
+		return NULL;
+	gblk = shnsw_ref_block(*head, info->slot_bits);
+	slot = shnsw_ref_slot(*head, info->slot_bits);
+	/* never the metapage, which the caller holds pinned and may lock later */
+	shnsw_check_block(is->index, gblk, &is->nblocks, SHNSW_METAPAGE_BLKNO, "free list head");
+	*gbuf = ReadBuffer(is->index, gblk);
+	LockBuffer(*gbuf, BUFFER_LOCK_SHARE);
+	shnsw_check_page(is->index, BufferGetPage(*gbuf), gblk, SHNSW_PAGE_GRAPH);
+	if (slot >= shnsw_graph_nslots(is->index, BufferGetPage(*gbuf), gblk, info->node_size))
+		ereport(ERROR,
+				(errcode(ERRCODE_INDEX_CORRUPTED),
+				 errmsg("index \"%s\" has free list entry %u beyond the slots of block %u",
+						RelationGetRelationName(is->index), *head, gblk)));
+	return shnsw_page_node(BufferGetPage(*gbuf), slot, info->node_size);
+}
+
+/*
  * free_slot_level returns the level of the upper record kept by the slot at
- * the head of the free list (0 if it has none), or -1 if the list is empty.
- * Takes and releases share locks on the metapage, the slot's graph page and
- * the record's upper page, one at a time.
+ * the head of the free list (0 if it has none), or -1 if the list is empty
+ * or its head was taken meanwhile. Takes and releases share locks on the
+ * metapage, the slot's graph page and the record's upper page, one at a
+ * time; a corrupt head is an error (free_head_node).
  */
 static int
 free_slot_level(InsertState *is, Buffer metabuf)
 {
-	ShnswIndexInfo *info = is->info;
 	ShnswRef	head;
-	BlockNumber gblk;
-	int			slot;
 	Buffer		gbuf;
+	ShnswNodeHeader *h = free_head_node(is, metabuf, &head, &gbuf, NULL);
 	ShnswUpperLoc loc;
-	bool		isfree = false;
+	bool		isfree;
 
-	LockBuffer(metabuf, BUFFER_LOCK_SHARE);
-	head = ShnswPageGetMeta(BufferGetPage(metabuf))->free_head;
-	LockBuffer(metabuf, BUFFER_LOCK_UNLOCK);
-	if (head == SHNSW_INVALID_REF)
+	if (h == NULL)
 		return -1;
-	gblk = shnsw_ref_block(head, info->slot_bits);
-	slot = shnsw_ref_slot(head, info->slot_bits);
-	shnsw_check_block(is->index, gblk, &is->nblocks, SHNSW_METAPAGE_BLKNO, "free list head");
-	gbuf = ReadBuffer(is->index, gblk);
-	LockBuffer(gbuf, BUFFER_LOCK_SHARE);
-	shnsw_check_page(is->index, BufferGetPage(gbuf), gblk, SHNSW_PAGE_GRAPH);
-	if (slot < shnsw_graph_nslots(is->index, BufferGetPage(gbuf), gblk, info->node_size))
-	{
-		ShnswNodeHeader *h = shnsw_page_node(BufferGetPage(gbuf), slot, info->node_size);
-
-		isfree = (h->flags & SHNSW_NODE_FREE) != 0;
-		loc = shnsw_node_upper_loc(h);
-	}
+	isfree = (h->flags & SHNSW_NODE_FREE) != 0;
+	loc = shnsw_node_upper_loc(h);
 	UnlockReleaseBuffer(gbuf);
 	if (!isfree)
 		return -1;
-	return retained_upper_level(is, head, gblk, InvalidBlockNumber, 1, &loc);
+	return Max(0, retained_upper_level(is, head, shnsw_ref_block(head, is->info->slot_bits),
+									   InvalidBlockNumber, 1, &loc));
+}
+
+/* Release what free_slot_pin pinned (the graph page's pin included). */
+static void
+free_slot_release(FreeSlot *fs)
+{
+	for (int k = 0; k < fs->nv; k++)
+		ReleaseBuffer(fs->vbuf[k]);
+	if (BufferIsValid(fs->ubuf))
+		ReleaseBuffer(fs->ubuf);
+	ReleaseBuffer(fs->gbuf);
 }
 
 /*
- * place_in_free_slot puts a level-0 node into the first slot of the free
+ * free_slot_pin pins, with no lock held, the vector page(s) of slot fs
+ * (whose vblk, voff and rloc the caller read) and the upper page a node of
+ * the given level will use: the record the slot kept if it is high enough
+ * (rewritten in place), else the insert upper page ublk. Returns false,
+ * with everything released, if there is no insert upper page yet (the
+ * caller appends instead).
+ */
+static bool
+free_slot_pin(InsertState *is, FreeSlot *fs, int level, BlockNumber ublk)
+{
+	int			rlevel;
+
+	fs->nv = fs->voff + is->info->vec_size > SHNSW_PAGE_CAPACITY ? 2 : 1;
+	fs->ubuf = InvalidBuffer;
+	fs->inplace = false;
+	for (int k = 0; k < fs->nv; k++)
+	{
+		/* a vector "on" the graph page would be locked twice below */
+		if (fs->vblk + k == fs->gblk)
+			shnsw_corrupt(is->index, fs->gblk, "vector block", fs->vblk + k);
+		fs->vbuf[k] = ReadBuffer(is->index, fs->vblk + k);
+	}
+	/* the upper record the slot kept, if any: its level (-1: none) */
+	rlevel = retained_upper_level(is, fs->head, fs->gblk, fs->vblk, fs->nv, &fs->rloc);
+	if (rlevel < 0)
+		fs->rloc.block = InvalidBlockNumber;
+	if (level > 0 && rlevel >= level)
+	{
+		fs->inplace = true;
+		fs->ublk = fs->rloc.block;
+		fs->ubuf = ReadBuffer(is->index, fs->ublk);
+	}
+	else if (level > 0)
+	{
+		if (ublk == InvalidBlockNumber)
+		{
+			free_slot_release(fs);
+			return false;
+		}
+		/* locked with the others: another page, within the relation */
+		shnsw_check_block(is->index, ublk, &is->nblocks, SHNSW_METAPAGE_BLKNO,
+						  "insert upper block");
+		if (ublk == fs->gblk || ublk == fs->vblk || (fs->nv == 2 && ublk == fs->vblk + 1))
+			shnsw_corrupt(is->index, SHNSW_METAPAGE_BLKNO, "insert upper block", ublk);
+		fs->ublk = ublk;
+		fs->ubuf = ReadBuffer(is->index, ublk);
+	}
+	return true;
+}
+
+/* Unlock the pages free_slot_lock locked, the metapage excepted. */
+static void
+free_slot_unlock(FreeSlot *fs)
+{
+	if (BufferIsValid(fs->ubuf))
+		LockBuffer(fs->ubuf, BUFFER_LOCK_UNLOCK);
+	for (int k = 0; k < fs->nv; k++)
+		LockBuffer(fs->vbuf[k], BUFFER_LOCK_UNLOCK);
+	LockBuffer(fs->gbuf, BUFFER_LOCK_UNLOCK);
+}
+
+/* Outcomes of free_slot_lock. */
+typedef enum FreeSlotLock
+{
+	FREE_SLOT_LOCKED,			/* every page locked, the slot is ours */
+	FREE_SLOT_RETRY,			/* the head changed: look again */
+	FREE_SLOT_APPEND			/* no room for the record: append instead */
+} FreeSlotLock;
+
+/*
+ * free_slot_lock locks the pages free_slot_pin pinned, in the insert order
+ * (graph, vector, upper, metapage), all exclusively, and checks the slot is
+ * still free, unchanged and the list's head. On anything but
+ * FREE_SLOT_LOCKED everything is unlocked and released.
+ */
+static FreeSlotLock
+free_slot_lock(InsertState *is, Buffer metabuf, FreeSlot *fs, int level)
+{
+	ShnswIndexInfo *info = is->info;
+	ShnswNodeHeader *h;
+
+	LockBuffer(fs->gbuf, BUFFER_LOCK_EXCLUSIVE);
+	h = shnsw_page_node(BufferGetPage(fs->gbuf), fs->slot, info->node_size);
+	if (!(h->flags & SHNSW_NODE_FREE) || h->vec_block != fs->vblk || h->vec_offset != fs->voff)
+	{
+		LockBuffer(fs->gbuf, BUFFER_LOCK_UNLOCK);
+		free_slot_release(fs);
+		return FREE_SLOT_RETRY;
+	}
+	fs->next = shnsw_node_neighbors(h)[0];
+	for (int k = 0; k < fs->nv; k++)
+	{
+		LockBuffer(fs->vbuf[k], BUFFER_LOCK_EXCLUSIVE);
+		shnsw_check_page(is->index, BufferGetPage(fs->vbuf[k]), fs->vblk + k, SHNSW_PAGE_VECTOR);
+	}
+	if (BufferIsValid(fs->ubuf))
+	{
+		LockBuffer(fs->ubuf, BUFFER_LOCK_EXCLUSIVE);
+		shnsw_check_page(is->index, BufferGetPage(fs->ubuf), fs->ublk, SHNSW_PAGE_UPPER);
+		if (fs->inplace)
+		{
+			ShnswUpperHeader *u = shnsw_upper_record(is->index, BufferGetPage(fs->ubuf),
+													 fs->ublk, fs->rloc.offset, is->m);
+
+			/* only the insert that pops the slot changes its record */
+			if (u == NULL || u->node != fs->head || u->level < level)
+				shnsw_corrupt(is->index, fs->ublk, "upper record of a free slot", fs->rloc.offset);
+		}
+		else if (PageGetFreeSpace(BufferGetPage(fs->ubuf)) <
+				 MAXALIGN(shnsw_upper_size(level, is->m)))
+		{
+			/* the upper page is full: append (it starts a new one) */
+			free_slot_unlock(fs);
+			free_slot_release(fs);
+			return FREE_SLOT_APPEND;
+		}
+	}
+	LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
+	if (ShnswPageGetMeta(BufferGetPage(metabuf))->free_head != fs->head)
+	{
+		/* VACUUM pushed more slots meanwhile: pop the new head instead */
+		LockBuffer(metabuf, BUFFER_LOCK_UNLOCK);
+		free_slot_unlock(fs);
+		free_slot_release(fs);
+		return FREE_SLOT_RETRY;
+	}
+	return FREE_SLOT_LOCKED;
+}
+
+/*
+ * place_in_free_slot puts the node into the slot at the head of the free
  * list (VACUUM's), reusing that slot's exact-vector space, which may span
- * two vector pages. Returns the node's reference, or SHNSW_INVALID_REF if
- * there is no free slot (or it kept losing races for one).
+ * two vector pages, and its upper record if it is high enough. Returns the
+ * node's reference, or SHNSW_INVALID_REF if there is no free slot (or it
+ * kept losing races for one, or its record needs a new upper page).
  *
  * Locks, in the insert order: the slot's graph page, its vector page(s),
- * the metapage, all exclusively, for the one WAL record that writes the
- * node and vector and pops the free list. The vector pages are read (pinned)
- * before any of them is locked, with no lock held. metabuf is pinned by the
- * caller.
+ * the upper page, the metapage, all exclusively, for the WAL record that
+ * writes the node and vector and pops the free list (free_slot_lock). The
+ * pages are read (pinned) before any of them is locked, with no lock held
+ * (free_slot_pin). metabuf is pinned by the caller.
  */
 static ShnswRef
 place_in_free_slot(InsertState *is, Buffer metabuf, const NewNode *nn, ShnswRef **nbrs,
 				   const int *nnbrs)
 {
 	ShnswIndexInfo *info = is->info;
-	Size		usize = nn->level > 0 ? shnsw_upper_size(nn->level, is->m) : 0;
 
 	for (int attempt = 0; attempt < 4; attempt++)
 	{
-		ShnswMetaPage meta;
-		ShnswRef	head;
-		BlockNumber gblk;
-		int			slot;
-		Buffer		gbuf,
-					vbuf[2];
-		int			nv;
-		ShnswNodeHeader *h;
-		BlockNumber vblk;
-		Size		voff;
-		ShnswRef	next;
+		FreeSlot	fs;
 		BlockNumber ublk;
-		Buffer		ubuf = InvalidBuffer;
-		ShnswUpperLoc rloc;
-		int			rlevel;
-		bool		inplace = false;
+		ShnswNodeHeader *h = free_head_node(is, metabuf, &fs.head, &fs.gbuf, &ublk);
+		FreeSlotLock r;
 
-		LockBuffer(metabuf, BUFFER_LOCK_SHARE);
-		head = ShnswPageGetMeta(BufferGetPage(metabuf))->free_head;
-		ublk = ShnswPageGetMeta(BufferGetPage(metabuf))->insert_upper_blk;
-		LockBuffer(metabuf, BUFFER_LOCK_UNLOCK);
-		if (head == SHNSW_INVALID_REF)
+		if (h == NULL)
 			return SHNSW_INVALID_REF;
-
-		gblk = shnsw_ref_block(head, info->slot_bits);
-		slot = shnsw_ref_slot(head, info->slot_bits);
-		/* never the metapage, which we hold pinned and lock below */
-		shnsw_check_block(is->index, gblk, &is->nblocks, SHNSW_METAPAGE_BLKNO, "free list head");
-		gbuf = ReadBuffer(is->index, gblk);
-		LockBuffer(gbuf, BUFFER_LOCK_SHARE);
-		shnsw_check_page(is->index, BufferGetPage(gbuf), gblk, SHNSW_PAGE_GRAPH);
-		if (slot >= shnsw_graph_nslots(is->index, BufferGetPage(gbuf), gblk, info->node_size))
-			ereport(ERROR,
-					(errcode(ERRCODE_INDEX_CORRUPTED),
-					 errmsg("index \"%s\" has free list entry %u beyond the slots of block %u",
-							RelationGetRelationName(is->index), head, gblk)));
-		h = shnsw_page_node(BufferGetPage(gbuf), slot, info->node_size);
+		fs.gblk = shnsw_ref_block(fs.head, info->slot_bits);
+		fs.slot = shnsw_ref_slot(fs.head, info->slot_bits);
 		if (!(h->flags & SHNSW_NODE_FREE))
 		{
 			/* another insert took it after we read the head: look again */
-			UnlockReleaseBuffer(gbuf);
+			UnlockReleaseBuffer(fs.gbuf);
 			continue;
 		}
-		shnsw_check_node(is->index, gblk, slot, h, info->m, info->slot_bits, info->vec_size,
-						 &is->nblocks);
-		vblk = h->vec_block;
-		voff = h->vec_offset;
-		rloc = shnsw_node_upper_loc(h);
-		LockBuffer(gbuf, BUFFER_LOCK_UNLOCK);
-		nv = voff + info->vec_size > SHNSW_PAGE_CAPACITY ? 2 : 1;
-		for (int k = 0; k < nv; k++)
-		{
-			/* a vector "on" the graph page would be locked twice below */
-			if (vblk + k == gblk)
-				shnsw_corrupt(is->index, gblk, "vector block", vblk + k);
-			vbuf[k] = ReadBuffer(is->index, vblk + k);
-		}
-		/* the upper record the slot kept, if any: its level (0: none) */
-		rlevel = retained_upper_level(is, head, gblk, vblk, nv, &rloc);
-		if (rlevel == 0)
-			rloc.block = InvalidBlockNumber;
-		if (nn->level > 0 && rlevel >= nn->level)
-		{
-			/* rewrite the slot's own record */
-			inplace = true;
-			ublk = rloc.block;
-			ubuf = ReadBuffer(is->index, ublk);
-		}
-		else if (nn->level > 0)
-		{
-			if (ublk == InvalidBlockNumber)
-			{
-				for (int k = 0; k < nv; k++)
-					ReleaseBuffer(vbuf[k]);
-				ReleaseBuffer(gbuf);
-				return SHNSW_INVALID_REF;
-			}
-			/* locked with the others: another page, within the relation */
-			shnsw_check_block(is->index, ublk, &is->nblocks, SHNSW_METAPAGE_BLKNO,
-							  "insert upper block");
-			if (ublk == gblk || ublk == vblk || (nv == 2 && ublk == vblk + 1))
-				shnsw_corrupt(is->index, SHNSW_METAPAGE_BLKNO, "insert upper block", ublk);
-			ubuf = ReadBuffer(is->index, ublk);
-		}
+		shnsw_check_node(is->index, fs.gblk, fs.slot, h, info->m, info->slot_bits,
+						 info->vec_size, &is->nblocks);
+		fs.vblk = h->vec_block;
+		fs.voff = h->vec_offset;
+		fs.rloc = shnsw_node_upper_loc(h);
+		LockBuffer(fs.gbuf, BUFFER_LOCK_UNLOCK);
+		if (!free_slot_pin(is, &fs, nn->level, ublk))
+			return SHNSW_INVALID_REF;
 
 		/* now lock, in order, and check that the slot is still ours to take */
-		LockBuffer(gbuf, BUFFER_LOCK_EXCLUSIVE);
-		h = shnsw_page_node(BufferGetPage(gbuf), slot, info->node_size);
-		if (!(h->flags & SHNSW_NODE_FREE) || h->vec_block != vblk || h->vec_offset != voff)
-		{
-			for (int k = 0; k < nv; k++)
-				ReleaseBuffer(vbuf[k]);
-			if (BufferIsValid(ubuf))
-				ReleaseBuffer(ubuf);
-			UnlockReleaseBuffer(gbuf);
+		r = free_slot_lock(is, metabuf, &fs, nn->level);
+		if (r == FREE_SLOT_APPEND)
+			return SHNSW_INVALID_REF;
+		if (r == FREE_SLOT_RETRY)
 			continue;
-		}
-		next = shnsw_node_neighbors(h)[0];
-		for (int k = 0; k < nv; k++)
-		{
-			LockBuffer(vbuf[k], BUFFER_LOCK_EXCLUSIVE);
-			shnsw_check_page(is->index, BufferGetPage(vbuf[k]), vblk + k, SHNSW_PAGE_VECTOR);
-		}
-		if (BufferIsValid(ubuf))
-		{
-			LockBuffer(ubuf, BUFFER_LOCK_EXCLUSIVE);
-			shnsw_check_page(is->index, BufferGetPage(ubuf), ublk, SHNSW_PAGE_UPPER);
-			if (inplace)
-			{
-				ShnswUpperHeader *u = shnsw_upper_record(is->index, BufferGetPage(ubuf), ublk,
-														 rloc.offset, is->m);
-
-				/* only the insert that pops the slot changes its record */
-				if (u == NULL || u->node != head || u->level < nn->level)
-					shnsw_corrupt(is->index, ublk, "upper record of a free slot", rloc.offset);
-			}
-			else if (PageGetFreeSpace(BufferGetPage(ubuf)) < MAXALIGN(usize))
-			{
-				/* the upper page is full: append (it starts a new one) */
-				UnlockReleaseBuffer(ubuf);
-				for (int k = 0; k < nv; k++)
-					UnlockReleaseBuffer(vbuf[k]);
-				UnlockReleaseBuffer(gbuf);
-				return SHNSW_INVALID_REF;
-			}
-		}
-		LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
-		meta = ShnswPageGetMeta(BufferGetPage(metabuf));
-		if (meta->free_head != head)
-		{
-			/* VACUUM pushed more slots meanwhile: pop the new head instead */
-			LockBuffer(metabuf, BUFFER_LOCK_UNLOCK);
-			if (BufferIsValid(ubuf))
-				UnlockReleaseBuffer(ubuf);
-			for (int k = 0; k < nv; k++)
-				UnlockReleaseBuffer(vbuf[k]);
-			UnlockReleaseBuffer(gbuf);
-			continue;
-		}
-
-		write_free_slot(is, metabuf, gbuf, vbuf, nv, ubuf, inplace, rloc, head, vblk, voff,
-						next, nn, nbrs, nnbrs);
+		write_free_slot(is, metabuf, &fs, nn, nbrs, nnbrs);
 		LockBuffer(metabuf, BUFFER_LOCK_UNLOCK);
-		if (BufferIsValid(ubuf))
-			UnlockReleaseBuffer(ubuf);
-		for (int k = 0; k < nv; k++)
-			UnlockReleaseBuffer(vbuf[k]);
-		UnlockReleaseBuffer(gbuf);
-		return head;
+		free_slot_unlock(&fs);
+		free_slot_release(&fs);
+		return fs.head;
 	}
 	return SHNSW_INVALID_REF;
 }
@@ -874,111 +958,261 @@ insert_publish(Relation index)
 	return retrain;
 }
 
-/*
- * add_duplicate adds heap_tid to node ref if that node is live, has room
- * for another row and holds exactly value (vec_size bytes); returns true
- * if it did. The node's header is read under a share lock, its vector
- * page(s) pinned with no lock held, then the graph page is locked
- * exclusively, the header checked again and the vector compared under a
- * share lock on its page(s) (graph page before vector pages, the order of
- * src/README, Locking): so the row goes only to a node that holds its
- * value at the moment it is added. One WAL record.
- */
-static bool
-add_duplicate(InsertState *is, ShnswRef ref, const struct varlena *value, ItemPointer heap_tid)
+/* A node an insert adds a row to, and the pages that takes. */
+typedef struct DupNode
 {
-	Relation	index = is->index;
-	int			node_size = is->info->node_size;
-	int			vec_size = is->info->vec_size;
-	BlockNumber blk = shnsw_ref_block(ref, is->info->slot_bits);
-	int			slot = shnsw_ref_slot(ref, is->info->slot_bits);
-	Buffer		gbuf,
-				vbuf[2];
+	ShnswRef	ref;
+	BlockNumber blk;
+	int			slot;
+	Buffer		gbuf;
+	Buffer		vbuf[2];
+	int			nv;
 	BlockNumber vblk;
 	uint16		voff;
-	int			nv;
-	bool		done = false;
+	ShnswUpperLoc uloc;			/* the node's upper record (block invalid:
+								 * none yet, one is added on ubuf) */
+	Buffer		ubuf;
+	bool		unew;			/* ubuf is a new page */
+} DupNode;
+
+/*
+ * dup_same_value compares value with the exact vector of node d under share
+ * locks on its vector page(s), one at a time; the caller holds the graph
+ * page's exclusive lock, which keeps the vector where it is.
+ */
+static bool
+dup_same_value(InsertState *is, const DupNode *d, const struct varlena *value)
+{
+	const char *v = (const char *) value;
+	int			vec_size = is->info->vec_size;
+	int			at = 0;
+	int			off = d->voff;
+	bool		same = true;
+
+	for (int k = 0; k < d->nv && same; k++)
+	{
+		Page		vpage;
+		int			chunk = Min(vec_size - at, (int) SHNSW_PAGE_CAPACITY - off);
+
+		LockBuffer(d->vbuf[k], BUFFER_LOCK_SHARE);
+		vpage = BufferGetPage(d->vbuf[k]);
+		shnsw_check_page(is->index, vpage, d->vblk + k, SHNSW_PAGE_VECTOR);
+		if (chunk <= 0 ||
+			off + chunk > ((PageHeader) vpage)->pd_lower - MAXALIGN(SizeOfPageHeaderData))
+			same = false;
+		else
+			same = memcmp(PageGetContents(vpage) + off, v + at, chunk) == 0;
+		LockBuffer(d->vbuf[k], BUFFER_LOCK_UNLOCK);
+		at += chunk;
+		off = 0;
+	}
+	return same;
+}
+
+/*
+ * dup_pin_upper pins, with no lock held, the page of node d's upper record,
+ * or for a node without one the insert upper page (a new page if there is
+ * none or if new_page is set).
+ */
+static void
+dup_pin_upper(InsertState *is, DupNode *d, bool new_page)
+{
+	BlockNumber ublk = d->uloc.block;
+
+	if (ublk == InvalidBlockNumber && !new_page)
+	{
+		Buffer		metabuf = ReadBuffer(is->index, SHNSW_METAPAGE_BLKNO);
+
+		LockBuffer(metabuf, BUFFER_LOCK_SHARE);
+		ublk = ShnswPageGetMeta(BufferGetPage(metabuf))->insert_upper_blk;
+		UnlockReleaseBuffer(metabuf);
+	}
+	if (ublk != InvalidBlockNumber)
+	{
+		/* locked with the graph page: another page, within the relation */
+		shnsw_check_block(is->index, ublk, &is->nblocks, d->blk, "upper record block");
+		if (ublk == d->blk)
+			shnsw_corrupt(is->index, d->blk, "upper record block", ublk);
+	}
+	d->ubuf = pin_or_extend(is, ublk, &d->unew);
+}
+
+/*
+ * dup_write adds heap_tid to node d (its graph page and upper page locked
+ * exclusively by the caller, and the metapage, metabuf, if the upper page
+ * is new), in one WAL record: the node's rows, all listed in its upper
+ * record (a level-0 record added for a node that had none).
+ */
+static void
+dup_write(InsertState *is, DupNode *d, Buffer metabuf, ItemPointer heap_tid)
+{
+	GenericXLogState *state = GenericXLogStart(is->index);
+	ShnswNodeHeader *h;
+	ShnswUpperHeader *u;
+	Page		upage;
+	BlockNumber ublk = BufferGetBlockNumber(d->ubuf);
+	ItemPointerData tids[SHNSW_NODE_TIDS];
+	int			n = 0;
+
+	h = shnsw_page_node(GenericXLogRegisterBuffer(state, d->gbuf, 0), d->slot,
+						is->info->node_size);
+	upage = GenericXLogRegisterBuffer(state, d->ubuf, d->unew ? GENERIC_XLOG_FULL_IMAGE : 0);
+	if (d->unew)
+	{
+		shnsw_init_page(upage, SHNSW_PAGE_UPPER);
+		ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0))->insert_upper_blk = ublk;
+	}
+	if (d->uloc.block == InvalidBlockNumber)
+	{
+		d->uloc.block = ublk;
+		d->uloc.offset = append_upper_record(is, upage, ublk, d->ref, 0,
+											 shnsw_upper_size(0, is->m), NULL, NULL);
+		h->upper_blk_hi = (uint16) (ublk >> 16);
+		h->upper_blk_lo = (uint16) (ublk & 0xFFFF);
+		h->upper_off = d->uloc.offset;
+	}
+	u = shnsw_upper_record(is->index, upage, ublk, d->uloc.offset, is->m);
+	if (u == NULL || u->node != d->ref)
+		shnsw_corrupt(is->index, ublk, "upper record of a node", d->uloc.offset);
+	if (h->extra_tids > 0)
+	{
+		n = shnsw_upper_node_tids(is->index, ublk, u, is->m, d->ref, tids);
+		if (n != h->extra_tids + 1)
+			shnsw_corrupt(is->index, ublk, "heap tuple count of an upper record", n);
+	}
+	else
+		shnsw_node_first_tid(is->index, d->blk, h, &tids[n++]);
+	tids[n++] = *heap_tid;
+	shnsw_node_set_tids(h, u, is->m, tids, n);
+	GenericXLogFinish(state);
+}
+
+/*
+ * dup_read reads node d's header under a share lock and pins its vector
+ * page(s) with no lock held; returns false (nothing pinned but the graph
+ * page, released) unless the node is live with room for another row.
+ */
+static bool
+dup_read(InsertState *is, DupNode *d, const struct varlena *value)
+{
+	int			vec_size = is->info->vec_size;
 	Page		page;
 	ShnswNodeHeader *h;
 
 	if (VARSIZE_ANY(value) != (Size) vec_size)
 		return false;
-	gbuf = ReadBuffer(index, blk);
-	LockBuffer(gbuf, BUFFER_LOCK_SHARE);
-	page = BufferGetPage(gbuf);
-	shnsw_check_page(index, page, blk, SHNSW_PAGE_GRAPH);
-	if (slot >= shnsw_graph_nslots(index, page, blk, node_size))
+	d->gbuf = ReadBuffer(is->index, d->blk);
+	LockBuffer(d->gbuf, BUFFER_LOCK_SHARE);
+	page = BufferGetPage(d->gbuf);
+	shnsw_check_page(is->index, page, d->blk, SHNSW_PAGE_GRAPH);
+	if (d->slot >= shnsw_graph_nslots(is->index, page, d->blk, is->info->node_size))
 	{
-		UnlockReleaseBuffer(gbuf);
+		UnlockReleaseBuffer(d->gbuf);
 		return false;
 	}
-	h = shnsw_page_node(page, slot, node_size);
-	shnsw_check_node(index, blk, slot, h, is->m, is->info->slot_bits, vec_size, &is->nblocks);
+	h = shnsw_page_node(page, d->slot, is->info->node_size);
+	shnsw_check_node(is->index, d->blk, d->slot, h, is->m, is->info->slot_bits, vec_size,
+					 &is->nblocks);
 	if ((h->flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)) ||
 		h->extra_tids >= SHNSW_NODE_TIDS - 1)
 	{
-		UnlockReleaseBuffer(gbuf);
+		UnlockReleaseBuffer(d->gbuf);
 		return false;
 	}
-	vblk = h->vec_block;
-	voff = h->vec_offset;
-	LockBuffer(gbuf, BUFFER_LOCK_UNLOCK);
+	d->vblk = h->vec_block;
+	d->voff = h->vec_offset;
+	d->uloc = shnsw_node_upper_loc(h);
+	if (d->uloc.offset == InvalidOffsetNumber)
+		d->uloc.block = InvalidBlockNumber;
+	LockBuffer(d->gbuf, BUFFER_LOCK_UNLOCK);
 
-	nv = voff + vec_size > (int) SHNSW_PAGE_CAPACITY ? 2 : 1;
-	for (int k = 0; k < nv; k++)
+	d->nv = d->voff + vec_size > (int) SHNSW_PAGE_CAPACITY ? 2 : 1;
+	for (int k = 0; k < d->nv; k++)
 	{
-		if (vblk + k == blk || vblk + k == SHNSW_METAPAGE_BLKNO)
-			shnsw_corrupt(index, blk, "vector block", vblk + k);
-		vbuf[k] = ReadBuffer(index, vblk + k);
+		if (d->vblk + k == d->blk || d->vblk + k == SHNSW_METAPAGE_BLKNO)
+			shnsw_corrupt(is->index, d->blk, "vector block", d->vblk + k);
+		d->vbuf[k] = ReadBuffer(is->index, d->vblk + k);
 	}
+	return true;
+}
 
-	LockBuffer(gbuf, BUFFER_LOCK_EXCLUSIVE);
-	page = BufferGetPage(gbuf);
-	h = shnsw_page_node(page, slot, node_size);
-	if (!(h->flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)) &&
-		h->extra_tids < SHNSW_NODE_TIDS - 1 &&
-		h->vec_block == vblk && h->vec_offset == voff)
+/*
+ * add_duplicate adds heap_tid to node ref if that node is live, has room
+ * for another row and holds exactly value (vec_size bytes); returns true
+ * if it did. The node's header is read under a share lock, its vector
+ * page(s) and upper page pinned with no lock held (dup_read,
+ * dup_pin_upper), then the graph page is locked exclusively, the header
+ * checked again, the vector compared under a share lock on its page(s),
+ * the upper page locked exclusively, and the metapage too if the upper
+ * page is new (the order of src/README, Locking): so the row goes only to
+ * a node that holds its value at the moment it is added. One WAL record
+ * (dup_write). A node without an upper record gets one (level 0) on the
+ * insert upper page, or on a new page if that one is full.
+ */
+static bool
+add_duplicate(InsertState *is, ShnswRef ref, const struct varlena *value, ItemPointer heap_tid)
+{
+	DupNode		d;
+	bool		done = false;
+	bool		retry = true;
+
+	d.ref = ref;
+	d.blk = shnsw_ref_block(ref, is->info->slot_bits);
+	d.slot = shnsw_ref_slot(ref, is->info->slot_bits);
+	if (!dup_read(is, &d, value))
+		return false;
+	dup_pin_upper(is, &d, false);
+	for (int attempt = 0; retry && attempt < 2; attempt++)
 	{
-		const char *v = (const char *) value;
-		int			at = 0;
-		int			off = voff;
-		bool		same = true;
+		ShnswNodeHeader *h;
+		ShnswUpperLoc now;
+		Buffer		metabuf = InvalidBuffer;
 
-		for (int k = 0; k < nv && same; k++)
+		retry = false;
+		LockBuffer(d.gbuf, BUFFER_LOCK_EXCLUSIVE);
+		h = shnsw_page_node(BufferGetPage(d.gbuf), d.slot, is->info->node_size);
+		now = shnsw_node_upper_loc(h);
+		if (now.offset == InvalidOffsetNumber)
+			now.block = InvalidBlockNumber;
+		if ((h->flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)) ||
+			h->extra_tids >= SHNSW_NODE_TIDS - 1 ||
+			h->vec_block != d.vblk || h->vec_offset != d.voff ||
+			now.block != d.uloc.block || now.offset != d.uloc.offset ||
+			!dup_same_value(is, &d, value))
 		{
-			Page		vpage;
-			int			chunk = Min(vec_size - at, (int) SHNSW_PAGE_CAPACITY - off);
-
-			LockBuffer(vbuf[k], BUFFER_LOCK_SHARE);
-			vpage = BufferGetPage(vbuf[k]);
-			shnsw_check_page(index, vpage, vblk + k, SHNSW_PAGE_VECTOR);
-			if (chunk <= 0 ||
-				off + chunk > ((PageHeader) vpage)->pd_lower - MAXALIGN(SizeOfPageHeaderData))
-				same = false;
-			else
-				same = memcmp(PageGetContents(vpage) + off, v + at, chunk) == 0;
-			LockBuffer(vbuf[k], BUFFER_LOCK_UNLOCK);
-			at += chunk;
-			off = 0;
+			LockBuffer(d.gbuf, BUFFER_LOCK_UNLOCK);
+			break;
 		}
-		if (same)
+		LockBuffer(d.ubuf, BUFFER_LOCK_EXCLUSIVE);
+		if (!d.unew)
+			shnsw_check_page(is->index, BufferGetPage(d.ubuf), BufferGetBlockNumber(d.ubuf),
+							 SHNSW_PAGE_UPPER);
+		if (d.uloc.block == InvalidBlockNumber && !d.unew &&
+			PageGetFreeSpace(BufferGetPage(d.ubuf)) < MAXALIGN(shnsw_upper_size(0, is->m)))
 		{
-			GenericXLogState *state = GenericXLogStart(index);
-			ItemPointerData tids[SHNSW_NODE_TIDS];
-			int			n;
-
-			page = GenericXLogRegisterBuffer(state, gbuf, 0);
-			h = shnsw_page_node(page, slot, node_size);
-			n = shnsw_node_tids(index, blk, h, node_size, tids);
-			tids[n++] = *heap_tid;
-			shnsw_node_set_tids(h, node_size, tids, n);
-			GenericXLogFinish(state);
-			done = true;
+			/* the insert upper page is full: a new one, with no lock held */
+			UnlockReleaseBuffer(d.ubuf);
+			LockBuffer(d.gbuf, BUFFER_LOCK_UNLOCK);
+			dup_pin_upper(is, &d, true);
+			retry = true;
+			continue;
 		}
+		if (d.unew)
+		{
+			metabuf = ReadBuffer(is->index, SHNSW_METAPAGE_BLKNO);
+			LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
+		}
+		dup_write(is, &d, metabuf, heap_tid);
+		if (BufferIsValid(metabuf))
+			UnlockReleaseBuffer(metabuf);
+		LockBuffer(d.ubuf, BUFFER_LOCK_UNLOCK);
+		LockBuffer(d.gbuf, BUFFER_LOCK_UNLOCK);
+		done = true;
 	}
-	UnlockReleaseBuffer(gbuf);
-	for (int k = 0; k < nv; k++)
-		ReleaseBuffer(vbuf[k]);
+	ReleaseBuffer(d.ubuf);
+	ReleaseBuffer(d.gbuf);
+	for (int k = 0; k < d.nv; k++)
+		ReleaseBuffer(d.vbuf[k]);
 	return done;
 }
 

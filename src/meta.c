@@ -222,6 +222,7 @@ shnsw_read_meta(Relation index, ShnswMetaSnapshot *snap)
 	snap->node_count = meta->node_count;
 	snap->cache_generation = meta->cache_generation;
 	snap->quant_version = meta->quant_version;
+	snap->truncations = meta->truncations;
 	snap->lsn = PageGetLSN(BufferGetPage(buf));
 	UnlockReleaseBuffer(buf);
 

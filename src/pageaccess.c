@@ -111,7 +111,7 @@ shnsw_check_node(Relation index, BlockNumber blk, int slot, const ShnswNodeHeade
 		shnsw_corrupt(index, blk, "heap tuple offset", h->tid_off);
 	if (h->extra_tids >= SHNSW_NODE_TIDS)
 		shnsw_corrupt(index, blk, "extra heap tuple count", h->extra_tids);
-	if (h->level > 0)
+	if (h->level > 0 || h->extra_tids > 0)
 		shnsw_check_block(index, shnsw_node_upper_loc(h).block, nblocks, blk,
 						  "upper record block");
 	for (int k = 0; k < h->nneighbors; k++)
@@ -123,60 +123,82 @@ shnsw_check_node(Relation index, BlockNumber blk, int slot, const ShnswNodeHeade
 	}
 }
 
-/*
- * shnsw_node_tids copies the heap TIDs of the node record h (of a live node
- * whose record shnsw_check_node passed) on graph block blk into tids
- * (room for SHNSW_NODE_TIDS) and returns how many: the header's first, then
- * the extra ones, each checked. The caller holds at least a share lock on
- * the page, or h is a copy.
- */
-int
-shnsw_node_tids(Relation index, BlockNumber blk, const ShnswNodeHeader *h, int node_size,
-				ItemPointerData *tids)
+/* Read a TID laid out as ItemPointerData, checking its offset. */
+static void
+tid_get(Relation index, BlockNumber blk, const ShnswTid *x, ItemPointer tid)
 {
-	const ShnswTid *x = shnsw_node_extra_tids(h, node_size);
-	int			n = Min(h->extra_tids, SHNSW_NODE_TIDS - 1);
+	ShnswTid	t;
 
+	memcpy(&t, x, sizeof(t));
+	if (t.off == InvalidOffsetNumber || t.off > MaxOffsetNumber)
+		shnsw_corrupt(index, blk, "heap tuple offset", t.off);
+	ItemPointerSet(tid, ((BlockNumber) t.blk_hi << 16) | t.blk_lo, t.off);
+}
+
+/*
+ * shnsw_node_first_tid copies the heap TID in the header of node record h
+ * (graph block blk; under a share lock at least, or a copy), checked.
+ */
+void
+shnsw_node_first_tid(Relation index, BlockNumber blk, const ShnswNodeHeader *h, ItemPointer tid)
+{
 	if (h->tid_off == InvalidOffsetNumber || h->tid_off > MaxOffsetNumber)
 		shnsw_corrupt(index, blk, "heap tuple offset", h->tid_off);
-	ItemPointerSet(&tids[0], shnsw_node_tid_block(h), h->tid_off);
-	for (int k = 0; k < n; k++)
-	{
-		ShnswTid	t;
+	ItemPointerSet(tid, shnsw_node_tid_block(h), h->tid_off);
+}
 
-		memcpy(&t, &x[k], sizeof(t));
-		if (t.off == InvalidOffsetNumber || t.off > MaxOffsetNumber)
-			shnsw_corrupt(index, blk, "heap tuple offset", t.off);
-		ItemPointerSet(&tids[k + 1], ((BlockNumber) t.blk_hi << 16) | t.blk_lo, t.off);
-	}
-	return n + 1;
+/*
+ * shnsw_upper_node_tids copies the heap TIDs listed in upper record u (on
+ * upper block ublk, under a share lock at least) into tids (room for
+ * SHNSW_NODE_TIDS) and returns how many, if the record is node ref's and
+ * lists any; else returns 0. Whether the list is the node's own is the
+ * header's to say (extra_tids > 0: format.h).
+ */
+int
+shnsw_upper_node_tids(Relation index, BlockNumber ublk, const ShnswUpperHeader *u, int m,
+					  ShnswRef ref, ItemPointerData *tids)
+{
+	const ShnswTid *x = shnsw_upper_tids(u, m);
+
+	if (u->node != ref)
+		return 0;
+	if (u->ntids > SHNSW_NODE_TIDS)
+		shnsw_corrupt(index, ublk, "heap tuple count of an upper record", u->ntids);
+	for (int k = 0; k < u->ntids; k++)
+		tid_get(index, ublk, &x[k], &tids[k]);
+	return u->ntids;
 }
 
 /*
  * shnsw_node_set_tids writes tids[0 .. n-1] (1 <= n <= SHNSW_NODE_TIDS) as
- * the heap TIDs of node record h (node_size bytes) and clears the unused
- * entries. The caller holds the page's exclusive lock in a WAL record.
+ * the heap TIDs of node record h: the first in the header, and, if u (the
+ * node's upper record) is not NULL, all of them in u, whose unused entries
+ * are cleared. n > 1 needs u. The caller holds the exclusive locks of both
+ * pages in one WAL record.
  */
 void
-shnsw_node_set_tids(ShnswNodeHeader *h, int node_size, const ItemPointerData *tids, int n)
+shnsw_node_set_tids(ShnswNodeHeader *h, ShnswUpperHeader *u, int m, const ItemPointerData *tids,
+					int n)
 {
-	ShnswTid   *x = shnsw_node_extra_tids(h, node_size);
-
 	Assert(n >= 1 && n <= SHNSW_NODE_TIDS);
+	Assert(n == 1 || u != NULL);
 	h->tid_blk_hi = tids[0].ip_blkid.bi_hi;
 	h->tid_blk_lo = tids[0].ip_blkid.bi_lo;
 	h->tid_off = tids[0].ip_posid;
-	memset(x, 0, SHNSW_EXTRA_TIDS_SIZE);
-	for (int k = 1; k < n; k++)
+	h->extra_tids = (uint16) (n - 1);
+	if (u == NULL)
+		return;
+	memset(shnsw_upper_tids(u, m), 0, SHNSW_UPPER_TIDS_SIZE);
+	for (int k = 0; k < n; k++)
 	{
 		ShnswTid	t;
 
 		t.blk_hi = tids[k].ip_blkid.bi_hi;
 		t.blk_lo = tids[k].ip_blkid.bi_lo;
 		t.off = tids[k].ip_posid;
-		memcpy(&x[k - 1], &t, sizeof(t));
+		memcpy(&shnsw_upper_tids(u, m)[k], &t, sizeof(t));
 	}
-	h->extra_tids = (uint16) (n - 1);
+	u->ntids = (uint8) n;
 }
 
 /*
@@ -199,8 +221,7 @@ shnsw_upper_record(Relation index, Page page, BlockNumber blk, OffsetNumber off,
 		ItemIdGetOffset(iid) + ItemIdGetLength(iid) > ((PageHeader) page)->pd_special)
 		shnsw_corrupt(index, blk, "upper record item", off);
 	u = (ShnswUpperHeader *) PageGetItem(page, iid);
-	if (u->level < 1 || u->level > SHNSW_MAX_LEVEL ||
-		ItemIdGetLength(iid) < shnsw_upper_size(u->level, m))
+	if (u->level > SHNSW_MAX_LEVEL || ItemIdGetLength(iid) < shnsw_upper_size(u->level, m))
 		shnsw_corrupt(index, blk, "upper record level", u->level);
 	return u;
 }
@@ -210,6 +231,47 @@ static inline Buffer
 page_get(Relation index, ShnswReader *reader, BlockNumber blk)
 {
 	return reader ? shnsw_reader_get(reader, blk) : ReadBuffer(index, blk);
+}
+
+/*
+ * shnsw_read_node_tids copies the heap TIDs of node ref (graph block blk)
+ * into tids (room for SHNSW_NODE_TIDS) and returns how many, given h, its
+ * header as read (a copy: the caller holds no buffer lock). A node with one
+ * row has it in h; a node with more lists them all in its upper record,
+ * read here under a share lock (through reader if not NULL). If the record
+ * lists none for ref (VACUUM or a reuse of the slot changed the node since
+ * h was read), h's TID is the answer: a row VACUUM removed since is dead to
+ * every MVCC snapshot (src/README, the vacuum/scan interlock).
+ */
+int
+shnsw_read_node_tids(Relation index, ShnswReader *reader, ShnswRef ref, BlockNumber blk,
+					 const ShnswNodeHeader *h, int m, BlockNumber *nblocks,
+					 ItemPointerData *tids)
+{
+	ShnswUpperLoc loc = shnsw_node_upper_loc(h);
+	Buffer		buf;
+	Page		page;
+	ShnswUpperHeader *u;
+	int			n = 0;
+
+	shnsw_node_first_tid(index, blk, h, &tids[0]);
+	if (h->extra_tids == 0)
+		return 1;
+	shnsw_check_block(index, loc.block, nblocks, blk, "upper record block");
+	buf = page_get(index, reader, loc.block);
+	LockBuffer(buf, BUFFER_LOCK_SHARE);
+	page = BufferGetPage(buf);
+	shnsw_check_page(index, page, loc.block, SHNSW_PAGE_UPPER);
+	u = shnsw_upper_record(index, page, loc.block, loc.offset, m);
+	if (u != NULL)
+		n = shnsw_upper_node_tids(index, loc.block, u, m, ref, tids);
+	UnlockReleaseBuffer(buf);
+	if (n == 0)
+	{
+		shnsw_node_first_tid(index, blk, h, &tids[0]);
+		n = 1;
+	}
+	return n;
 }
 
 /* Room for n blocks in the context's scratch list. */

@@ -118,6 +118,7 @@ typedef struct ShnswScanOpaqueData
 	/* the sweep: every node seen once the budget covers the index */
 	bool		complete;		/* max_scan_tuples covers every node */
 	uint64		node_count;		/* nodes ever placed, as the scan began */
+	uint32		truncations;	/* the metapage's truncation count, then */
 	bool		swept;
 	ShnswHeap	edge;			/* after the sweep: nodes whose codes reach an
 								 * end of the range, by shnsw_bound_code */
@@ -548,6 +549,7 @@ scan_setup(IndexScanDesc scan)
 	/* the budget covers every node ever placed: sweep (scan_sweep) */
 	so->complete = (uint64) shnsw_max_scan_tuples >= snap.node_count;
 	so->node_count = snap.node_count;
+	so->truncations = snap.truncations;
 	so->swept = false;
 	return true;
 }
@@ -617,7 +619,8 @@ scan_edge_push(ShnswScanOpaque so, uint32 j, double b)
  * Which blocks of an index are graph pages, learned by the sweeps of this
  * backend, so that later sweeps skip the exact-vector and upper pages
  * (most of an index) without reading them. A page's type is set when it is
- * first initialized and never changes (VACUUM frees slots, never pages; a
+ * first initialized and never changes until a VACUUM truncation cuts the
+ * block (the metapage counts them: a map of another count starts again; a
  * new relfilenode starts a new entry), so the map of the blocks below
  * nknown stays right; blocks past it, and pages not yet initialized, are
  * read and learned.
@@ -625,6 +628,7 @@ scan_edge_push(ShnswScanOpaque so, uint32 j, double b)
 typedef struct SweepMap
 {
 	RelFileLocator locator;
+	uint32		truncations;	/* the metapage's count when learned */
 	BlockNumber nknown;			/* blocks 0 .. nknown - 1 are known */
 	BlockNumber cap;			/* bits allocated */
 	uint8	   *graph;			/* bit per block: a graph page */
@@ -634,21 +638,34 @@ typedef struct SweepMap
 static SweepMap sweep_maps[SHNSW_SWEEP_MAPS];
 static int	sweep_map_next;
 
-/* The sweep map of index (a new, empty one if it has none). */
+/*
+ * The sweep map of index (a new, empty one if it has none, or if the index
+ * was truncated since: truncations is the metapage's count).
+ */
 static SweepMap *
-sweep_map_get(Relation index)
+sweep_map_get(Relation index, uint32 truncations)
 {
 	SweepMap   *m;
 
 	for (int i = 0; i < SHNSW_SWEEP_MAPS; i++)
 		if (sweep_maps[i].graph != NULL &&
 			RelFileLocatorEquals(sweep_maps[i].locator, index->rd_locator))
-			return &sweep_maps[i];
+		{
+			m = &sweep_maps[i];
+			if (m->truncations != truncations)
+			{
+				m->truncations = truncations;
+				m->nknown = 0;
+				memset(m->graph, 0, m->cap / 8);
+			}
+			return m;
+		}
 	m = &sweep_maps[sweep_map_next];
 	sweep_map_next = (sweep_map_next + 1) % SHNSW_SWEEP_MAPS;
 	if (m->graph != NULL)
 		pfree(m->graph);
 	m->locator = index->rd_locator;
+	m->truncations = truncations;
 	m->nknown = 0;
 	m->cap = 1024;
 	m->graph = MemoryContextAllocZero(TopMemoryContext, m->cap / 8);
@@ -704,7 +721,7 @@ scan_sweep(IndexScanDesc scan)
 	int			node_size = so->info->node_size;
 	uint32		nseen = so->search.ncands;
 	uint64	   *seen = palloc(sizeof(uint64) * Max(nseen, 1));
-	SweepMap   *map = sweep_map_get(index);
+	SweepMap   *map = sweep_map_get(index, so->truncations);
 
 	/* the walk's nodes by reference (ref << 32 | index), to find their codes */
 	for (uint32 i = 0; i < nseen; i++)
@@ -844,11 +861,11 @@ scan_next_round(IndexScanDesc scan)
 }
 
 /*
- * scan_node_tids reads the heap TIDs of node ref from its graph page, for a
- * node that held more than one when the search read it; returns how many.
- * All are read at once: VACUUM may have moved a live TID into the header
- * since. A node deleted or freed since keeps only the TID already in
- * tids[0] (dead to every snapshot). Takes and releases one share lock.
+ * scan_node_tids reads the heap TIDs of node ref, for a node that held more
+ * than one when the search read it; returns how many. The header is read
+ * again from the graph page, then the list from the node's upper record
+ * (shnsw_read_node_tids), one share lock at a time. A node deleted or freed
+ * since keeps only the TID already in tids[0] (dead to every snapshot).
  */
 static int
 scan_node_tids(IndexScanDesc scan, ShnswRef ref, ItemPointerData *tids)
@@ -859,7 +876,9 @@ scan_node_tids(IndexScanDesc scan, ShnswRef ref, ItemPointerData *tids)
 	int			slot = shnsw_ref_slot(ref, so->info->slot_bits);
 	Buffer		buf;
 	Page		page;
-	int			n = 1;
+	ShnswNodeHeader h;
+	bool		live = false;
+	BlockNumber nblocks = 0;
 
 	/* through the read pipeline, as the vectors are (never a wait in batch mode) */
 	buf = shnsw_reader_get(&so->reader, blk);
@@ -868,13 +887,15 @@ scan_node_tids(IndexScanDesc scan, ShnswRef ref, ItemPointerData *tids)
 	shnsw_check_page(index, page, blk, SHNSW_PAGE_GRAPH);
 	if (slot < shnsw_graph_nslots(index, page, blk, so->info->node_size))
 	{
-		ShnswNodeHeader *h = shnsw_page_node(page, slot, so->info->node_size);
+		ShnswNodeHeader *hp = shnsw_page_node(page, slot, so->info->node_size);
 
-		if (!(h->flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)))
-			n = shnsw_node_tids(index, blk, h, so->info->node_size, tids);
+		live = !(hp->flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE));
+		memcpy(&h, hp, sizeof(h));
 	}
 	UnlockReleaseBuffer(buf);
-	return n;
+	if (!live)
+		return 1;
+	return shnsw_read_node_tids(index, &so->reader, ref, blk, &h, so->info->m, &nblocks, tids);
 }
 
 /*
@@ -1183,6 +1204,14 @@ scan_null_query_fill(IndexScanDesc scan)
 		Buffer		buf = ReadBuffer(index, so->seq_blk);
 		Page		page;
 		ShnswPageOpaque opaque;
+		struct
+		{
+			int			slot;
+			ShnswNodeHeader h;
+		}			multi[SHNSW_MAX_NODES_PER_PAGE];
+		int			nmulti = 0;
+		ItemPointerData tids[SHNSW_NODE_TIDS];
+		int			nt;
 
 		LockBuffer(buf, BUFFER_LOCK_SHARE);
 		page = BufferGetPage(buf);
@@ -1199,9 +1228,6 @@ scan_null_query_fill(IndexScanDesc scan)
 			int			node_size = so->info->node_size;
 			int			nslots = shnsw_graph_nslots(index, page, so->seq_blk, node_size);
 
-			ItemPointerData tids[SHNSW_NODE_TIDS];
-			int			nt;
-
 			if (so->rescap < nslots * SHNSW_NODE_TIDS)
 			{
 				so->rescap = SHNSW_MAX_NODES_PER_PAGE * SHNSW_NODE_TIDS;
@@ -1216,16 +1242,34 @@ scan_null_query_fill(IndexScanDesc scan)
 					continue;
 				if (h->extra_tids >= SHNSW_NODE_TIDS)
 					shnsw_corrupt(index, so->seq_blk, "extra heap tuple count", h->extra_tids);
-				nt = shnsw_node_tids(index, so->seq_blk, h, node_size, tids);
-				for (int t = 0; t < nt; t++)
+				if (h->extra_tids > 0)
 				{
-					so->results[so->nresults].tid = tids[t];
-					so->results[so->nresults].distance = 0;
-					so->nresults++;
+					/* its list is in its upper record: read after the unlock */
+					memcpy(&multi[nmulti].h, h, sizeof(ShnswNodeHeader));
+					multi[nmulti++].slot = s;
+					continue;
 				}
+				shnsw_node_first_tid(index, so->seq_blk, h, &so->results[so->nresults].tid);
+				so->results[so->nresults].distance = 0;
+				so->nresults++;
 			}
 		}
 		UnlockReleaseBuffer(buf);
+		for (int k = 0; k < nmulti; k++)
+		{
+			BlockNumber nblocks = so->seq_nblocks;
+
+			nt = shnsw_read_node_tids(index, NULL,
+									  shnsw_make_ref(so->seq_blk, multi[k].slot,
+													 so->info->slot_bits),
+									  so->seq_blk, &multi[k].h, so->info->m, &nblocks, tids);
+			for (int t = 0; t < nt; t++)
+			{
+				so->results[so->nresults].tid = tids[t];
+				so->results[so->nresults].distance = 0;
+				so->nresults++;
+			}
+		}
 		so->seq_blk++;
 		if (so->nresults > 0)
 			return true;

@@ -168,6 +168,8 @@ typedef struct ShnswMetaPageData
 	uint32		quant_version;	/* bumped whenever lo/scale change */
 	ShnswRef	free_head;		/* first free node slot, or SHNSW_INVALID_REF */
 	uint64		free_count;		/* slots on the free list (counted as deleted) */
+	uint32		truncations;	/* VACUUM truncations so far (truncate.c): a
+								 * block cut may come back as another type */
 } ShnswMetaPageData;
 
 /*
@@ -222,6 +224,7 @@ typedef struct ShnswMetaSnapshot
 	uint64		node_count;
 	uint64		cache_generation;
 	uint32		quant_version;
+	uint32		truncations;	/* see ShnswMetaPageData */
 	uint64		lsn;			/* the metapage's LSN */
 } ShnswMetaSnapshot;
 
@@ -319,14 +322,19 @@ pg_noreturn extern void shnsw_corrupt(Relation index, BlockNumber blk, const cha
 extern void shnsw_check_block(Relation index, BlockNumber blk, BlockNumber *nblocks,
 							  BlockNumber from, const char *field);
 extern int	shnsw_graph_nslots(Relation index, Page page, BlockNumber blk, int node_size);
-extern int	shnsw_node_tids(Relation index, BlockNumber blk, const ShnswNodeHeader *h,
-							int node_size, ItemPointerData *tids);
-extern void shnsw_node_set_tids(ShnswNodeHeader *h, int node_size, const ItemPointerData *tids,
-								int n);
+extern void shnsw_node_first_tid(Relation index, BlockNumber blk, const ShnswNodeHeader *h,
+								 ItemPointer tid);
+extern int	shnsw_upper_node_tids(Relation index, BlockNumber ublk, const ShnswUpperHeader *u,
+								  int m, ShnswRef ref, ItemPointerData *tids);
+extern void shnsw_node_set_tids(ShnswNodeHeader *h, ShnswUpperHeader *u, int m,
+								const ItemPointerData *tids, int n);
 extern void shnsw_check_node(Relation index, BlockNumber blk, int slot, const ShnswNodeHeader *h,
 							 int m, int slot_bits, int vec_size, BlockNumber *nblocks);
 extern ShnswUpperHeader *shnsw_upper_record(Relation index, Page page, BlockNumber blk,
 											OffsetNumber off, int m);
+extern int	shnsw_read_node_tids(Relation index, ShnswReader *reader, ShnswRef ref,
+								 BlockNumber blk, const ShnswNodeHeader *h, int m,
+								 BlockNumber *nblocks, ItemPointerData *tids);
 
 /* ---------- choose.c and links.c: neighbour lists on disk (insert, vacuum) ---------- */
 #define SHNSW_MAX_DUPS 64
@@ -438,5 +446,9 @@ extern const ShnswScanStats *shnsw_scan_stats(IndexScanDesc scan);
 extern IndexBulkDeleteResult *shnsw_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 											   IndexBulkDeleteCallback callback, void *callback_state);
 extern IndexBulkDeleteResult *shnsw_vacuumcleanup(IndexVacuumInfo *info, IndexBulkDeleteResult *stats);
+
+/* ---------- truncate.c: VACUUM's cut of free pages at the end ---------- */
+extern BlockNumber shnsw_truncate_tail(Relation index, const ShnswIndexInfo *info,
+									   BufferAccessStrategy bas, int elevel);
 
 #endif							/* STREAMHNSW_H */

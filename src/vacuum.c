@@ -131,9 +131,151 @@ begin_page_and_meta(VacState *vs, Buffer buf, Buffer *metabuf, GenericXLogState 
 }
 
 /*
+ * Pass 1 for node (blk, slot) of several rows (their list is in its upper
+ * record): drop its dead rows, or mark it deleted if none is live. Returns
+ * its live rows (0: deleted). buf is the graph page, pinned, unlocked. The
+ * list is read under share locks; if a row is dead, the graph page, the
+ * upper page and the metapage are locked exclusively (the insert order) and
+ * the node decided again (an insert may have added a row since), in one
+ * WAL record.
+ */
+static int
+mark_multi_node(VacState *vs, BlockNumber blk, Buffer buf, int slot,
+				IndexBulkDeleteResult *stats, IndexBulkDeleteCallback callback,
+				void *callback_state)
+{
+	ShnswRef	ref = shnsw_make_ref(blk, slot, vs->info->slot_bits);
+	int			m = vs->info->m;
+	ShnswNodeHeader h;
+	ShnswNodeHeader *hp;
+	ShnswUpperHeader *u = NULL;
+	ShnswUpperLoc loc;
+	ItemPointerData tids[SHNSW_NODE_TIDS];
+	int			n,
+				nlive = 0;
+	bool		anydead = false;
+	Buffer		ubuf,
+				metabuf;
+	GenericXLogState *xstate;
+	ShnswMetaPage meta;
+
+	LockBuffer(buf, BUFFER_LOCK_SHARE);
+	memcpy(&h, shnsw_page_node(BufferGetPage(buf), slot, vs->info->node_size), sizeof(h));
+	LockBuffer(buf, BUFFER_LOCK_UNLOCK);
+	if (h.flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE))
+		return 0;
+	n = shnsw_read_node_tids(vs->index, NULL, ref, blk, &h, m, &vs->nblocks, tids);
+	for (int t = 0; t < n && !anydead; t++)
+		anydead = callback(&tids[t], callback_state);
+	if (!anydead)
+		return n;
+
+	/* only nodes with a list have a record (checked by shnsw_read_node_tids) */
+	loc = shnsw_node_upper_loc(&h);
+	if (loc.block == blk)		/* would be locked twice */
+		shnsw_corrupt(vs->index, blk, "upper record block", loc.block);
+	ubuf = ReadBuffer(vs->index, loc.block);
+	metabuf = ReadBuffer(vs->index, SHNSW_METAPAGE_BLKNO);
+	LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+	LockBuffer(ubuf, BUFFER_LOCK_EXCLUSIVE);
+	LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
+	xstate = GenericXLogStart(vs->index);
+	hp = shnsw_page_node(GenericXLogRegisterBuffer(xstate, buf, 0), slot, vs->info->node_size);
+	if (!(hp->flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)))
+	{
+		Page		upage = GenericXLogRegisterBuffer(xstate, ubuf, 0);
+
+		shnsw_check_page(vs->index, upage, loc.block, SHNSW_PAGE_UPPER);
+		u = shnsw_upper_record(vs->index, upage, loc.block, loc.offset, m);
+		n = 0;
+		if (u != NULL && u->node == ref && hp->extra_tids > 0)
+			n = shnsw_upper_node_tids(vs->index, loc.block, u, m, ref, tids);
+		else
+			u = NULL;
+		if (n == 0)
+		{
+			shnsw_node_first_tid(vs->index, blk, hp, &tids[0]);
+			n = 1;
+		}
+		for (int t = 0; t < n; t++)
+			if (!callback(&tids[t], callback_state))
+				tids[nlive++] = tids[t];
+		stats->tuples_removed += n - nlive;
+		meta = ShnswPageGetMeta(GenericXLogRegisterBuffer(xstate, metabuf, 0));
+		if (nlive == 0)
+		{
+			hp->flags |= SHNSW_NODE_DELETED;
+			hp->extra_tids = 0;
+			if (u != NULL)
+				u->ntids = 0;
+			meta->deleted_count++;
+		}
+		else
+			shnsw_node_set_tids(hp, u, m, tids, nlive);
+		meta->cache_generation++;
+		GenericXLogFinish(xstate);
+	}
+	else
+		GenericXLogAbort(xstate);
+	UnlockReleaseBuffer(metabuf);
+	UnlockReleaseBuffer(ubuf);
+	LockBuffer(buf, BUFFER_LOCK_UNLOCK);
+	return nlive;
+}
+
+/*
+ * Pass 1 for the nodes of one row of graph page blk (buf, pinned, unlocked)
+ * whose row the share-locked look found dead (touched[0..ntouched-1]): they
+ * are decided again under the page's exclusive lock (an insert may have
+ * added a row since: then the node goes to multi[], decided as a node of
+ * several rows) and flagged DELETED, with the metapage's count, in one WAL
+ * record, so an interrupted VACUUM leaves them consistent. Only VACUUM
+ * marks nodes deleted, and one VACUUM runs at a time. state[] says which.
+ */
+static void
+mark_single_nodes(VacState *vs, BlockNumber blk, Buffer buf, const int *touched, int ntouched,
+				  uint8 *state, int *multi, int *nmulti, IndexBulkDeleteResult *stats,
+				  IndexBulkDeleteCallback callback, void *callback_state)
+{
+	GenericXLogState *xstate;
+	Buffer		metabuf;
+	ShnswMetaPage meta;
+	Page		page;
+	int			ndead = 0;
+
+	meta = begin_page_and_meta(vs, buf, &metabuf, &xstate, &page);
+	for (int k = 0; k < ntouched; k++)
+	{
+		ShnswNodeHeader *h = shnsw_page_node(page, touched[k], vs->info->node_size);
+		ItemPointerData tid;
+
+		if (h->extra_tids > 0)
+		{
+			multi[(*nmulti)++] = touched[k];
+			continue;
+		}
+		shnsw_node_first_tid(vs->index, blk, h, &tid);
+		if (!callback(&tid, callback_state))
+			continue;
+		stats->tuples_removed++;
+		h->flags |= SHNSW_NODE_DELETED;
+		state[touched[k]] = 1;
+		ndead++;
+	}
+	meta->deleted_count += ndead;
+	meta->cache_generation++;
+	GenericXLogFinish(xstate);
+	UnlockReleaseBuffer(metabuf);
+	LockBuffer(buf, BUFFER_LOCK_UNLOCK);
+}
+
+/*
  * Pass 1 on one graph page: mark its dead nodes deleted, drop the dead heap
  * TIDs of nodes that keep live ones, and collect the page's deleted and
  * live nodes. Enters with the page share-locked and pinned; releases both.
+ * Nodes of one row are decided on the page, in one WAL record for the page;
+ * nodes of several, whose rows are in their upper records, one at a time
+ * (mark_multi_node).
  */
 static void
 mark_page(VacState *vs, BlockNumber blk, Buffer buf, IndexBulkDeleteResult *stats,
@@ -144,6 +286,8 @@ mark_page(VacState *vs, BlockNumber blk, Buffer buf, IndexBulkDeleteResult *stat
 	int			node_size = vs->info->node_size;
 	int			touched[SHNSW_MAX_NODES_PER_PAGE];
 	int			ntouched = 0;
+	int			multi[SHNSW_MAX_NODES_PER_PAGE];
+	int			nmulti = 0;
 	uint8		state[SHNSW_MAX_NODES_PER_PAGE];	/* 0 live, 1 deleted, 2 free */
 	int			level[SHNSW_MAX_NODES_PER_PAGE];
 	int			nrows[SHNSW_MAX_NODES_PER_PAGE];	/* a live node's rows */
@@ -151,8 +295,7 @@ mark_page(VacState *vs, BlockNumber blk, Buffer buf, IndexBulkDeleteResult *stat
 	for (int s = 0; s < nslots; s++)
 	{
 		ShnswNodeHeader *h = shnsw_page_node(page, s, node_size);
-		ItemPointerData tids[SHNSW_NODE_TIDS];
-		int			ntids;
+		ItemPointerData tid;
 
 		shnsw_check_node(vs->index, blk, s, h, vs->info->m, vs->info->slot_bits,
 						 vs->info->vec_size, &vs->nblocks);
@@ -163,61 +306,27 @@ mark_page(VacState *vs, BlockNumber blk, Buffer buf, IndexBulkDeleteResult *stat
 			continue;
 		}
 		state[s] = 0;
-		ntids = shnsw_node_tids(vs->index, blk, h, node_size, tids);
-		nrows[s] = ntids;
-		for (int t = 0; t < ntids; t++)
+		nrows[s] = 1;
+		if (h->extra_tids > 0)
 		{
-			if (callback(&tids[t], callback_state))
-			{
-				touched[ntouched++] = s;
-				break;
-			}
+			multi[nmulti++] = s;
+			continue;
 		}
+		shnsw_node_first_tid(vs->index, blk, h, &tid);
+		if (callback(&tid, callback_state))
+			touched[ntouched++] = s;
 	}
 	LockBuffer(buf, BUFFER_LOCK_UNLOCK);
 
 	if (ntouched > 0)
+		mark_single_nodes(vs, blk, buf, touched, ntouched, state, multi, &nmulti, stats,
+						  callback, callback_state);
+	for (int k = 0; k < nmulti; k++)
 	{
-		GenericXLogState *xstate;
-		Buffer		metabuf;
-		ShnswMetaPage meta;
-		int			ndead = 0;
-
-		/*
-		 * Decide again under the exclusive lock: an insert may have added a
-		 * row to a node since (a duplicate), and a node keeps its slot while
-		 * any row is live. The flags, the TIDs and the metapage's count
-		 * change in one WAL record, so an interrupted VACUUM leaves them
-		 * consistent. Only VACUUM marks nodes deleted, and one VACUUM runs at
-		 * a time.
-		 */
-		meta = begin_page_and_meta(vs, buf, &metabuf, &xstate, &page);
-		for (int k = 0; k < ntouched; k++)
-		{
-			ShnswNodeHeader *h = shnsw_page_node(page, touched[k], node_size);
-			ItemPointerData tids[SHNSW_NODE_TIDS];
-			int			ntids = shnsw_node_tids(vs->index, blk, h, node_size, tids);
-			int			nlive = 0;
-
-			for (int t = 0; t < ntids; t++)
-				if (!callback(&tids[t], callback_state))
-					tids[nlive++] = tids[t];
-			stats->tuples_removed += ntids - nlive;
-			if (nlive == 0)
-			{
-				h->flags |= SHNSW_NODE_DELETED;
-				state[touched[k]] = 1;
-				ndead++;
-			}
-			else
-				shnsw_node_set_tids(h, node_size, tids, nlive);
-			nrows[touched[k]] = nlive;
-		}
-		meta->deleted_count += ndead;
-		meta->cache_generation++;
-		GenericXLogFinish(xstate);
-		UnlockReleaseBuffer(metabuf);
-		LockBuffer(buf, BUFFER_LOCK_UNLOCK);
+		nrows[multi[k]] = mark_multi_node(vs, blk, buf, multi[k], stats, callback,
+										  callback_state);
+		if (nrows[multi[k]] == 0)
+			state[multi[k]] = 1;
 	}
 
 	/* the page's nodes in slot order, so that the sets come out sorted */
@@ -1029,7 +1138,9 @@ shnsw_bulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 
 /*
  * shnsw_vacuumcleanup is amvacuumcleanup: after a VACUUM without dead
- * tuples, links nodes that concurrent inserts cut off; reports the counts.
+ * tuples, links nodes that concurrent inserts cut off; after any VACUUM,
+ * truncates free pages at the end (truncate.c) where it can; reports the
+ * counts.
  */
 IndexBulkDeleteResult *
 shnsw_vacuumcleanup(IndexVacuumInfo *info, IndexBulkDeleteResult *stats)
@@ -1077,6 +1188,14 @@ shnsw_vacuumcleanup(IndexVacuumInfo *info, IndexBulkDeleteResult *stats)
 		}
 		report_links(&vs, info->message_level);
 		vac_free(&vs);
+	}
+
+	/* last: whole free pages at the end go back to the operating system */
+	{
+		ShnswIndexInfo *ii = shnsw_get_index_info(index);
+
+		(void) shnsw_truncate_tail(index, ii, info->strategy, info->message_level);
+		pfree(ii);
 	}
 	stats->num_pages = RelationGetNumberOfBlocks(index);
 	return stats;

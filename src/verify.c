@@ -187,8 +187,7 @@ upper_item_ok(Page page, OffsetNumber off, int m)
 		ItemIdGetOffset(iid) + ItemIdGetLength(iid) > ((PageHeader) page)->pd_special)
 		return false;
 	u = (ShnswUpperHeader *) PageGetItem(page, iid);
-	return u->level >= 1 && u->level <= SHNSW_MAX_LEVEL &&
-		ItemIdGetLength(iid) >= shnsw_upper_size(u->level, m);
+	return u->level <= SHNSW_MAX_LEVEL && ItemIdGetLength(iid) >= shnsw_upper_size(u->level, m);
 }
 
 /*
@@ -410,8 +409,37 @@ verify_meta_places(VerifyState *vs)
 }
 
 /*
+ * verify_upper_tids checks the heap TIDs listed in upper record u of node
+ * (blk, s), header h, when they are the node's (h->extra_tids > 0): valid
+ * offsets, the first one the header's.
+ */
+static void
+verify_upper_tids(VerifyState *vs, BlockNumber blk, int s, const ShnswNodeHeader *h,
+				  const ShnswUpperHeader *u)
+{
+	const ShnswTid *x = shnsw_upper_tids(u, vs->meta.m);
+
+	if (h->extra_tids == 0)
+		return;
+	for (int k = 0; k < u->ntids; k++)
+	{
+		ShnswTid	t;
+
+		memcpy(&t, &x[k], sizeof(t));
+		if (t.off == InvalidOffsetNumber || t.off > MaxOffsetNumber)
+			problem(vs, "node (%u,%d) has heap tuple offset %u in its row %d",
+					blk, s, t.off, k);
+		else if (k == 0 && (t.blk_hi != h->tid_blk_hi || t.blk_lo != h->tid_blk_lo ||
+							t.off != h->tid_off))
+			problem(vs, "node (%u,%d) lists a first heap tuple other than its header's",
+					blk, s);
+	}
+}
+
+/*
  * verify_upper checks the upper-layer record of node (blk, s), whose header
- * is h: it exists, belongs to the node and its lists name nodes.
+ * is h: it exists, belongs to the node, its lists name nodes and, for a
+ * node of several rows, it lists them.
  */
 static void
 verify_upper(VerifyState *vs, BlockNumber blk, int s, ShnswNodeHeader *h)
@@ -447,7 +475,12 @@ verify_upper(VerifyState *vs, BlockNumber blk, int s, ShnswNodeHeader *h)
 			if (u->node != self || u->level < h->level)
 				problem(vs, "upper record (%u,%u) belongs to node %u level %u, not node (%u,%d) level %u",
 						uloc.block, uloc.offset, u->node, u->level, blk, s, h->level);
+			else if (h->extra_tids > 0 && u->ntids != h->extra_tids + 1)
+				problem(vs, "upper record of node (%u,%d) lists %u heap tuples, not %u",
+						blk, s, u->ntids, h->extra_tids + 1);
 			else
+				verify_upper_tids(vs, blk, s, h, u);
+			if (u->node == self && u->level >= h->level)
 				for (int l = 1; l <= u->level; l++)
 				{
 					ShnswRef   *un = shnsw_upper_neighbors(u, l, meta->m);
@@ -521,20 +554,6 @@ verify_node(VerifyState *vs, Page page, BlockNumber blk, int s, int *nvec, int *
 	if (!(h->flags & SHNSW_NODE_FREE) && h->extra_tids >= SHNSW_NODE_TIDS)
 		problem(vs, "node (%u,%d) has %u extra heap tuples, more than %d", blk, s,
 				h->extra_tids, SHNSW_NODE_TIDS - 1);
-	else if (!(h->flags & SHNSW_NODE_FREE))
-	{
-		const ShnswTid *x = shnsw_node_extra_tids(h, meta->node_size);
-
-		for (int k = 0; k < h->extra_tids; k++)
-		{
-			ShnswTid	t;
-
-			memcpy(&t, &x[k], sizeof(t));
-			if (t.off == InvalidOffsetNumber || t.off > MaxOffsetNumber)
-				problem(vs, "node (%u,%d) has heap tuple offset %u in extra TID %d",
-						blk, s, t.off, k);
-		}
-	}
 	/* exact vector: on vector pages, possibly continuing on the next */
 	for (BlockNumber vb = h->vec_block; vend > 0; vb++)
 	{
@@ -558,7 +577,8 @@ verify_node(VerifyState *vs, Page page, BlockNumber blk, int s, int *nvec, int *
 	}
 	if (h->vec_offset >= SHNSW_PAGE_CAPACITY || h->vec_offset % 4 != 0)
 		problem(vs, "node (%u,%d) has vector offset %u", blk, s, h->vec_offset);
-	if (h->level > 0 && !(h->flags & SHNSW_NODE_FREE))
+	if ((h->level > 0 || (h->extra_tids > 0 && h->extra_tids < SHNSW_NODE_TIDS)) &&
+		!(h->flags & SHNSW_NODE_FREE))
 		verify_upper(vs, blk, s, h);
 }
 

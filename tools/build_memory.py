@@ -31,12 +31,13 @@ from shnsw.bench.pg import MemorySampler, status_kb  # noqa: E402
 from shnsw.cluster import Cluster  # noqa: E402
 
 
-def one_build(c, am, mwm, queries, truth):
+def one_build(c, am, mwm, queries, truth, workers="0"):
     spill = re.compile(r"after (\d+) (rows|tuples)")
     notices = []
     with c.connect() as conn:
         conn.add_notice_handler(lambda d: notices.append(d.message_primary))
-        conn.execute("SET max_parallel_maintenance_workers = 0")
+        if workers != "default":
+            conn.execute(f"SET max_parallel_maintenance_workers = {int(workers)}")
         conn.execute(f"SET maintenance_work_mem = '{mwm}'")
         pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
         st0 = status_kb(pid)
@@ -69,6 +70,8 @@ def main() -> None:
     ap.add_argument("--mwm", default="1MB,8MB,64MB,1GB")
     ap.add_argument("--am", default="streamhnsw,hnsw")
     ap.add_argument("--seed", type=int, default=3)
+    ap.add_argument("--workers", default="0",
+                    help="max_parallel_maintenance_workers, or 'default' to keep the server's (2)")
     args = ap.parse_args()
 
     with Cluster(name="shnsw-buildmem", settings={"shared_buffers": "256MB",
@@ -80,13 +83,13 @@ def main() -> None:
         with c.connect() as conn:
             data.load(conn, "bm", rows)
         print(f"rows={args.rows} dim={args.dim} clustered seed={args.seed}, m 16, "
-              f"ef_construction 64, serial, recall@10 at ef_search 40 (100 queries)")
+              f"ef_construction 64, max_parallel_maintenance_workers {args.workers}, recall@10 at ef_search 40 (100 queries)")
         print("| maintenance_work_mem | AM | build s | rows built in memory | "
               "peak RssAnon growth MB | VmHWM growth MB | recall@10 |")
         print("|---|---|---|---|---|---|---|")
         for mwm in args.mwm.split(","):
             for am in args.am.split(","):
-                secs, inmem, anon, hwm, rec = one_build(c, am, mwm, queries, truth)
+                secs, inmem, anon, hwm, rec = one_build(c, am, mwm, queries, truth, args.workers)
                 print(f"| {mwm} | {am} | {secs:.1f} | {inmem} | {anon / 1024:.1f} | "
                       f"{hwm / 1024:.1f} | {rec:.3f} |", flush=True)
 

@@ -43,7 +43,7 @@ from shnsw.cluster import Cluster
 BLCKSZ = 8192
 SPECIAL = BLCKSZ - 8          # page_type (u16), nslots (u16), magic (u32)
 CONTENTS = 24                 # MAXALIGN(SizeOfPageHeaderData)
-NODE_SIZE = 24 + 4 * 2 * 8 + 32 + 56   # m = 8, 32 dimensions, 9 extra TIDs: 176 bytes
+NODE_SIZE = 24 + 4 * 2 * 8 + 32        # m = 8, 32 dimensions: 120 bytes (format 4)
 PAGE_TYPES = {1: "meta", 2: "quant", 3: "graph", 4: "vector", 5: "upper"}
 STATEMENT_LIMIT = 3.0         # seconds; see the module docstring
 FLIPS_PER_TYPE = 50

@@ -92,9 +92,12 @@ def test_copies_among_other_rows_inserted_one_at_a_time(conn):
     conn.execute("DROP TABLE dup300")
 
 
-def test_index_of_an_older_format_asks_for_reindex(private_cluster):
-    """Format 3 (rows per node) cannot read a format-2 index: every use
-    says so and asks for REINDEX, which rebuilds it."""
+@pytest.mark.parametrize("version", [2, 3])
+def test_index_of_an_older_format_asks_for_reindex(private_cluster, version):
+    """Format 4 (a node's rows beyond its first in its upper record) cannot
+    read a format-2 index (one row per node) or a format-3 one (the rows in
+    every graph record): every use says so and asks for REINDEX, which
+    rebuilds it."""
     c = private_cluster
     with c.connect() as conn:
         conn.execute("CREATE TABLE oldfmt (id int, v vector(3))")
@@ -108,7 +111,7 @@ def test_index_of_an_older_format_asks_for_reindex(private_cluster):
     c._run([c.bindir / "pg_checksums", "--disable", "-D", c.datadir], check=False)
     with open(c.datadir / path, "r+b") as f:
         page = bytearray(f.read(8192))
-        struct.pack_into("<I", page, 24 + 4, 2)       # metapage: magic, then version
+        struct.pack_into("<I", page, 24 + 4, version)     # metapage: magic, then version
         f.seek(0)
         f.write(page)
     c.start()
@@ -116,8 +119,68 @@ def test_index_of_an_older_format_asks_for_reindex(private_cluster):
         conn.execute("SET enable_seqscan = off")
         with pytest.raises(psycopg.Error) as e:
             conn.execute("SELECT id FROM oldfmt ORDER BY v <-> '[1,1,1]' LIMIT 3").fetchall()
-        assert "format version 2" in str(e.value)
+        assert f"format version {version}" in str(e.value)
         assert e.value.diag.message_hint == "REINDEX the index."
         conn.execute("REINDEX INDEX oldfmt_idx")
         assert len(conn.execute("SELECT id FROM oldfmt ORDER BY v <-> '[1,1,1]' "
                                 "LIMIT 3").fetchall()) == 3
+
+
+def test_shared_rows_through_vacuum_cycles_and_reused_slots(conn):
+    """Format 4 keeps a node's rows beyond its first in its upper record.
+    Copies of 40 vectors (up to 12 each, so some overflow to a second
+    node), inserted one at a time at m 4 (levels 0 to 3); three cycles of
+    deleting a random third of the rows (some nodes lose all rows, some
+    all but one, some keep several), VACUUM, and inserting new copies
+    (into freed slots, whose upper records are rewritten): after each
+    step every live row of every vector comes back from an exact-match
+    query, no dead one does, and verify finds nothing. The graph record
+    holds no room for extra rows: node_size is 24 + 8 m + dims."""
+    import random
+
+    rng = random.Random(4)
+    conn.execute("DROP TABLE IF EXISTS dupcyc")
+    conn.execute("CREATE TABLE dupcyc (id int, k int, v vector(3))")
+    conn.execute("ALTER TABLE dupcyc SET (autovacuum_enabled = false)")
+    conn.execute("CREATE INDEX dupcyc_idx ON dupcyc USING streamhnsw (v) WITH (m = 4)")
+    conn.execute("CREATE TEMP TABLE dupw (v vector(128))")
+    conn.execute("CREATE INDEX dupw_idx ON dupw USING streamhnsw (v) WITH (m = 16)")
+    # 24 + 8 * 16 + 128 = 280 bytes: 29 records a page (format 3: 336, 24)
+    assert conn.execute("SELECT nodes_per_page FROM "
+                        "streamhnsw_metapage('dupw_idx')").fetchone()[0] == 29
+    conn.execute("DROP TABLE dupw")
+
+    def lit(k):
+        return f"[{k},{(k * 7) % 13},1]"
+
+    live = {}                    # id -> k
+    next_id = [1]
+
+    def add(k, n):
+        for _ in range(n):
+            conn.execute("INSERT INTO dupcyc VALUES (%s, %s, %s)", (next_id[0], k, lit(k)))
+            live[next_id[0]] = k
+            next_id[0] += 1
+
+    def check():
+        for k in range(40):
+            want = sorted(i for i, kk in live.items() if kk == k)
+            got = sorted(i for i in count_near(conn, "dupcyc", lit(k), 60, ef=200)
+                         if live.get(i) == k or i not in live)
+            assert got == want, (k, got, want)
+        verify(conn, "dupcyc_idx")
+
+    for k in range(40):
+        add(k, 1 + k % 12)
+    check()
+    for cycle in range(3):
+        gone = rng.sample(sorted(live), len(live) // 3)
+        conn.execute("DELETE FROM dupcyc WHERE id = ANY(%s)", (gone,))
+        for i in gone:
+            del live[i]
+        conn.execute("VACUUM dupcyc")
+        check()
+        for k in rng.sample(range(40), 15):
+            add(k, 1 + rng.randrange(4))
+        check()
+    conn.execute("DROP TABLE dupcyc")

@@ -24,7 +24,8 @@ SELECT streamhnsw_verify('vac_idx');
 SELECT id FROM vac_t ORDER BY val <-> '[1.4375,2.3125,3.0625]' LIMIT 10;
 SELECT id FROM vac_t ORDER BY val <-> '[100,100,100]' LIMIT 10;
 
--- delete everything, then fill again
+-- delete everything (VACUUM cuts the free pages at the end: no node is
+-- left), then fill again
 DELETE FROM vac_t;
 VACUUM vac_t;
 SELECT node_count, deleted_count, free_count FROM streamhnsw_metapage('vac_idx');
