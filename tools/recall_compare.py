@@ -51,7 +51,7 @@ AMS = ("hnsw", "streamhnsw")
 GUC = {"hnsw": "hnsw.ef_search", "streamhnsw": "streamhnsw.ef_search"}
 
 
-def log(*a):
+def log(*a, **_):
     print(time.strftime("%H:%M:%S"), *a, file=sys.stderr, flush=True)
 
 
