@@ -19,6 +19,7 @@
  *
  *-------------------------------------------------------------------------
  */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -1172,9 +1173,14 @@ shnsw_search_free(ShnswSearch *s)
 		shnsw_free(s->taken);
 }
 
-/* Record a node we computed a distance for; returns its index in cands. */
+/*
+ * Record a node we computed a distance for; returns its index in cands.
+ * keep_nbrs: save its layer-0 neighbours (not for swept nodes, which are
+ * never expanded).
+ */
 static uint32_t
-search_add_cand(ShnswSearch *s, ShnswRef ref, float d, const ShnswNodeHeader *node)
+search_add_cand_ex(ShnswSearch *s, ShnswRef ref, float d, const ShnswNodeHeader *node,
+				   bool keep_nbrs)
 {
 	ShnswCand  *c;
 
@@ -1201,6 +1207,8 @@ search_add_cand(ShnswSearch *s, ShnswRef ref, float d, const ShnswNodeHeader *no
 	 * of its page, and read-ahead can name the pages it will lead to.
 	 */
 	c->nbr_count = node->nneighbors < 2 * s->m ? node->nneighbors : 2 * s->m;
+	if (!keep_nbrs)
+		c->nbr_count = 0;
 	if (s->nnbrs + c->nbr_count > s->capnbrs)
 	{
 		s->capnbrs *= 2;
@@ -1211,6 +1219,12 @@ search_add_cand(ShnswSearch *s, ShnswRef ref, float d, const ShnswNodeHeader *no
 	s->nnbrs += c->nbr_count;
 	s->ndistances++;
 	return s->ncands++;
+}
+
+static uint32_t
+search_add_cand(ShnswSearch *s, ShnswRef ref, float d, const ShnswNodeHeader *node)
+{
+	return search_add_cand_ex(s, ref, d, node, true);
 }
 
 /* read_nodes callback: compute the distance and record a candidate. */
@@ -1597,4 +1611,159 @@ shnsw_search_next(ShnswSearch *s, ShnswRef start, int ef, uint32_t *out)
 		s->exhausted = true;
 	}
 	return n;
+}
+
+bool
+shnsw_search_sweep_node(ShnswSearch *s, ShnswRef ref, const ShnswNodeHeader *node,
+						uint32_t *idx)
+{
+	uint32_t	j;
+
+	if (!shnsw_visited_add(&s->visited, ref))
+		return false;
+	j = search_add_cand_ex(s, ref, sq8_distance(s->q, shnsw_node_code(node, s->m)), node, false);
+	shnsw_heap_push(&s->D, s->cands[j].d, j);
+	*idx = j;
+	return true;
+}
+
+void
+shnsw_search_swept(ShnswSearch *s)
+{
+	/*
+	 * Every node is seen: expanding adds nothing, and the frontier is the
+	 * nearest parked node alone (shnsw_search_frontier with a spent budget:
+	 * after a round ends, every node not emitted is parked in D).
+	 */
+	s->budget_spent = true;
+	s->exhausted = false;		/* a walk that had ended has new nodes parked */
+	s->round_floor = INFINITY;
+}
+
+/* ---------------------------------------------------------------------
+ * Lower bound on exact distances
+ * ---------------------------------------------------------------------
+ */
+
+void
+shnsw_bound_prepare(ShnswBound *b, ShnswMetric metric, bool unbounded, const float *nav,
+					const float *lo, const float *scale, int dims)
+{
+	const double eps = FLT_EPSILON;
+	double		sumsq = 0.0,
+				sumabs = 0.0,
+				mag = 0.0;
+
+	/*
+	 * A code c stands for x' = lo + c * scale, |x_i - x'_i| <= scale_i / 2
+	 * inside the trained range. Besides that half step, allow for float
+	 * rounding: per dimension, of decoding and of the query's offsets
+	 * (absolute, relative to the magnitudes involved), and of the sums
+	 * (relative, growing with the number of dimensions), in both the
+	 * navigation and the exact distance.
+	 */
+	for (int i = 0; i < dims; i++)
+	{
+		double		sc = scale[i];
+		double		xmax = fmax(fabs(lo[i]), fabs(lo[i] + 255.0 * sc));
+		double		e = sc / 2 + 2 * eps * (xmax + fabs(nav[i]));
+
+		sumsq += e * e;
+		sumabs += fabs(nav[i]) * e;
+		mag += fabs(nav[i]) * xmax;
+	}
+	b->metric = metric;
+	b->unbounded = unbounded;
+	b->dims = dims;
+	b->nav = nav;
+	b->lo = lo;
+	b->scale = scale;
+	b->err_rel = 2 * eps * (dims + 8);
+	if (metric != SHNSW_METRIC_IP)
+		b->err_abs = sqrt(sumsq);
+	else
+		b->err_abs = sumabs + b->err_rel * mag;
+}
+
+double
+shnsw_bound_lower(const ShnswBound *b, double est)
+{
+	double		base;
+
+	switch (b->metric)
+	{
+		case SHNSW_METRIC_L2:
+			/* est = |q - x'|^2; |q - x| >= sqrt(est) - |x - x'| */
+			base = sqrt(fmax(est, 0.0));
+			break;
+		case SHNSW_METRIC_COSINE:
+			if (b->unbounded)
+				return -INFINITY;
+
+			/*
+			 * est = |qn - x'|^2 for the normalized query and row; for unit
+			 * vectors the cosine distance is |qn - xn|^2 / 2, and |qn - xn|
+			 * >= sqrt(est) - |xn - x'|. The sums' rounding is absolute here
+			 * (pgvector computes 1 - similarity), err_rel of it.
+			 */
+			base = sqrt(fmax(est, 0.0));
+			base = fmax(base - b->err_abs - b->err_rel * base, 0.0);
+			return base * base / 2 - b->err_rel;
+		default:
+			/* est = -q.x'; -q.x >= est - sum |q_i| |x_i - x'_i| */
+			base = est;
+			break;
+	}
+	return base - b->err_abs - b->err_rel * fabs(base);
+}
+
+bool
+shnsw_code_at_edge(const uint8_t *code, int dims)
+{
+	return memchr(code, 0, dims) != NULL || memchr(code, 255, dims) != NULL;
+}
+
+double
+shnsw_bound_code(const ShnswBound *b, const uint8_t *code)
+{
+	const double eps = FLT_EPSILON;
+	double		sum = 0.0,
+				mag = 0.0;
+
+	if (b->metric == SHNSW_METRIC_COSINE && b->unbounded)
+		return -INFINITY;
+	for (int i = 0; i < b->dims; i++)
+	{
+		double		sc = b->scale[i];
+		double		x = (double) b->lo[i] + code[i] * sc;
+		double		xmax = fmax(fabs(b->lo[i]), fabs(b->lo[i] + 255.0 * sc));
+		double		q = b->nav[i];
+		double		e = sc / 2 + 2 * eps * (xmax + fabs(q));
+		double		lo = code[i] == 0 ? -INFINITY : x - e;
+		double		hi = code[i] == 255 ? INFINITY : x + e;
+
+		if (b->metric == SHNSW_METRIC_IP)
+		{
+			/* the least -q_i x_i over [lo, hi] */
+			if (q > 0)
+				sum += isinf(hi) ? -INFINITY : -q * hi;
+			else if (q < 0)
+				sum += isinf(lo) ? -INFINITY : -q * lo;
+			mag += fabs(q) * xmax;
+		}
+		else
+		{
+			/* the distance from q_i to [lo, hi] */
+			double		g = q < lo ? lo - q : q > hi ? q - hi : 0.0;
+
+			sum += g * g;
+		}
+	}
+	if (b->metric == SHNSW_METRIC_IP)
+		return sum - b->err_rel * (fabs(sum) + mag);
+	sum = sqrt(sum);
+	sum = fmax(sum - b->err_rel * sum, 0.0);
+	if (b->metric == SHNSW_METRIC_COSINE)
+		return sum * sum / 2 - b->err_rel;
+	return sum;
 }

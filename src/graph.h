@@ -264,4 +264,69 @@ extern float shnsw_search_parked(ShnswSearch *s);
  */
 extern int64_t shnsw_search_take(ShnswSearch *s);
 
+/*
+ * The sweep (scan.c): once a scan's budget covers every node of the index,
+ * it reads every graph page and offers each live node here. A node the
+ * search has not seen gets its navigation distance and is parked (in D),
+ * without its neighbour list (nothing is expanded after a sweep); returns
+ * true if it was new, and its index in cands in *idx. shnsw_search_swept then ends the walk: every node is
+ * seen, later rounds hand out parked nodes nearest first, and
+ * shnsw_search_frontier is the nearest of them, a bound on every node not
+ * yet emitted (no graph premise needed).
+ */
+extern bool shnsw_search_sweep_node(ShnswSearch *s, ShnswRef ref, const ShnswNodeHeader *node,
+									uint32_t *idx);
+extern void shnsw_search_swept(ShnswSearch *s);
+
+/* ---------- lower bound on exact distances ---------- */
+
+/*
+ * What an SQ8 navigation distance says about the exact distance (in the
+ * ORDER BY operator's units: l2_distance, negative inner product, cosine
+ * distance) of the node it was computed for: scan.c returns a row only
+ * when no node not yet re-ranked can be nearer (src/README, Scans).
+ */
+typedef struct ShnswBound
+{
+	ShnswMetric metric;			/* the index's metric */
+	bool		unbounded;		/* cosine, zero query: every distance is NaN */
+	double		err_abs;		/* SQ8 error, in exact-distance units */
+	double		err_rel;		/* float rounding, relative */
+	int			dims;			/* for shnsw_bound_code: */
+	const float *nav;			/* the query's navigation form (caller's memory) */
+	const float *lo;			/* SQ8 parameters (caller's memory) */
+	const float *scale;
+} ShnswBound;
+
+/*
+ * Prepare the bound for query nav (the navigation form: normalized for
+ * cosine) and SQ8 parameters lo/scale of dims dimensions. Valid for values
+ * inside the trained range (a clamped value can be off by more: the caller
+ * widens err_abs when re-ranking shows it, scan.c scan_check_bound).
+ */
+extern void shnsw_bound_prepare(ShnswBound *b, ShnswMetric metric, bool unbounded,
+								const float *nav, const float *lo, const float *scale,
+								int dims);
+
+/*
+ * A lower bound on the exact distance of any node whose navigation
+ * distance is est (L2 and cosine navigate on |q - x'|^2, inner product on
+ * -q.x', x' the decoded code).
+ */
+extern double shnsw_bound_lower(const ShnswBound *b, double est);
+
+/* Whether a code has a value at either end of the range (0 or 255). */
+extern bool shnsw_code_at_edge(const uint8_t *code, int dims);
+
+/*
+ * A lower bound on the exact distance of a node from its code alone that
+ * holds even if its values were clamped into the trained range (inserted
+ * after training): a dimension whose code is 0 or 255 may lie anywhere
+ * beyond that end. The distance from the query to the box of values the
+ * code allows (-infinity for inner product when the box is unbounded in
+ * the query's direction). One pass over the code: the sweep uses it for
+ * the codes shnsw_code_at_edge picks.
+ */
+extern double shnsw_bound_code(const ShnswBound *b, const uint8_t *code);
+
 #endif							/* STREAMHNSW_GRAPH_H */

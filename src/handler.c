@@ -62,6 +62,8 @@ shnsw_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 				pages,
 				page_cost;
 	bool		limited = root->limit_tuples > 0 || root->tuple_fraction > 0.0;
+	bool		sweep;
+	ShnswMetric metric;
 
 	if (path->indexorderbys == NIL || !limited)
 	{
@@ -79,6 +81,7 @@ shnsw_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 		Relation	rel = index_open(index->indexoid, NoLock);
 
 		m = shnsw_get_m(rel);
+		metric = shnsw_index_metric(rel);
 		index_close(rel, NoLock);
 	}
 
@@ -101,6 +104,24 @@ shnsw_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 	reranked = Min(reranked, tuples);
 	visited = reranked * Max(m, (double) shnsw_ef_search * 2 * m / Max(reranked, 1.0)) +
 		log(tuples) / log(Max(m, 2)) * m;
+
+	/*
+	 * A strict scan whose walk would see streamhnsw.sweep_threshold of the
+	 * nodes sweeps the whole index when the budget covers it (scan.c, scan_sweep): a distance for
+	 * every node and every index page read once, in order.
+	 */
+	if (shnsw_sweep_threshold == 0)
+		sweep = true;			/* after the first round */
+	else if (returned <= shnsw_ef_search / 2.0)
+		sweep = false;			/* the first round serves the LIMIT */
+	else if (metric == SHNSW_METRIC_IP)
+		sweep = true;			/* at the second round */
+	else
+		sweep = visited >= shnsw_sweep_threshold * tuples;
+	sweep = sweep && shnsw_iterative_scan == SHNSW_ITERATIVE_STRICT &&
+		(double) shnsw_max_scan_tuples >= tuples;
+	if (sweep)
+		visited = tuples;
 	MemSet(&costs, 0, sizeof(costs));
 	costs.numIndexTuples = Min(visited, tuples);
 	genericcostestimate(root, path, loop_count, &costs);
@@ -115,6 +136,11 @@ shnsw_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 	pages = Min(costs.numIndexPages, ceil(costs.numIndexTuples / m) + 1);
 	page_cost = Min(pages * random_page_cost,
 					Max(index->rel->pages, 1) * seq_page_cost);
+	if (sweep)
+	{
+		pages = Max(index->pages, 1);
+		page_cost = pages * seq_page_cost;
+	}
 	costs.indexTotalCost += page_cost - costs.numIndexPages * random_page_cost;
 	costs.numIndexPages = pages;
 

@@ -24,6 +24,7 @@ int			shnsw_heap_prefetch = SHNSW_DEFAULT_HEAP_PREFETCH;
 bool		shnsw_debug_discard_caches = false;
 bool		shnsw_debug_list_conflicts = false;
 int			shnsw_iterative_scan = SHNSW_ITERATIVE_STRICT;
+double		shnsw_sweep_threshold = SHNSW_DEFAULT_SWEEP_THRESHOLD;
 
 static const struct config_enum_entry io_mode_options[] = {
 	{"sync", SHNSW_IO_SYNC, false},
@@ -68,6 +69,11 @@ shnsw_init_options(void)
 							&shnsw_max_scan_tuples, SHNSW_DEFAULT_MAX_SCAN_TUPLES,
 							SHNSW_MIN_MAX_SCAN_TUPLES, INT_MAX,
 							PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomRealVariable("streamhnsw.sweep_threshold",
+							 "Share of the index a strict scan's walk sees before it sweeps the index.",
+							 "When max_scan_tuples covers every node, a strict_order scan that has seen this share of the nodes reads every graph page once instead of running another round, so that no later row is returned on the graph's premise; 0 sweeps right after the first round, before any row is returned (exact and complete, at the cost of a sweep per scan). Inner product sweeps at the second round at the latest.",
+							 &shnsw_sweep_threshold, SHNSW_DEFAULT_SWEEP_THRESHOLD, 0.0, 1.0,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomEnumVariable("streamhnsw.iterative_scan",
 							 "Order in which an iterative scan returns rows.",
 							 "strict_order returns rows in exact distance order, holding each back until no row the search can still find is closer; relaxed_order returns each round's rows as soon as they are re-ranked, rows found late out of order.",

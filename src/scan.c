@@ -113,8 +113,15 @@ typedef struct ShnswScanOpaqueData
 
 	/* the exact-distance lower bound of a navigation distance */
 	bool		unbounded;		/* every distance is NaN: any order is right */
-	double		err_abs;		/* SQ8 error, in exact-distance units */
-	double		err_rel;		/* float rounding, relative */
+	ShnswBound	bound;
+
+	/* the sweep: every node seen once the budget covers the index */
+	bool		complete;		/* max_scan_tuples covers every node */
+	uint64		node_count;		/* nodes ever placed, as the scan began */
+	bool		swept;
+	ShnswHeap	edge;			/* after the sweep: nodes whose codes reach an
+								 * end of the range, by shnsw_bound_code */
+	bool		take_edge;		/* the edge heap holds the emit bound */
 
 	/* heap read-ahead of the rows returned next (scan_heap_ahead) */
 	int			heap_ahead;		/* returned rows to go before asking again */
@@ -353,77 +360,13 @@ held_pop(ShnswScanOpaque so, bool *late)
 
 /*
  * scan_lower_bound: a lower bound on the exact distance (in the ORDER BY
- * operator's units) of any node whose navigation distance is est.
- *
- * A code stands for x' = lo + c * scale with |x - x'| <= scale / 2 per
- * dimension (values inside the trained range; see scan_prepare_bound). For
- * L2, est = |q - x'|^2 and the triangle inequality gives
- * |q - x| >= sqrt(est) - |x - x'|. Cosine navigates the same way on
- * normalized vectors, its distance being |qn - xn|^2 / 2. For inner
- * product, est = -q.x' and -q.x >= est - sum |q_i| |x_i - x'_i|.
+ * operator's units) of any node whose navigation distance is est
+ * (graph.c, shnsw_bound_lower; unit-tested on random data).
  */
-static double
+static inline double
 scan_lower_bound(ShnswScanOpaque so, double est)
 {
-	double		base;
-
-	switch (so->info->metric)
-	{
-		case SHNSW_METRIC_L2:
-			base = sqrt(Max(est, 0.0));
-			break;
-		case SHNSW_METRIC_COSINE:
-			if (so->unbounded)
-				return -get_float8_infinity();
-
-			/*
-			 * est = |qn - x'|^2 (scan_setup); for unit vectors the cosine
-			 * distance is |qn - xn|^2 / 2, and |qn - xn| >= sqrt(est) -
-			 * |xn - x'|. The sums' rounding is absolute here (pgvector
-			 * computes 1 - similarity), err_rel of it.
-			 */
-			base = sqrt(Max(est, 0.0));
-			base = Max(base - so->err_abs - so->err_rel * base, 0.0);
-			return base * base / 2 - so->err_rel;
-		default:
-			base = est;
-			break;
-	}
-	return base - so->err_abs - so->err_rel * fabs(base);
-}
-
-/*
- * scan_prepare_bound sets the error terms of scan_lower_bound for query nav
- * (the navigation form of the query) and the index's SQ8 parameters.
- * Besides the half-step rounding of each code it allows for float rounding:
- * per dimension, of decoding and of the query's offsets (absolute, relative
- * to the magnitudes involved), and of the sums (relative, growing with the
- * number of dimensions), in both the navigation and the exact distance.
- */
-static void
-scan_prepare_bound(ShnswScanOpaque so, const float *nav)
-{
-	const ShnswIndexInfo *info = so->info;
-	const double eps = FLT_EPSILON;
-	double		sumsq = 0.0,
-				sumabs = 0.0,
-				mag = 0.0;
-
-	for (int i = 0; i < info->dims; i++)
-	{
-		double		s = info->scale[i];
-		double		xmax = Max(fabs(info->lo[i]), fabs(info->lo[i] + 255.0 * s));
-		double		e = s / 2 + 2 * eps * (xmax + fabs(nav[i]));
-
-		sumsq += e * e;
-		sumabs += fabs(nav[i]) * e;
-		mag += fabs(nav[i]) * xmax;
-	}
-	so->err_rel = 2 * eps * (info->dims + 8);
-	if (info->metric != SHNSW_METRIC_IP)
-		so->err_abs = sqrt(sumsq);
-	else
-		so->err_abs = sumabs + so->err_rel * mag;
+	return shnsw_bound_lower(&so->bound, est);
 }
 
 /*
@@ -439,7 +382,7 @@ scan_check_bound(ShnswScanOpaque so, float est, double d)
 	if (isnan(d))
 		return;
 	for (int i = 0; i < 64 && scan_lower_bound(so, est) > d; i++)
-		so->err_abs = so->err_abs * 2 + 1e-7;
+		so->bound.err_abs = so->bound.err_abs * 2 + 1e-7;
 }
 
 /*
@@ -457,6 +400,30 @@ scan_emit_bound(ShnswScanOpaque so, bool *parked)
 	if (so->search_done || so->unbounded ||
 		shnsw_iterative_scan == SHNSW_ITERATIVE_RELAXED)
 		return bound;
+
+	/*
+	 * After the sweep every node has been seen: the nearest parked node's
+	 * bound holds for every node not yet re-ranked, no premise needed.
+	 */
+	if (so->swept)
+	{
+		ShnswHeap  *e = &so->edge;
+
+		f = shnsw_search_frontier(&so->search);
+		*parked = true;
+		so->take_edge = false;
+		if (!(isinf(f) && f > 0))
+			bound = scan_lower_bound(so, f);
+		/* and the box bound of codes that may stand for clamped values */
+		while (e->n > 0 && (so->search.cands[shnsw_heap_top(e).id].state & SHNSW_CAND_EMITTED))
+			shnsw_heap_pop(e);
+		if (e->n > 0 && shnsw_heap_top(e).d < bound)
+		{
+			bound = shnsw_heap_top(e).d;
+			so->take_edge = true;
+		}
+		return bound;
+	}
 
 	/*
 	 * After the first round, only its nearer half: a LIMIT within it needs
@@ -565,7 +532,7 @@ scan_setup(IndexScanDesc scan)
 	 */
 	sq8_prepare_query(&so->sq, so->unbounded || info->metric == SHNSW_METRIC_IP ?
 					  info->metric : SHNSW_METRIC_L2, nav, info->lo, info->scale);
-	scan_prepare_bound(so, nav);
+	shnsw_bound_prepare(&so->bound, info->metric, so->unbounded, nav, info->lo, info->scale, dims);
 
 	shnsw_reader_init(&so->reader, index);
 	so->stats.io_mode = so->reader.mode;
@@ -578,10 +545,230 @@ scan_setup(IndexScanDesc scan)
 	so->start = shnsw_search_descend(&so->search, snap.entry, snap.entry_level, 0);
 	so->round_ef = shnsw_ef_search;
 	so->vecbuf = palloc(info->vec_size);
+	/* the budget covers every node ever placed: sweep (scan_sweep) */
+	so->complete = (uint64) shnsw_max_scan_tuples >= snap.node_count;
+	so->node_count = snap.node_count;
+	so->swept = false;
 	return true;
 }
 
 static int	scan_rerank(IndexScanDesc scan, int n);
+
+/* qsort comparator of uint64 */
+static int
+uint64_cmp(const void *a, const void *b)
+{
+	uint64		x = *(const uint64 *) a,
+				y = *(const uint64 *) b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * Find the layer-0 candidate index of ref in seen (sorted ref << 32 |
+ * index). The upper-layer descent records its nodes too, never to be
+ * emitted, before layer 0 records the same node again: the last index of a
+ * reference is its layer-0 candidate.
+ */
+static bool
+scan_seen_index(const uint64 *seen, uint32 n, ShnswRef ref, uint32 *idx)
+{
+	uint32		lo = 0,
+				hi = n;
+
+	while (lo < hi)
+	{
+		uint32		mid = lo + (hi - lo) / 2;
+
+		if ((ShnswRef) (seen[mid] >> 32) <= ref)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo > 0 && (ShnswRef) (seen[lo - 1] >> 32) == ref)
+	{
+		*idx = (uint32) seen[lo - 1];
+		return true;
+	}
+	return false;
+}
+
+/*
+ * scan_edge_push: candidate j's code reaches an end of the trained range, so
+ * its value may have been clamped and its navigation distance's bound may
+ * not hold; it waits in the edge heap under its box bound b (rounded down
+ * to a float), unless the usual bound is no higher.
+ */
+static void
+scan_edge_push(ShnswScanOpaque so, uint32 j, double b)
+{
+	float		f = (float) b;
+
+	if (so->search.cands[j].state & SHNSW_CAND_EMITTED)
+		return;
+	if (b >= scan_lower_bound(so, so->search.cands[j].d))
+		return;					/* the usual bound is no looser */
+	if ((double) f > b)
+		f = nextafterf(f, -get_float4_infinity());
+	shnsw_heap_push(&so->edge, f, j);
+}
+
+/*
+ * Which blocks of an index are graph pages, learned by the sweeps of this
+ * backend, so that later sweeps skip the exact-vector and upper pages
+ * (most of an index) without reading them. A page's type is set when it is
+ * first initialized and never changes (VACUUM frees slots, never pages; a
+ * new relfilenode starts a new entry), so the map of the blocks below
+ * nknown stays right; blocks past it, and pages not yet initialized, are
+ * read and learned.
+ */
+typedef struct SweepMap
+{
+	RelFileLocator locator;
+	BlockNumber nknown;			/* blocks 0 .. nknown - 1 are known */
+	BlockNumber cap;			/* bits allocated */
+	uint8	   *graph;			/* bit per block: a graph page */
+} SweepMap;
+
+#define SHNSW_SWEEP_MAPS	8
+static SweepMap sweep_maps[SHNSW_SWEEP_MAPS];
+static int	sweep_map_next;
+
+/* The sweep map of index (a new, empty one if it has none). */
+static SweepMap *
+sweep_map_get(Relation index)
+{
+	SweepMap   *m;
+
+	for (int i = 0; i < SHNSW_SWEEP_MAPS; i++)
+		if (sweep_maps[i].graph != NULL &&
+			RelFileLocatorEquals(sweep_maps[i].locator, index->rd_locator))
+			return &sweep_maps[i];
+	m = &sweep_maps[sweep_map_next];
+	sweep_map_next = (sweep_map_next + 1) % SHNSW_SWEEP_MAPS;
+	if (m->graph != NULL)
+		pfree(m->graph);
+	m->locator = index->rd_locator;
+	m->nknown = 0;
+	m->cap = 1024;
+	m->graph = MemoryContextAllocZero(TopMemoryContext, m->cap / 8);
+	return m;
+}
+
+/* Learn that block blk is (or is not) a graph page; blocks below it are known. */
+static void
+sweep_map_learn(SweepMap *m, BlockNumber blk, bool graph)
+{
+	if (blk != m->nknown)
+		return;					/* only the known prefix grows */
+	if (blk >= m->cap)
+	{
+		BlockNumber cap = Max(m->cap * 2, blk + 1024);
+
+		cap = (cap + 7) & ~(BlockNumber) 7;
+		m->graph = repalloc0(m->graph, m->cap / 8, cap / 8);
+		m->cap = cap;
+	}
+	if (graph)
+		m->graph[blk / 8] |= (uint8) (1 << (blk % 8));
+	m->nknown = blk + 1;
+}
+
+/* Whether the sweep must read block blk. */
+static inline bool
+sweep_map_wanted(const SweepMap *m, BlockNumber blk)
+{
+	return blk >= m->nknown || (m->graph[blk / 8] & (1 << (blk % 8))) != 0;
+}
+
+/* blocks the sweep asks the reader for ahead of the one it reads */
+#define SHNSW_SWEEP_AHEAD	32
+
+/*
+ * scan_sweep offers every live node of the index to the search, in page
+ * order, through the scan's reader (src/README, Scans: the sweep). The
+ * nodes the walk has not seen are parked with their navigation distances,
+ * so that the emit bound covers every node of the index: from then on a
+ * row is returned only when no node not yet re-ranked can be nearer, and
+ * nodes no walk reaches are returned in their place. Pages are share-locked
+ * one at a time. A node placed after the relation's size was read belongs
+ * to a row our MVCC snapshot cannot see.
+ */
+static void
+scan_sweep(IndexScanDesc scan)
+{
+	ShnswScanOpaque so = (ShnswScanOpaque) scan->opaque;
+	Relation	index = scan->indexRelation;
+	BlockNumber nblocks = RelationGetNumberOfBlocks(index);
+	BlockNumber ahead = SHNSW_METAPAGE_BLKNO + 1;
+	int			node_size = so->info->node_size;
+	uint32		nseen = so->search.ncands;
+	uint64	   *seen = palloc(sizeof(uint64) * Max(nseen, 1));
+	SweepMap   *map = sweep_map_get(index);
+
+	/* the walk's nodes by reference (ref << 32 | index), to find their codes */
+	for (uint32 i = 0; i < nseen; i++)
+		seen[i] = (uint64) so->search.cands[i].ref << 32 | i;
+	qsort(seen, nseen, sizeof(uint64), uint64_cmp);
+	shnsw_heap_init(&so->edge, 64, false);
+	sweep_map_learn(map, SHNSW_METAPAGE_BLKNO, false);
+	for (BlockNumber blk = SHNSW_METAPAGE_BLKNO + 1; blk < nblocks; blk++)
+	{
+		Buffer		buf;
+		Page		page;
+
+		if (!sweep_map_wanted(map, blk))
+			continue;
+		if (so->reader.mode != SHNSW_IO_SYNC && ahead <= blk)
+		{
+			BlockNumber blks[SHNSW_SWEEP_AHEAD];
+			int			n = 0;
+
+			for (ahead = blk; ahead < nblocks && n < SHNSW_SWEEP_AHEAD; ahead++)
+				if (sweep_map_wanted(map, ahead))
+					blks[n++] = ahead;
+			shnsw_reader_request(&so->reader, blks, n, false);
+		}
+		CHECK_FOR_INTERRUPTS();
+		buf = shnsw_reader_get(&so->reader, blk);
+		LockBuffer(buf, BUFFER_LOCK_SHARE);
+		page = BufferGetPage(buf);
+		if (!PageIsNew(page))
+		{
+			shnsw_check_page(index, page, blk, 0);
+			sweep_map_learn(map, blk,
+							ShnswPageGetOpaque(page)->page_type == SHNSW_PAGE_GRAPH);
+			if (ShnswPageGetOpaque(page)->page_type == SHNSW_PAGE_GRAPH)
+			{
+				int			nslots = shnsw_graph_nslots(index, page, blk, node_size);
+
+				for (int slot = 0; slot < nslots; slot++)
+				{
+					ShnswNodeHeader *h = shnsw_page_node(page, slot, node_size);
+					ShnswRef	ref = shnsw_make_ref(blk, slot, so->info->slot_bits);
+					const uint8 *code = shnsw_node_code(h, so->info->m);
+					uint32		j;
+
+					if (h->flags & SHNSW_NODE_DELETED)
+						continue;
+					if (h->extra_tids >= SHNSW_NODE_TIDS)
+						shnsw_corrupt(index, blk, "extra heap tuple count", h->extra_tids);
+
+					if (shnsw_search_sweep_node(&so->search, ref, h, &j))
+						so->stats.swept++;
+					else if (!scan_seen_index(seen, nseen, ref, &j))
+						continue;	/* a node the walk saw in another place? */
+					if (shnsw_code_at_edge(code, so->info->dims))
+						scan_edge_push(so, j, shnsw_bound_code(&so->bound, code));
+				}
+			}
+		}
+		UnlockReleaseBuffer(buf);
+	}
+	shnsw_search_swept(&so->search);
+	so->swept = true;
+	pfree(seen);
+}
 
 /*
  * scan_next_round runs one search round, re-ranks its candidates exactly and
@@ -600,17 +787,48 @@ scan_next_round(IndexScanDesc scan)
 		so->outbuf = so->outbuf ? repalloc(so->outbuf, sizeof(uint32) * so->outcap)
 			: palloc(sizeof(uint32) * so->outcap);
 	}
+
+	/*
+	 * Strict order sweeps instead of the next round, when the budget covers
+	 * every node: from then on nothing is returned on the graph's premise
+	 * (scan_emit_bound). The sweep reads every graph page of the index, so
+	 * under L2 and cosine a scan waits until its walk has seen
+	 * streamhnsw.sweep_threshold of the nodes; inner product, where the
+	 * premise often fails, sweeps instead of the second round (src/README,
+	 * Scans: the sweep).
+	 */
+	if (so->complete && !so->swept && so->search.rounds >= 1 &&
+		shnsw_iterative_scan == SHNSW_ITERATIVE_STRICT &&
+		(so->info->metric == SHNSW_METRIC_IP ||
+		 (double) so->search.ncands >= shnsw_sweep_threshold * (double) so->node_count))
+		scan_sweep(scan);
 	n = shnsw_search_next(&so->search, so->start, so->round_ef, so->outbuf);
 	if (so->search.rounds == 1)
 		so->search.max_discovered = so->search.ncands + (uint32) shnsw_max_scan_tuples;
 	so->round_ef = Min(so->round_ef * 2, SHNSW_MAX_EF_SEARCH * 4);
 	so->ntaken = 0;
+	if (n == 0 && so->complete && !so->swept)
+	{
+		/* the walk is exhausted: nodes it never reached are still rows */
+		scan_sweep(scan);
+		n = shnsw_search_next(&so->search, so->start, so->round_ef, so->outbuf);
+	}
 	if (n == 0)
 	{
 		scan_fold(so);			/* release read-ahead pins early */
 		return false;
 	}
 	kept = scan_rerank(scan, n);
+
+	/*
+	 * streamhnsw.sweep_threshold = 0: sweep before any row is returned, so
+	 * that no row at all is returned on the graph's premise (the first
+	 * round's rows included: a first round that settled in the wrong
+	 * region would otherwise return rows that later finds are nearer than).
+	 */
+	if (so->complete && !so->swept && shnsw_sweep_threshold == 0 &&
+		shnsw_iterative_scan == SHNSW_ITERATIVE_STRICT)
+		scan_sweep(scan);
 	if (so->search.rounds == 1 && kept > 0)
 	{
 		/* the first round's median exact distance (scan_emit_bound) */
@@ -792,8 +1010,20 @@ static bool
 scan_take(IndexScanDesc scan)
 {
 	ShnswScanOpaque so = (ShnswScanOpaque) scan->opaque;
-	int64		idx = shnsw_search_take(&so->search);
+	int64		idx;
 
+	if (so->take_edge && so->edge.n > 0)
+	{
+		/* a code at an end of the range holds the bound: re-rank it */
+		idx = shnsw_heap_pop(&so->edge).id;
+		so->take_edge = false;
+		so->search.cands[idx].state |= SHNSW_CAND_EMITTED;
+		so->outbuf[0] = (uint32) idx;
+		scan_rerank(scan, 1);
+		so->stats.parked_reranked++;
+		return true;
+	}
+	idx = shnsw_search_take(&so->search);
 	if (idx < 0)
 		return false;
 	so->ntaken++;
@@ -802,6 +1032,49 @@ scan_take(IndexScanDesc scan)
 	scan_rerank(scan, 1);
 	if (!(so->search.cands[idx].node_flags & SHNSW_NODE_DELETED))
 		so->stats.parked_reranked++;
+	return true;
+}
+
+/* parked nodes a swept scan re-ranks at a time, at most */
+#define SHNSW_SWEPT_BATCH	64
+
+/*
+ * scan_take_batch: after the sweep, re-rank together the parked nodes,
+ * nearest first, whose bound is below the nearest held row (every one of
+ * them must be re-ranked before that row may be returned), at least one
+ * and at most SHNSW_SWEPT_BATCH, their vectors read in storage order.
+ * Returns false if none is parked.
+ */
+static bool
+scan_take_batch(IndexScanDesc scan)
+{
+	ShnswScanOpaque so = (ShnswScanOpaque) scan->opaque;
+	double		limit = so->nheld > 0 ? so->held[0].distance : get_float8_infinity();
+	int			n = 0;
+
+	if (so->outcap < SHNSW_SWEPT_BATCH)
+	{
+		so->outcap = SHNSW_SWEPT_BATCH;
+		so->outbuf = so->outbuf ? repalloc(so->outbuf, sizeof(uint32) * so->outcap)
+			: palloc(sizeof(uint32) * so->outcap);
+	}
+	while (n < SHNSW_SWEPT_BATCH)
+	{
+		float		f = shnsw_search_parked(&so->search);
+		int64		idx;
+
+		if (isinf(f) || (n > 0 && !(scan_lower_bound(so, f) < limit)))
+			break;
+		idx = shnsw_search_take(&so->search);
+		if (idx < 0)
+			break;
+		so->outbuf[n++] = (uint32) idx;
+		if (!(so->search.cands[idx].node_flags & SHNSW_NODE_DELETED))
+			so->stats.parked_reranked++;
+	}
+	if (n == 0)
+		return false;
+	scan_rerank(scan, n);
 	return true;
 }
 
@@ -1040,6 +1313,8 @@ shnsw_gettuple(IndexScanDesc scan, ScanDirection dir)
 		CHECK_FOR_INTERRUPTS();
 		if (so->search_done)
 			so->done = true;
+		else if (parked && so->swept && !so->take_edge && scan_take_batch(scan))
+			continue;
 		else if (parked && so->ntaken < so->round_ef && scan_take(scan))
 			continue;
 		else if (!scan_next_round(scan))

@@ -50,6 +50,7 @@
 #define SHNSW_MIN_EF_SEARCH				1
 #define SHNSW_MAX_EF_SEARCH				1000
 #define SHNSW_DEFAULT_MAX_SCAN_TUPLES	20000
+#define SHNSW_DEFAULT_SWEEP_THRESHOLD	0.25
 #define SHNSW_MIN_MAX_SCAN_TUPLES		1
 
 #define SHNSW_MAX_VECTOR_DIM			2000
@@ -66,6 +67,7 @@ typedef struct ShnswOptions
 
 extern int	shnsw_ef_search;
 extern int	shnsw_max_scan_tuples;
+extern double shnsw_sweep_threshold;
 extern int	shnsw_io_mode;
 extern int	shnsw_max_read_ahead;
 extern int	shnsw_lookahead_window;
@@ -284,6 +286,7 @@ typedef struct ShnswScanStats
 	uint64		late_placed;	/* rows returned ahead of an earlier round's */
 	uint64		late_unplaced;	/* rows found after a farther row was returned */
 	uint64		parked_reranked;	/* of reranked, parked nodes taken (scan_take) */
+	uint64		swept;			/* nodes the sweep found that the walk had not */
 	ShnswReaderStats io;		/* the read pipeline's figures (reader.h) */
 	int			shared_graph;	/* SHNSW_SHM_*: did the scan search the image */
 	uint64		image_nodes;	/* node records read from the image */

@@ -1430,6 +1430,196 @@ test_layout_locality(const char *what, int n, int dim, int nc, int per_page)
 	free(seen);
 }
 
+
+/* qsort comparator of doubles */
+static int
+dbl_cmp(const void *a, const void *b)
+{
+	double		x = *(const double *) a,
+				y = *(const double *) b;
+
+	return (x > y) - (x < y);
+}
+
+/* pgvector's exact distances, computed as it does (float sums) */
+static double
+pgv_distance(ShnswMetric metric, const float *a, const float *b, int dim)
+{
+	float		s = 0,
+				na = 0,
+				nb = 0;
+	double		sim;
+
+	for (int i = 0; i < dim; i++)
+	{
+		if (metric == SHNSW_METRIC_L2)
+		{
+			float		diff = a[i] - b[i];
+
+			s += diff * diff;
+		}
+		else
+		{
+			s += a[i] * b[i];
+			na += a[i] * a[i];
+			nb += b[i] * b[i];
+		}
+	}
+	if (metric == SHNSW_METRIC_L2)
+		return sqrt((double) s);
+	if (metric == SHNSW_METRIC_IP)
+		return (double) -s;
+	sim = (double) s / sqrt((double) na * (double) nb);
+	if (sim > 1)
+		sim = 1;
+	if (sim < -1)
+		sim = -1;
+	return 1 - sim;
+}
+
+/*
+ * The emit bound (graph.c, shnsw_bound_lower and shnsw_bound_code) on random
+ * data: for every metric, several dimensions and value scales, the bound
+ * from a row's navigation distance never exceeds its exact distance as
+ * pgvector computes it, nor does the box bound of its code; rows clamped
+ * into the trained range (values far outside it) break the first and never
+ * the second. The bounds are not vacuous: on rows inside the range, the
+ * median gap to the exact distance is a small part of the distance's spread.
+ */
+static void
+test_emit_bounds(void)
+{
+	ShnswMetric metrics[] = {SHNSW_METRIC_L2, SHNSW_METRIC_COSINE, SHNSW_METRIC_IP};
+	int			dims[] = {3, 16, 128, 384};
+	const char *names[] = {"l2", "cosine", "ip"};
+	long		clamped_total = 0;
+
+	for (int mi = 0; mi < 3; mi++)
+	{
+		for (int di = 0; di < 4; di++)
+		{
+			ShnswMetric metric = metrics[mi];
+			int			dim = dims[di];
+			int			n = 2000,
+						nq = 20,
+						nout = 200;
+			double		shift = urand() * 4 - 2,
+						spread = 0.01 + urand() * 3;
+			float	   *raw = malloc(sizeof(float) * (size_t) (n + nout) * dim);
+			float	   *nav = malloc(sizeof(float) * (size_t) (n + nout) * dim);
+			float	   *mins = malloc(sizeof(float) * dim),
+					   *maxs = malloc(sizeof(float) * dim),
+					   *lo = malloc(sizeof(float) * dim),
+					   *scale = malloc(sizeof(float) * dim),
+					   *q = malloc(sizeof(float) * dim),
+					   *qn = malloc(sizeof(float) * dim),
+					   *qs = malloc(sizeof(float) * dim),
+					   *w = malloc(sizeof(float) * dim);
+			uint8_t    *code = malloc(dim);
+			long		viol = 0,
+						box_viol = 0,
+						clamped_viol = 0,
+						box_looser = 0,
+						checked = 0;
+			double	   *gaps = malloc(sizeof(double) * n * nq),
+					   *ex = malloc(sizeof(double) * n * nq);
+			int			ngap = 0;
+
+			/* rows: uneven per-dimension scales; the last nout far outside */
+			for (int i = 0; i < n + nout; i++)
+				for (int j = 0; j < dim; j++)
+				{
+					double		v = shift + spread * (j % 7 + 1) / 4.0 * nrand();
+
+					if (i >= n)
+						v = v * 3 + (urand() < 0.5 ? -1 : 1) * 4 * spread;
+					raw[(size_t) i * dim + j] = (float) v;
+				}
+			memcpy(nav, raw, sizeof(float) * (size_t) (n + nout) * dim);
+			if (metric == SHNSW_METRIC_COSINE)
+				for (int i = 0; i < n + nout; i++)
+					shnsw_normalize(nav + (size_t) i * dim, dim);
+			sq8_train_init(mins, maxs, dim);
+			for (int i = 0; i < n; i++)
+				sq8_train_add(mins, maxs, nav + (size_t) i * dim, dim);
+			sq8_train_finish(mins, maxs, lo, scale, dim);
+
+			for (int t = 0; t < nq; t++)
+			{
+				Sq8Query	sq = {.dim = dim,.qs = qs,.w = w};
+				ShnswBound	b;
+
+				for (int j = 0; j < dim; j++)
+					q[j] = (float) (shift + spread * nrand() * (t % 3 == 0 ? 3 : 1));
+				memcpy(qn, q, sizeof(float) * dim);
+				if (metric == SHNSW_METRIC_COSINE)
+					shnsw_normalize(qn, dim);
+				sq8_prepare_query(&sq, metric == SHNSW_METRIC_IP ? SHNSW_METRIC_IP : SHNSW_METRIC_L2,
+								  qn, lo, scale);
+				shnsw_bound_prepare(&b, metric, false, qn, lo, scale, dim);
+				for (int i = 0; i < n + nout; i++)
+				{
+					double		d,
+								lb,
+								box;
+
+					sq8_encode(lo, scale, nav + (size_t) i * dim, code, dim);
+					d = pgv_distance(metric, q, raw + (size_t) i * dim, dim);
+					lb = shnsw_bound_lower(&b, sq8_distance(&sq, code));
+					box = shnsw_bound_code(&b, code);
+					checked++;
+					box_viol += box > d;
+					if (i < n)
+					{
+						viol += lb > d;
+						/*
+						 * inside the range the box is the tighter bound
+						 * (L2: |(|a| - e)+| >= |a| - |e|); under inner
+						 * product both are one sum, up to est's float
+						 * rounding
+						 */
+						if (!shnsw_code_at_edge(code, dim) && metric != SHNSW_METRIC_IP)
+							box_looser += box < lb - 1e-5 * (1 + fabs(lb));
+						gaps[ngap] = d - lb;
+						ex[ngap++] = d;
+					}
+					else
+						clamped_viol += lb > d;
+				}
+			}
+			qsort(gaps, ngap, sizeof(double), dbl_cmp);
+			qsort(ex, ngap, sizeof(double), dbl_cmp);
+			printf("  bound %s %d-d: median gap %.4g, exact distances %.4g..%.4g; clamped rows "
+				   "past the navigation bound %ld of %ld\n", names[mi], dim, gaps[ngap / 2],
+				   ex[ngap / 10], ex[ngap * 9 / 10], clamped_viol, (long) nout * nq);
+			CHECK(viol == 0, "bound %s %d-d: navigation bound above the exact distance %ld times",
+				  names[mi], dim, viol);
+			CHECK(box_viol == 0, "bound %s %d-d: box bound above the exact distance %ld of %ld",
+				  names[mi], dim, box_viol, checked);
+			CHECK(box_looser == 0, "bound %s %d-d: box bound looser than the navigation bound %ld times",
+				  names[mi], dim, box_looser);
+			CHECK(gaps[ngap / 2] < (ex[ngap * 9 / 10] - ex[ngap / 10]) / 2,
+				  "bound %s %d-d: median gap %g not small against the spread %g", names[mi], dim,
+				  gaps[ngap / 2], ex[ngap * 9 / 10] - ex[ngap / 10]);
+			clamped_total += clamped_viol;
+			free(raw);
+			free(nav);
+			free(mins);
+			free(maxs);
+			free(lo);
+			free(scale);
+			free(q);
+			free(qn);
+			free(qs);
+			free(w);
+			free(code);
+			free(gaps);
+			free(ex);
+		}
+	}
+	CHECK(clamped_total > 0, "clamped rows pass the navigation bound (the box bound is needed)");
+}
+
 int
 main(void)
 {
@@ -1445,6 +1635,7 @@ main(void)
 	test_graph_search(SHNSW_METRIC_L2, 20000, 24, 16, 64, false);
 	test_reachability_cases();
 	test_search_bounds();
+	test_emit_bounds();
 	test_layout_locality("clustered", 20000, 32, 50, 15);
 	test_layout_locality("uniform", 20000, 32, 0, 15);
 	printf("%d passed, %d failed\n", npassed, nfailed);

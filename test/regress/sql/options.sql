@@ -156,6 +156,22 @@ SELECT count(*) AS n, count(DISTINCT id) AS distinct_ids, bool_and(d >= prev) AS
                          ORDER BY val <-> '[1.4375,2.3125,3.0625]' LIMIT 40) s1) s2) s3;
 RESET streamhnsw.ef_search;
 
+-- streamhnsw.sweep_threshold: 0 to 1 (0: a strict scan whose budget covers
+-- the index sweeps right after its first round); a swept scan returns every
+-- row once, in distance order
+SHOW streamhnsw.sweep_threshold;
+SET streamhnsw.sweep_threshold = 1.5;
+SET streamhnsw.sweep_threshold = -0.1;
+SET streamhnsw.sweep_threshold = 0;
+SET streamhnsw.ef_search = 1;
+SELECT count(*) AS n, count(DISTINCT id) AS distinct_ids, bool_and(d >= prev) AS ordered
+  FROM (SELECT id, d, lag(d, 1, '-Infinity') OVER (ORDER BY ord) AS prev
+          FROM (SELECT id, val <-> '[1.4375,2.3125,3.0625]' AS d, row_number() OVER () AS ord
+                  FROM (SELECT id, val FROM opt_t
+                         ORDER BY val <-> '[1.4375,2.3125,3.0625]' LIMIT 40) s1) s2) s3;
+RESET streamhnsw.ef_search;
+RESET streamhnsw.sweep_threshold;
+
 -- the GUC prefix is reserved
 SET streamhnsw.foo = 1;
 SET streamhnsw.efsearch = 10;
