@@ -254,8 +254,13 @@ shnsw_find_neighbors(ShnswLinker *lk, const float *q, ShnswRef entry, int entry_
 				memcmp(codes + (Size) k * dims, lk->dup_code, dims) == 0)
 				lk->dups[lk->ndups++] = refs[k];
 		pfree(room);
-		/* no fill: inserts do not fill new lists (src/README, Departures) */
-		nnbrs[l] = shnsw_select_neighbors(lk, refs, d, codes, nlive, max, 0, NULL);
+		/*
+		 * Pruned connections are kept as the build keeps them: the new
+		 * list is filled to half its capacity with the candidates the
+		 * heuristic passed over, nearest first; back-links fill the rest
+		 * (src/README, Departures).
+		 */
+		nnbrs[l] = shnsw_select_neighbors(lk, refs, d, codes, nlive, max, max / 2, NULL);
 		nbrs[l] = refs;
 		pfree(d);
 		pfree(codes);

@@ -286,13 +286,15 @@ disk_list_choose(void *arg, uint32_t *list, float *d, int n, int max, int *nchos
 	DiskListArg *a = (DiskListArg *) arg;
 
 	/*
-	 * No fill on disk: a list an insert or VACUUM chooses again keeps the
-	 * heuristic's choices only, and every node it drops is re-homed by the
-	 * caller. (Kept full, passed-over nodes dropped without a search for
-	 * them left 2 to 4 rows of 17,000 that concurrent inserts made
-	 * unfindable even after a VACUUM; issue 14.)
+	 * Pruned connections are kept, as the build keeps them (src/README,
+	 * Departures): the list is filled up to max with the candidates the
+	 * heuristic passed over, nearest first, so a full list gives up exactly
+	 * one entry (the farthest passed-over one, or the new node) instead of
+	 * every passed-over one. The callers re-home what goes: inserts give
+	 * it a link from the new node or the search check (insert.c, rehome),
+	 * VACUUM walks for reachability again.
 	 */
-	return shnsw_select_neighbors(a->lk, list, d, a->codes, n, max, 0, nchosen);
+	return shnsw_select_neighbors(a->lk, list, d, a->codes, n, max, max, nchosen);
 }
 
 static const ShnswListOps disk_list_ops = {disk_list_distances, disk_list_choose, NULL, NULL};

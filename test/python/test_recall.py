@@ -2,10 +2,13 @@
 
 Fixed seeds and small sizes, so each test runs in seconds. pgvector draws
 its levels from the server's random state, so its recall moves a little
-from run to run; the comparison allows the issue's 0.005.
+from run to run: its index is built three times and the median compared,
+with the issue's 0.005.
 """
 
 import random
+import statistics
+import threading
 
 import pytest
 
@@ -25,35 +28,46 @@ def _recall(conn, table, op, lits, truth, k):
 @pytest.mark.parametrize("metric,path", [
     pytest.param("l2", "build", marks=pytest.mark.xfail(
         reason="issue 14 open: 4000 x 64 clustered l2, built, ef_search 20: "
-               "0.982 against pgvector's 0.990 when this test was written")),
+               "0.978 against pgvector's 0.990 (builds fill new lists to half; "
+               "src/README, Departures)")),
     ("cosine", "build"),
-    pytest.param("l2", "insert", marks=pytest.mark.xfail(
-        reason="issue 14 open: inserts do not fill new lists (src/README, Departures); "
-               "ef_search 20: 0.979 against pgvector's 0.990 when this was written"))])
+    ("l2", "insert"),
+    ("cosine", "insert")])
 def test_recall_not_below_pgvector(conn, metric, path):
-    """recall@10 at ef_search 10, 20, 40 and 100 >= pgvector's - 0.005."""
+    """
+    recall@10 at ef_search 10, 20, 40 and 100 >= pgvector's - 0.005, its
+    median over three builds (or three insert runs) on the same rows.
+    """
     rows, queries = data.clustered(4000, 64, seed=14, normalize=metric == "cosine",
                                    n_queries=100)
     truth = data.ground_truth(rows, queries, 10, metric)
     op, opclass = OPS[metric]
     lits = [data.vector_literal(q) for q in queries]
     tables = {"hnsw": f"r_pgv_{metric}_{path}", "streamhnsw": f"r_sh_{metric}_{path}"}
-    for am, table in tables.items():
-        conn.execute(f"DROP TABLE IF EXISTS {table}")
-        if path == "build":
-            data.load(conn, table, rows)
-            conn.execute(f"CREATE INDEX ON {table} USING {am} (embedding {opclass})")
-        else:
-            conn.execute(f"CREATE TABLE {table} (id bigint PRIMARY KEY, embedding vector(64))")
-            conn.execute(f"CREATE INDEX ON {table} USING {am} (embedding {opclass})")
-            data.load(conn, table, rows, create=False)
-    conn.execute("SET enable_seqscan = off")
+    efs = (10, 20, 40, 100)
+    found = {"hnsw": [], "streamhnsw": []}
     try:
-        for ef in (10, 20, 40, 100):
-            conn.execute(f"SET hnsw.ef_search = {ef}")
-            conn.execute(f"SET streamhnsw.ef_search = {ef}")
-            pgv = _recall(conn, tables["hnsw"], op, lits, truth, 10)
-            ours = _recall(conn, tables["streamhnsw"], op, lits, truth, 10)
+        for am, table in tables.items():
+            for _ in range(3 if am == "hnsw" else 1):
+                conn.execute(f"DROP TABLE IF EXISTS {table}")
+                if path == "build":
+                    data.load(conn, table, rows)
+                    conn.execute(f"CREATE INDEX ON {table} USING {am} (embedding {opclass})")
+                else:
+                    conn.execute(f"CREATE TABLE {table} (id bigint PRIMARY KEY, "
+                                 "embedding vector(64))")
+                    conn.execute(f"CREATE INDEX ON {table} USING {am} (embedding {opclass})")
+                    data.load(conn, table, rows, create=False)
+                conn.execute("SET enable_seqscan = off")
+                rec = {}
+                for ef in efs:
+                    conn.execute(f"SET hnsw.ef_search = {ef}")
+                    conn.execute(f"SET streamhnsw.ef_search = {ef}")
+                    rec[ef] = _recall(conn, table, op, lits, truth, 10)
+                found[am].append(rec)
+        for ef in efs:
+            pgv = statistics.median(r[ef] for r in found["hnsw"])
+            ours = found["streamhnsw"][0][ef]
             print(f"\n{metric} {path} ef_search {ef}: streamhnsw {ours:.3f} pgvector {pgv:.3f}",
                   end="")
             assert ours >= pgv - 0.005, (ef, ours, pgv)
@@ -61,7 +75,7 @@ def test_recall_not_below_pgvector(conn, metric, path):
         for setting in ("enable_seqscan", "hnsw.ef_search", "streamhnsw.ef_search"):
             conn.execute(f"RESET {setting}")
         for table in tables.values():
-            conn.execute(f"DROP TABLE {table}")
+            conn.execute(f"DROP TABLE IF EXISTS {table}")
 
 
 @pytest.mark.parametrize("typ", ["vector", "halfvec"])
@@ -94,6 +108,61 @@ def test_pgvector_build_recall_scenario(conn, metric, typ):
         recall = hits / sum(len(e) for e in exact)
         want = 0.97 if metric == "ip" else 0.98 if typ == "halfvec" else 0.99
         print(f"\n{typ} {metric}: recall@20 {recall:.4f} (asked {want})", end="")
+        assert recall >= want
+    finally:
+        conn.execute("RESET enable_seqscan")
+        conn.execute(f"DROP TABLE {table}")
+
+
+@pytest.mark.parametrize("typ", ["vector", "halfvec"])
+@pytest.mark.parametrize("metric", ["l2", "cosine", "ip"])
+def test_pgvector_insert_recall_scenario(cluster, conn, metric, typ):
+    """
+    pgvector's insert-recall scenario: an empty indexed table, 10,000 rows of
+    ARRAY[random() * random(), ...] (3 dimensions) inserted one per
+    statement by 10 concurrent clients, 20 queries ARRAY[random(), ...],
+    recall@20 at the default ef_search, with the build scenario's
+    thresholds (0.99; inner product 0.97; halfvec 0.98).
+    """
+    op, opclass = OPS[metric]
+    opclass = opclass.replace("vector", typ)
+    table = f"is_{metric}_{typ}"
+    rnd = random.Random(1400)
+    rows = [f"[{rnd.random() * rnd.random()},{rnd.random() * rnd.random()},"
+            f"{rnd.random() * rnd.random()}]" for _ in range(10000)]
+    queries = [f"[{rnd.random()},{rnd.random()},{rnd.random()}]" for _ in range(20)]
+    conn.execute(f"DROP TABLE IF EXISTS {table}")
+    conn.execute(f"CREATE TABLE {table} (i int4, v {typ}(3))")
+    conn.execute(f"CREATE INDEX ON {table} USING streamhnsw (v {opclass})")
+    errors = []
+
+    def client(k):
+        try:
+            with cluster.connect() as c:
+                for i in range(k, len(rows), 10):
+                    c.execute(f"INSERT INTO {table} VALUES (%s, %s::{typ})", (i, rows[i]))
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(10)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    sql = f"SELECT i FROM {table} ORDER BY v {op} %s::{typ} LIMIT 20"
+    try:
+        assert not errors, errors
+        assert conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == len(rows)
+        conn.execute("SET enable_indexscan = off")
+        exact = [{r[0] for r in conn.execute(sql, (q,))} for q in queries]
+        conn.execute("RESET enable_indexscan")
+        conn.execute("SET enable_seqscan = off")
+        plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + sql, (queries[0],)))
+        assert "Index Scan" in plan
+        hits = sum(len({r[0] for r in conn.execute(sql, (q,))} & e) for q, e in zip(queries, exact))
+        recall = hits / sum(len(e) for e in exact)
+        want = 0.97 if metric == "ip" else 0.98 if typ == "halfvec" else 0.99
+        print(f"\n{typ} {metric} inserted: recall@20 {recall:.4f} (asked {want})", end="")
         assert recall >= want
     finally:
         conn.execute("RESET enable_seqscan")
