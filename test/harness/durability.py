@@ -536,9 +536,17 @@ class Workload:
         for t in self.threads:
             t.join(timeout)
 
-    def run_for(self, seconds: float) -> None:
+    def run_for(self, seconds: float, at_least: dict[str, int] | None = None,
+                cap: float = 60) -> None:
+        """Run the workload for `seconds`; with `at_least`, go on (up to `cap`
+        seconds in all) until each named count has reached its minimum, so a
+        slow or loaded machine does the same amount of work as a fast one."""
         self.start()
         self.stop_ev.wait(seconds)
+        deadline = time.monotonic() + max(0.0, cap - seconds)
+        while at_least and time.monotonic() < deadline and any(
+                self.counts[k] < n for k, n in at_least.items()):
+            self.stop_ev.wait(0.25)
         self.stop()
 
     def _run(self, kind: str, i: int) -> None:

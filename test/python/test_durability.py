@@ -82,7 +82,7 @@ def test_concurrent_inserts_searches_deletes_and_vacuum(cluster, metric):
         make_table(conn, table, model, 3000, opclass=OPS[metric][1])
     w = Workload(cluster, table, f"{table}_idx", metric, model, seed=41, inserters=2,
                  searchers=2, deleters=1, vacuum_every=1.5, ef_search=EF_CHECK, max_rows=5000)
-    w.run_for(10)
+    w.run_for(10, at_least={"vacuum": 3, "checked": 301})
     assert not any(t.is_alive() for t in w.threads)
     # every kind of work happened, and searches checked committed rows
     assert w.counts["insert"] > 100 and w.counts["delete"] > 50, w.counts
