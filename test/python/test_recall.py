@@ -78,6 +78,21 @@ def test_recall_not_below_pgvector(conn, metric, path):
             conn.execute(f"DROP TABLE IF EXISTS {table}")
 
 
+def assert_scenario_recall(conn, sql, queries, exact, metric, typ, label):
+    """The check both pgvector scenarios end with: the index answers the
+    queries (index scans forced) with recall@20 at least pgvector's test's
+    threshold (0.99; inner product 0.97; halfvec 0.98). The caller resets
+    enable_seqscan."""
+    conn.execute("SET enable_seqscan = off")
+    plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + sql, (queries[0],)))
+    assert "Index Scan" in plan
+    hits = sum(len({r[0] for r in conn.execute(sql, (q,))} & e) for q, e in zip(queries, exact))
+    recall = hits / sum(len(e) for e in exact)
+    want = 0.97 if metric == "ip" else 0.98 if typ == "halfvec" else 0.99
+    print(f"\n{typ} {metric}{label}: recall@20 {recall:.4f} (asked {want})", end="")
+    assert recall >= want
+
+
 @pytest.mark.parametrize("typ", ["vector", "halfvec"])
 @pytest.mark.parametrize("metric", ["l2", "cosine", "ip"])
 def test_pgvector_build_recall_scenario(conn, metric, typ):
@@ -101,14 +116,7 @@ def test_pgvector_build_recall_scenario(conn, metric, typ):
     try:
         exact = [{r[0] for r in conn.execute(sql, (q,))} for q in queries]
         conn.execute(f"CREATE INDEX ON {table} USING streamhnsw (v {opclass})")
-        conn.execute("SET enable_seqscan = off")
-        plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + sql, (queries[0],)))
-        assert "Index Scan" in plan
-        hits = sum(len({r[0] for r in conn.execute(sql, (q,))} & e) for q, e in zip(queries, exact))
-        recall = hits / sum(len(e) for e in exact)
-        want = 0.97 if metric == "ip" else 0.98 if typ == "halfvec" else 0.99
-        print(f"\n{typ} {metric}: recall@20 {recall:.4f} (asked {want})", end="")
-        assert recall >= want
+        assert_scenario_recall(conn, sql, queries, exact, metric, typ, "")
     finally:
         conn.execute("RESET enable_seqscan")
         conn.execute(f"DROP TABLE {table}")
@@ -156,14 +164,7 @@ def test_pgvector_insert_recall_scenario(cluster, conn, metric, typ):
         conn.execute("SET enable_indexscan = off")
         exact = [{r[0] for r in conn.execute(sql, (q,))} for q in queries]
         conn.execute("RESET enable_indexscan")
-        conn.execute("SET enable_seqscan = off")
-        plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + sql, (queries[0],)))
-        assert "Index Scan" in plan
-        hits = sum(len({r[0] for r in conn.execute(sql, (q,))} & e) for q, e in zip(queries, exact))
-        recall = hits / sum(len(e) for e in exact)
-        want = 0.97 if metric == "ip" else 0.98 if typ == "halfvec" else 0.99
-        print(f"\n{typ} {metric} inserted: recall@20 {recall:.4f} (asked {want})", end="")
-        assert recall >= want
+        assert_scenario_recall(conn, sql, queries, exact, metric, typ, " inserted")
     finally:
         conn.execute("RESET enable_seqscan")
         conn.execute(f"DROP TABLE {table}")
