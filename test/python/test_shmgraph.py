@@ -451,3 +451,58 @@ def test_background_build_scans_meanwhile(cluster):
         with cluster.connect() as c3:
             assert "shared graph: used" in explain_shared(c3, "sg_bg", queries[0])
             assert [knn(c3, "sg_bg", q) for q in queries] == expected
+
+
+def build_worker(conn, timeout=60):
+    """The pid and backend_xmin of the background image build waiting in its
+    streamhnsw.debug_image_build_delay (so in its build, holding its lock)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        rows = conn.execute("SELECT pid, backend_xmin::text FROM pg_stat_activity "
+                            "WHERE backend_type = 'streamhnsw image build' "
+                            "AND wait_event_type = 'Extension'").fetchall()
+        if rows:
+            return rows[0]
+        time.sleep(0.02)
+    raise AssertionError("no background image build seen")
+
+
+def test_background_build_does_not_hold_back_vacuum(cluster):
+    """A background build of the image holds no snapshot (a VACUUM meanwhile
+    removes every dead row) and gives the index's lock up when VACUUM's
+    truncation waits for it (the free pages at the end are cut), instead of
+    making that VACUUM keep rows and skip its cut. The worker is kept in its
+    build for 30 s (streamhnsw.debug_image_build_delay)."""
+    rows, queries = data.clustered(3000, 16, seed=97, n_queries=3)
+    with cluster.connect() as c:
+        data.load(c, "sg_vac", rows)
+        c.execute("CREATE INDEX sg_vac_idx ON sg_vac USING streamhnsw (embedding vector_l2_ops)")
+        clear_cache(c)
+        c.execute("SET streamhnsw.debug_image_build_delay = '30s'")
+        assert explain_shared(c, "sg_vac", queries[0]).startswith(BACKGROUND)
+        pid, xmin = build_worker(c)
+        assert xmin is None, f"the image build holds back the xmin horizon at {xmin}"
+        assert c.execute("SELECT count(*) FROM pg_locks WHERE pid = %s AND granted "
+                         "AND relation = 'sg_vac_idx'::regclass", (pid,)).fetchone()[0] == 1
+        c.execute("DELETE FROM sg_vac")
+        t0 = time.time()
+        c.execute("VACUUM sg_vac")
+        took = time.time() - t0
+        # every row removed, every node freed and the free pages cut
+        meta = c.execute("SELECT node_count, deleted_count, free_count "
+                         "FROM streamhnsw_metapage('sg_vac_idx')").fetchone()
+        assert meta == (0, 0, 0), meta
+        assert c.execute("SELECT n_dead_tup FROM pg_stat_user_tables "
+                         "WHERE relname = 'sg_vac'").fetchone()[0] == 0
+        assert took < 20, took  # the worker gave up; VACUUM did not wait out its 30 s
+        deadline = time.time() + 30
+        while c.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s",
+                        (pid,)).fetchone()[0]:
+            assert time.time() < deadline, "the build did not give up"
+            time.sleep(0.05)
+        # no failure noted: the next scan asks for a build again, which succeeds
+        c.execute("RESET streamhnsw.debug_image_build_delay")
+        data.load(c, "sg_vac", rows[:500], create=False)
+        assert explain_shared(c, "sg_vac", queries[1]).startswith(BACKGROUND)
+        wait_ready(c, "sg_vac_idx")
+        same_on_off(c, "sg_vac", queries)
