@@ -1970,6 +1970,7 @@ shnsw_shm_scan_begin(Relation index, const ShnswIndexInfo *info,
 	ops->read_nodes = shm_read_nodes;
 	ops->read_upper = shm_read_upper;
 	ops->prefetch = shm_prefetch;
+	ops->speculative = false;	/* shm_prefetch ignores them */
 }
 
 /* ---------- write-through ---------- */

@@ -506,3 +506,54 @@ def test_background_build_does_not_hold_back_vacuum(cluster):
         assert explain_shared(c, "sg_vac", queries[1]).startswith(BACKGROUND)
         wait_ready(c, "sg_vac_idx")
         same_on_off(c, "sg_vac", queries)
+
+
+def test_search_pool_after_errors(cluster):
+    """Scans reuse one backend's search arrays from one scan to the next
+    (graph.c's search pool). A scan that ends in an error never gives them
+    back: later scans, in a subtransaction of the same transaction (which
+    allocate their own) and in later transactions (the pool is freed at the
+    end of the failed one), still return exactly what a sequential scan does."""
+    rows, queries = data.clustered(3000, 16, seed=99, n_queries=4)
+    with cluster.connect() as c:
+        data.load(c, "sg_pool", rows)
+        c.execute("CREATE INDEX sg_pool_idx ON sg_pool USING streamhnsw (embedding vector_l2_ops)")
+        c.execute("SET streamhnsw.ef_search = 400")
+
+        def exact(q):
+            c.execute("SET enable_indexscan = off")
+            r = [x[0] for x in c.execute(
+                "SELECT id FROM sg_pool ORDER BY embedding <-> %s LIMIT 10",
+                (data.vector_literal(q),)).fetchall()]
+            c.execute("RESET enable_indexscan")
+            return r
+
+        def failing(q):
+            # fails after the scan has returned rows: the search is mid-way
+            with pytest.raises(Exception, match="division by zero"):
+                c.execute("SELECT id, 1 / (row_number() OVER () - 5) FROM "
+                          "(SELECT id FROM sg_pool ORDER BY embedding <-> %s LIMIT 50) s",
+                          (data.vector_literal(q),)).fetchall()
+
+        truth = [exact(q) for q in queries]
+        knn(c, "sg_pool", queries[0])
+
+        def pool_bytes():
+            r = c.execute("SELECT sum(total_bytes) FROM pg_backend_memory_contexts "
+                          "WHERE name = 'streamhnsw search pool'").fetchone()[0]
+            return r or 0
+
+        kept = pool_bytes()
+        assert kept > 0  # the scan's arrays were kept for the next one
+        for _ in range(20):
+            for q in queries:
+                failing(q)
+        assert pool_bytes() <= kept  # freed after each failed transaction, not leaked
+        c.execute("BEGIN")
+        c.execute("SAVEPOINT a")
+        failing(queries[0])
+        c.execute("ROLLBACK TO SAVEPOINT a")
+        assert [[r[0] for r in knn(c, "sg_pool", q)] for q in queries] == truth
+        c.execute("COMMIT")
+        assert [[r[0] for r in knn(c, "sg_pool", q)] for q in queries] == truth
+        same_on_off(c, "sg_pool", queries)
