@@ -557,3 +557,23 @@ def test_search_pool_after_errors(cluster):
         c.execute("COMMIT")
         assert [[r[0] for r in knn(c, "sg_pool", q)] for q in queries] == truth
         same_on_off(c, "sg_pool", queries)
+
+
+def test_insert_found_by_next_search_from_image(cluster):
+    """Every row an INSERT commits is found by the very next search in another
+    backend, and that search reads the image (written through by the insert,
+    not thrown away or refreshed)."""
+    rows, _ = data.clustered(4000, 32, seed=101, n_queries=1)
+    more, _ = data.clustered(150, 32, seed=102, n_queries=1)
+    with cluster.connect() as a, cluster.connect() as b:
+        data.load(a, "sg_next", rows)
+        a.execute("CREATE INDEX sg_next_idx ON sg_next USING streamhnsw (embedding vector_l2_ops)")
+        clear_cache(a)
+        a.execute("SELECT streamhnsw_cache_load('sg_next_idx')")
+        before = cache_row(a, "sg_next_idx")
+        for i, v in enumerate(more):
+            a.execute("INSERT INTO sg_next VALUES (%s, %s)", (50000 + i, data.vector_literal(v)))
+            assert "shared graph: used" in explain_shared(b, "sg_next", v)
+            assert 50000 + i in [r[0] for r in knn(b, "sg_next", v)], i
+        after = cache_row(a, "sg_next_idx")
+        assert after["builds"] == before["builds"] and after["refreshes"] == before["refreshes"], after
