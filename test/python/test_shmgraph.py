@@ -56,6 +56,13 @@ def clear_cache(conn):
                  "AND l.state = 'ready'")
 
 
+def indexed_table(conn, table, rows):
+    """Load rows into table, index them (L2) and drop this database's images."""
+    data.load(conn, table, rows)
+    conn.execute(f"CREATE INDEX {table}_idx ON {table} USING streamhnsw (embedding vector_l2_ops)")
+    clear_cache(conn)
+
+
 def wait_ready(conn, index, timeout=60):
     """Wait until the image of index is ready (built in the background)."""
     deadline = time.time() + timeout
@@ -167,9 +174,7 @@ def test_list_load_drop_reindex(conn):
 def test_fresh_connection_uses_image(cluster):
     rows, queries = data.clustered(2000, 16, seed=41, n_queries=3)
     with cluster.connect() as c:
-        data.load(c, "sg_fresh", rows)
-        c.execute("CREATE INDEX sg_fresh_idx ON sg_fresh USING streamhnsw (embedding vector_l2_ops)")
-        clear_cache(c)
+        indexed_table(c, "sg_fresh", rows)
         c.execute("SELECT streamhnsw_cache_load('sg_fresh_idx')")
     with cluster.connect() as c:
         assert "shared graph: used" in explain_shared(c, "sg_fresh", queries[0])
@@ -475,9 +480,7 @@ def test_background_build_does_not_hold_back_vacuum(cluster):
     build for 30 s (streamhnsw.debug_image_build_delay)."""
     rows, queries = data.clustered(3000, 16, seed=97, n_queries=3)
     with cluster.connect() as c:
-        data.load(c, "sg_vac", rows)
-        c.execute("CREATE INDEX sg_vac_idx ON sg_vac USING streamhnsw (embedding vector_l2_ops)")
-        clear_cache(c)
+        indexed_table(c, "sg_vac", rows)
         c.execute("SET streamhnsw.debug_image_build_delay = '30s'")
         assert explain_shared(c, "sg_vac", queries[0]).startswith(BACKGROUND)
         pid, xmin = build_worker(c)
@@ -516,8 +519,7 @@ def test_search_pool_after_errors(cluster):
     end of the failed one), still return exactly what a sequential scan does."""
     rows, queries = data.clustered(3000, 16, seed=99, n_queries=4)
     with cluster.connect() as c:
-        data.load(c, "sg_pool", rows)
-        c.execute("CREATE INDEX sg_pool_idx ON sg_pool USING streamhnsw (embedding vector_l2_ops)")
+        indexed_table(c, "sg_pool", rows)
         c.execute("SET streamhnsw.ef_search = 400")
 
         def exact(q):
@@ -566,9 +568,7 @@ def test_insert_found_by_next_search_from_image(cluster):
     rows, _ = data.clustered(4000, 32, seed=101, n_queries=1)
     more, _ = data.clustered(150, 32, seed=102, n_queries=1)
     with cluster.connect() as a, cluster.connect() as b:
-        data.load(a, "sg_next", rows)
-        a.execute("CREATE INDEX sg_next_idx ON sg_next USING streamhnsw (embedding vector_l2_ops)")
-        clear_cache(a)
+        indexed_table(a, "sg_next", rows)
         a.execute("SELECT streamhnsw_cache_load('sg_next_idx')")
         before = cache_row(a, "sg_next_idx")
         for i, v in enumerate(more):
