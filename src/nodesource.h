@@ -37,12 +37,24 @@
  * look-ahead allows. A wrong guess costs I/O bandwidth, never a wrong
  * answer; a source with nothing to read ahead leaves it NULL.
  *
+ * page_records(ctx, blk, &records, &token), which may be NULL: whether the
+ * source holds block blk in memory. -1: it does not (the caller reads the
+ * page through buffers). 0 with records NULL: a page of another kind (no
+ * nodes). Otherwise the number of node slots in use of graph page blk,
+ * with records pointing at the first record (slots are node_size apart).
+ * The records may be changed by a writer while they are read (torn): the
+ * caller reads within bounds whatever it finds and, once done, asks
+ * page_records_valid(ctx, blk, token): false means the page changed
+ * meanwhile and what was read must be discarded. The scan's sweep uses
+ * them (scan.c, scan_sweep).
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef STREAMHNSW_NODESOURCE_H
 #define STREAMHNSW_NODESOURCE_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "format.h"
 
@@ -56,6 +68,9 @@ typedef struct ShnswNodeSource
 	int			(*read_upper) (void *ctx, ShnswUpperLoc loc, int layer,
 							   ShnswRef *out);
 	void		(*prefetch) (void *ctx, const ShnswRef *refs, int n, bool speculative);
+	int			(*page_records) (void *ctx, uint32_t blk, const char **records,
+								 uint64_t *token);
+	bool		(*page_records_valid) (void *ctx, uint32_t blk, uint64_t token);
 } ShnswNodeSource;
 
 /* How many queued candidates' neighbourhoods speculative read-ahead looks at. */
