@@ -123,7 +123,7 @@ def measure(conn, name, rows, queries, limit, ef, explain, modes, s_table=None):
                    "rounds": [], "reranked": []} for m in modes}
     stmts = {}
     for eng, order, suf, guc in modes:
-        table = s_table if (suf == "s" and s_table) else f"{name}_{suf}"
+        table = s_table if (suf == "n" and s_table) else f"{name}_{suf}"
         stmts[(eng, order)] = (guc, f"SELECT id, embedding <=> %s::vector FROM {table} "
                                     f"ORDER BY embedding <=> %s::vector LIMIT {limit}")
     lits = [data.vector_literal(q) for q in queries]
@@ -154,7 +154,7 @@ def measure(conn, name, rows, queries, limit, ef, explain, modes, s_table=None):
             r["recall"].append(float(np.sum(d[ids] <= kth + 1e-7)) / limit)
             last = d[ids].max()
             r["missing"].append(int(np.sum(d < last - 1e-7) - np.sum(d[ids] < last - 1e-7)))
-            if explain and eng == "streamhnsw":
+            if explain and eng.startswith("streamhnsw"):
                 plan = [x[0] for x in conn.execute("EXPLAIN (ANALYZE, COSTS OFF) " + sql,
                                                    (lit, lit)).fetchall()]
                 line = next(x for x in plan if "streamhnsw order:" in x)
@@ -192,13 +192,20 @@ def main():
     ap.add_argument("--set", action="append", default=[], help="extra SET for the session")
     ap.add_argument("--stop", action="store_true")
     ap.add_argument("--s-table", default=None,
-                    help="streamhnsw's table (default SET_s), e.g. one rebuilt by a newer build")
+                    help="a second streamhnsw table (SET stands for the set's name), e.g. "
+                         "SET_n rebuilt by a newer build: measured as streamhnsw, the "
+                         "SET_s index as streamhnsw-old, in the same run")
     a = ap.parse_args()
     c = open_cluster(Path(a.dir))
     if a.stop:
         c.stop()
         return
     modes = MODES if a.engines == "all" else [m for m in MODES if m[0] == a.engines]
+    if a.s_table:
+        # the rebuilt index (suffix n) beside the old one (suffix s), same run
+        modes = [(e, o, "n" if e == "streamhnsw" else suf, g) for e, o, suf, g in modes]
+        modes.insert(1, ("streamhnsw-old", "strict", "s",
+                         "streamhnsw.iterative_scan = strict_order"))
     print("| set | LIMIT | ef_search | engine | rows | recall | missing below last | "
           "queries missing | p50 ms | p90 ms | p99 ms | streamhnsw EXPLAIN |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")

@@ -295,14 +295,14 @@ def test_plans_by_selectivity_next_to_pgvector(conn):
 def test_out_of_range_inserts_keep_strict_order(conn, metric):
     """
     Values inserted after the quantizer was trained, far outside its range,
-    are clamped: their codes can be off by more than the navigation
-    distance's bound allows for. Strict order still returns rows in
-    non-decreasing exact distance, each once, for queries among them and
-    among the trained rows. The sweep bounds codes at an end of the range
-    by the box of values they may stand for, but the first round's nearer
-    rows are returned before the sweep, on the navigation bound, so a scan
-    can still miss a clamped row nearer than them (src/README, Scans):
-    printed, not asserted.
+    are clamped: their codes can be off by far more than half a step. The
+    metapage's largest residual covers them (each insert raises it to its
+    own node's), so the navigation bound holds for every node: strict
+    order returns rows in non-decreasing exact distance, each once, and a
+    full scan returns all 2,300 rows, for queries among them and among the
+    trained rows. (Before the residual was kept, the first round's rows
+    were returned on the half-step bound and full scans lost 0 to 12 rows.)
+    LIMIT 10/100 answers rest on the graph walk too: printed.
     """
     op, vops, _ = OPS[metric]
     rng = np.random.default_rng(7)
@@ -341,6 +341,7 @@ def test_out_of_range_inserts_keep_strict_order(conn, metric):
                     total += 1
         print(f"\n{metric}: {exact} of {total} LIMIT 10/100 answers exact; full scans "
               f"return {full} of 2300 rows", end="")
+        assert full == [2300] * 5, full
     finally:
         conn.execute("RESET enable_seqscan")
         conn.execute("RESET streamhnsw.max_scan_tuples")
