@@ -1767,21 +1767,6 @@ shnsw_search_take(ShnswSearch *s)
 float
 shnsw_search_frontier(ShnswSearch *s)
 {
-	float		f = shnsw_search_frontier_live(s);
-	float		r = shnsw_search_round_floor(s);
-
-	return r < f ? r : f;
-}
-
-float
-shnsw_search_round_floor(const ShnswSearch *s)
-{
-	return s->budget_spent || s->exhausted ? INFINITY : s->round_floor;
-}
-
-float
-shnsw_search_frontier_live(ShnswSearch *s)
-{
 	float		f = INFINITY;
 
 	while (s->D.n > 0 && (s->cands[shnsw_heap_top(&s->D).id].state & SHNSW_CAND_EMITTED))
@@ -1800,6 +1785,8 @@ shnsw_search_frontier_live(ShnswSearch *s)
 			shnsw_heap_pop(&s->C);
 		if (s->C.n > 0 && shnsw_heap_top(&s->C).d < f)
 			f = shnsw_heap_top(&s->C).d;
+		if (s->round_floor < f)
+			f = s->round_floor;
 	}
 	return f;
 }

@@ -336,15 +336,6 @@ extern int	shnsw_search_next(ShnswSearch *s, ShnswRef start, int ef, uint32_t *o
  */
 extern float shnsw_search_frontier(ShnswSearch *s);
 
-/*
- * The two parts of shnsw_search_frontier: the nodes seen and not emitted
- * or not expanded (live), and the frontier as the last continuation round
- * started (+infinity before a second round, once the budget is spent or
- * the walk has ended). scan.c bounds them with different errors.
- */
-extern float shnsw_search_frontier_live(ShnswSearch *s);
-extern float shnsw_search_round_floor(const ShnswSearch *s);
-
 /* The navigation distance of the nearest parked node not emitted (or +infinity). */
 extern float shnsw_search_parked(ShnswSearch *s);
 

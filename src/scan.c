@@ -113,8 +113,8 @@ typedef struct ShnswScanOpaqueData
 
 	/* the exact-distance lower bound of a navigation distance */
 	bool		unbounded;		/* every distance is NaN: any order is right */
-	ShnswBound	bound;
-	ShnswBound	floor_bound;	/* with the worst-case error: the round floor */
+	ShnswBound	bound;			/* before the sweep (scan_lower_bound) */
+	ShnswBound	proof;			/* after it: the largest residual's */
 
 	/* the sweep: every node seen once the budget covers the index */
 	bool		complete;		/* max_scan_tuples covers every node */
@@ -368,7 +368,7 @@ held_pop(ShnswScanOpaque so, bool *late)
 static inline double
 scan_lower_bound(ShnswScanOpaque so, double est)
 {
-	return shnsw_bound_lower(&so->bound, est);
+	return shnsw_bound_lower(so->swept ? &so->proof : &so->bound, est);
 }
 
 /*
@@ -383,8 +383,10 @@ scan_check_bound(ShnswScanOpaque so, float est, double d)
 {
 	if (isnan(d))
 		return;
-	for (int i = 0; i < 64 && scan_lower_bound(so, est) > d; i++)
+	for (int i = 0; i < 64 && shnsw_bound_lower(&so->bound, est) > d; i++)
 		so->bound.err_abs = so->bound.err_abs * 2 + 1e-7;
+	for (int i = 0; i < 64 && shnsw_bound_lower(&so->proof, est) > d; i++)
+		so->proof.err_abs = so->proof.err_abs * 2 + 1e-7;
 }
 
 /*
@@ -434,27 +436,10 @@ scan_emit_bound(ShnswScanOpaque so, bool *parked)
 	 */
 	if (so->search.rounds == 1 && so->first_floor < bound)
 		bound = so->first_floor;
-	f = shnsw_search_frontier_live(&so->search);
+	f = shnsw_search_frontier(&so->search);
 	if (!(isinf(f) && f > 0) && scan_lower_bound(so, f) < bound)
 		bound = scan_lower_bound(so, f);
 	*parked = bound == scan_lower_bound(so, shnsw_search_parked(&so->search));
-
-	/*
-	 * The round floor is a premise, not a proof: the shell a round explores
-	 * past the frontier it started from. It keeps the worst-case error
-	 * (every dimension off by half a step), the margin that shell was
-	 * measured with: with the largest actual residual instead, filtered
-	 * 128-d L2 recall (2 %, LIMIT 10, test_scan_order.py) fell to 0.98,
-	 * below the 0.99 asked (0.99 with this), and more queries found rows
-	 * after farther ones (ef_search 16 LIMIT 10 on clustered 384-d: 31 of
-	 * 60 instead of 9).
-	 */
-	f = shnsw_search_round_floor(&so->search);
-	if (!(isinf(f) && f > 0) && shnsw_bound_lower(&so->floor_bound, f) < bound)
-	{
-		bound = shnsw_bound_lower(&so->floor_bound, f);
-		*parked = false;
-	}
 
 	/*
 	 * Re-ranked nodes not yet expanded: their neighbours, not yet seen, are
@@ -553,8 +538,10 @@ scan_setup(IndexScanDesc scan)
 					  info->metric : SHNSW_METRIC_L2, nav, info->lo, info->scale);
 	shnsw_bound_prepare(&so->bound, info->metric, so->unbounded, nav, info->lo, info->scale, dims,
 						snap.max_residual);
-	shnsw_bound_prepare(&so->floor_bound, info->metric, so->unbounded, nav, info->lo, info->scale,
+	so->proof = so->bound;
+	shnsw_bound_prepare(&so->bound, info->metric, so->unbounded, nav, info->lo, info->scale,
 						dims, -1.0);
+	so->bound.err_abs = Max(so->bound.err_abs, so->proof.err_abs);
 
 	shnsw_reader_init(&so->reader, index);
 	so->stats.io_mode = so->reader.mode;
