@@ -388,3 +388,46 @@ def test_sweep_threshold_zero_is_exact(conn):
               f"threshold 0.25 {skipped['0.25']}, threshold 0 {skipped['0']}", end="")
     finally:
         conn.execute("DROP TABLE swz")
+
+
+def test_sweep_from_image_matches_buffers(conn):
+    """
+    A sweep reads the graph pages the shared graph image holds from the
+    image (plain loads), the others through shared buffers: full and
+    LIMIT scans that sweep return the same rows in the same order with the
+    image and without it, and every live row.
+    """
+    rows, queries = data.clustered(3000, 32, seed=8, n_queries=3)
+    data.load(conn, "swi", rows)
+    conn.execute("CREATE INDEX swi_idx ON swi USING streamhnsw (embedding vector_cosine_ops)")
+    conn.execute("DELETE FROM swi WHERE id % 5 = 2")
+    conn.execute("VACUUM ANALYZE swi")
+    assert conn.execute("SELECT streamhnsw_cache_load('swi_idx')").fetchone()[0] is not None
+    live = {i for i in range(3000) if i % 5 != 2}
+    try:
+        for limit in (3010, 50):
+            sql = ("SELECT id, embedding <=> %s::vector FROM swi "
+                   f"ORDER BY embedding <=> %s::vector LIMIT {limit}")
+            for q in queries:
+                lit = data.vector_literal(q)
+                got = {}
+                for cache in ("on", "off"):
+                    with conn.transaction(force_rollback=True):
+                        conn.execute("SET LOCAL enable_seqscan = off")
+                        conn.execute("SET LOCAL streamhnsw.max_scan_tuples = 1000000")
+                        conn.execute("SET LOCAL streamhnsw.sweep_threshold = 0")
+                        conn.execute(f"SET LOCAL streamhnsw.shared_cache = {cache}")
+                        got[cache] = conn.execute(sql, (lit, lit)).fetchall()
+                        plan = [r[0] for r in conn.execute(
+                            "EXPLAIN (ANALYZE, COSTS OFF) " + sql, (lit, lit)).fetchall()]
+                        assert any("swept nodes=" in p and "swept nodes=0" not in p
+                                   for p in plan), plan
+                        if cache == "on":
+                            assert any("shared graph: used" in p for p in plan), plan
+                assert got["on"] == got["off"]
+                ids = [r[0] for r in got["on"]]
+                assert len(ids) == len(set(ids))
+                if limit > 3000:
+                    assert set(ids) == live
+    finally:
+        conn.execute("DROP TABLE swi")
