@@ -2037,13 +2037,13 @@ shnsw_search_next(ShnswSearch *s, ShnswRef start, int ef, uint32_t *out)
 
 bool
 shnsw_search_sweep_node(ShnswSearch *s, ShnswRef ref, const ShnswNodeHeader *node,
-						uint32_t *idx)
+						float d, uint32_t *idx)
 {
 	uint32_t	j;
 
 	if (!shnsw_visited_add(&s->visited, ref))
 		return false;
-	j = search_add_cand_ex(s, ref, sq8_distance(s->q, shnsw_node_code(node, s->m)), node, false);
+	j = search_add_cand_ex(s, ref, d, node, false);
 	shnsw_heap_push(&s->D, s->cands[j].d, j);
 	*idx = j;
 	return true;
@@ -2069,12 +2069,15 @@ shnsw_search_swept(ShnswSearch *s)
 
 void
 shnsw_bound_prepare(ShnswBound *b, ShnswMetric metric, bool unbounded, const float *nav,
-					const float *lo, const float *scale, int dims)
+					const float *lo, const float *scale, int dims, double residual)
 {
 	const double eps = FLT_EPSILON;
 	double		sumsq = 0.0,
 				sumabs = 0.0,
-				mag = 0.0;
+				mag = 0.0,
+				rndsq = 0.0,
+				rndabs = 0.0,
+				qsq = 0.0;
 
 	/*
 	 * A code c stands for x' = lo + c * scale, |x_i - x'_i| <= scale_i / 2
@@ -2088,11 +2091,15 @@ shnsw_bound_prepare(ShnswBound *b, ShnswMetric metric, bool unbounded, const flo
 	{
 		double		sc = scale[i];
 		double		xmax = fmax(fabs(lo[i]), fabs(lo[i] + 255.0 * sc));
-		double		e = sc / 2 + 2 * eps * (xmax + fabs(nav[i]));
+		double		r = 2 * eps * (xmax + fabs(nav[i]));
+		double		e = sc / 2 + r;
 
 		sumsq += e * e;
 		sumabs += fabs(nav[i]) * e;
 		mag += fabs(nav[i]) * xmax;
+		rndsq += r * r;
+		rndabs += fabs(nav[i]) * r;
+		qsq += (double) nav[i] * nav[i];
 	}
 	b->metric = metric;
 	b->unbounded = unbounded;
@@ -2105,6 +2112,61 @@ shnsw_bound_prepare(ShnswBound *b, ShnswMetric metric, bool unbounded, const flo
 		b->err_abs = sqrt(sumsq);
 	else
 		b->err_abs = sumabs + b->err_rel * mag;
+
+	/*
+	 * The largest actual residual |x - x'| of any node (kept on the
+	 * metapage) is far below the worst case of every dimension off by half
+	 * a step at once (0.63 of it on clustered 384-d data), and covers
+	 * clamped values too: |q - x| >= |q - x'| - |x - x'| (decoding's
+	 * rounding added); inner product: -q.x >= -q.x' - |q| |x - x'|.
+	 */
+	if (residual >= 0.0)
+	{
+		residual = residual * (1 + 1e-6) + 1e-12;
+		if (metric != SHNSW_METRIC_IP)
+			b->err_abs = residual + sqrt(rndsq);
+		else
+			b->err_abs = sqrt(qsq) * (1 + eps) * residual + rndabs + b->err_rel * mag;
+	}
+}
+
+double
+shnsw_code_residual(const float *lo, const float *scale, const float *v, const uint8_t *code,
+					int dims)
+{
+	double		sum = 0.0;
+
+	for (int i = 0; i < dims; i++)
+	{
+		double		r = (double) v[i] - ((double) lo[i] + (double) code[i] * (double) scale[i]);
+
+		sum += r * r;
+	}
+	/* double rounding of the sums, upwards (the bound rounds it up again) */
+	return sqrt(sum) * (1 + 1e-9) + 1e-12;
+}
+
+double
+shnsw_bound_upper(const ShnswBound *b, double est)
+{
+	double		base;
+
+	switch (b->metric)
+	{
+		case SHNSW_METRIC_L2:
+			base = sqrt(fmax(est, 0.0)) + b->err_abs;
+			break;
+		case SHNSW_METRIC_COSINE:
+			if (b->unbounded)
+				return INFINITY;
+			base = sqrt(fmax(est, 0.0)) + b->err_abs;
+			base += b->err_rel * base;
+			return base * base / 2 + b->err_rel;
+		default:
+			base = est + b->err_abs;
+			break;
+	}
+	return base + b->err_rel * fabs(base);
 }
 
 double
