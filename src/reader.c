@@ -386,6 +386,7 @@ reader_evict_speculative(ShnswReader *r)
 	reader_leave_batch(r);
 	reader_drop(r, oldest);
 	r->stats.spec_wasted++;
+	r->stats.spec_evicted++;
 	return true;
 }
 
@@ -829,6 +830,7 @@ shnsw_reader_stats_add(ShnswReaderStats *dst, const ShnswReaderStats *src,
 	dst->spec_ios += src->spec_ios;
 	dst->spec_used += src->spec_used;
 	dst->spec_wasted += src->spec_wasted;
+	dst->spec_evicted += src->spec_evicted;
 	dst->waits += src->waits;
 	dst->stalls += src->stalls;
 	dst->wait_ns += src->wait_ns;

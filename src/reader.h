@@ -35,6 +35,8 @@ typedef struct ShnswReaderStats
 	uint64		spec_ios;		/* of those, needing a read */
 	uint64		spec_used;		/* speculative pages the search then read */
 	uint64		spec_wasted;	/* speculative pages dropped unread */
+	uint64		spec_evicted;	/* of those, dropped from a full table to make
+								 * room for a known page */
 	uint64		waits;			/* waits for a read not complete yet */
 	uint64		stalls;			/* of those, longer than 20 us */
 	uint64		wait_ns;
