@@ -42,7 +42,12 @@ SETTINGS = {"shared_buffers": "2GB", "io_method": "worker", "io_workers": 16,
 ENGINES = {"pgvector": pg.Engine("pgvector hnsw", "hnsw", "t_pg", "t_pg_idx", "hnsw.ef_search"),
            "streamhnsw": pg.Engine("streamhnsw", "streamhnsw", "t_sh", "t_sh_idx",
                                    "streamhnsw.ef_search",
-                                   {"streamhnsw.shared_cache": "off"})}
+                                   {"streamhnsw.shared_cache": "off"}),
+           # a second streamhnsw index on a copy of the rows (devloop.py clone):
+           # the index built by the library installed now, beside the older one
+           "streamhnsw2": pg.Engine("streamhnsw (new build)", "streamhnsw", "t_sh2", "t_sh2_idx",
+                                    "streamhnsw.ef_search",
+                                    {"streamhnsw.shared_cache": "off"})}
 
 
 def load_dataset(name: str, rows: int, dim: int):
@@ -97,8 +102,14 @@ def cmd_setup(a):
 
 def cmd_rebuild(a):
     c, shim = cluster_and_shim(False)
-    eng = ENGINES["streamhnsw"]
+    eng = ENGINES[a.engine]
     with c.connect() as conn:
+        if a.engine == "streamhnsw2":
+            conn.execute(f"DROP TABLE IF EXISTS {eng.table}")
+            conn.execute(f"CREATE TABLE {eng.table} (LIKE t_pg INCLUDING ALL)")
+            conn.execute(f"INSERT INTO {eng.table} SELECT * FROM t_pg")
+            conn.execute(f"ALTER TABLE {eng.table} SET (autovacuum_enabled = off)")
+            conn.execute(f"VACUUM (ANALYZE, FREEZE) {eng.table}")
         conn.execute(f"DROP INDEX IF EXISTS {eng.index}")
     r = pg.build_index(c, eng, "vector", "cosine", 16, 64, log=print, poll=30)
     with c.connect() as conn:
@@ -135,7 +146,7 @@ def cmd_run(a):
     truth = np.load(STATE / "truth.npy")
     first = a.offset
     lits = pg.literals(queries[first:first + a.queries])
-    efs = {"pgvector": a.ef_pg, "streamhnsw": a.ef_sh}
+    efs = {"pgvector": a.ef_pg, "streamhnsw": a.ef_sh, "streamhnsw2": a.ef_sh}
     engines = [e for e in a.engines.split(",")]
     conns, evs = {}, {}
     for name in engines:
@@ -165,7 +176,7 @@ def cmd_run(a):
                 shim.set(enabled=False)
                 got = {r[0] for r in rows}
                 res[name]["recall"].append(len(got & set(truth[first + qi][:10].tolist())) / 10)
-                if name == "streamhnsw" and not a.no_explain:
+                if name.startswith("streamhnsw") and not a.no_explain:
                     evs[name](conn)
                     shim.set(enabled=True, delay_us=a.delay)
                     res[name]["io"].append(explain_io(conn, sql, lit))
@@ -173,7 +184,7 @@ def cmd_run(a):
         line = {"eic": eic, "io_workers": workers, "delay_us": a.delay, "load": load,
                 "queries": len(lits), "set": a.set}
         for name in engines:
-            line[name] = {"ef": efs[name], "p50_ms": statistics.median(res[name]["lat"]),
+            line[name] = {"ef": efs.get(name, a.ef_sh), "p50_ms": statistics.median(res[name]["lat"]),
                           "recall": statistics.mean(res[name]["recall"]),
                           "lat": res[name]["lat"]}
             io = res[name]["io"]
@@ -190,11 +201,11 @@ def cmd_run(a):
         msg = f"eic {eic:3d} io_workers {workers}:"
         for name in engines:
             msg += f"  {name} p50 {line[name]['p50_ms']:.1f} ms (recall {line[name]['recall']:.3f})"
-        if len(engines) == 2:
-            msg += f"  ratio {line['pgvector']['p50_ms'] / line['streamhnsw']['p50_ms']:.1f}x"
-        if "io" in line.get("streamhnsw", {}):
-            io = line["streamhnsw"]["io"]
-            msg += (f"  rt {io['round_trips']:.0f} waits {io['Waits']:.0f} sync "
+        for name in [n for n in engines if n != "pgvector" and "pgvector" in line]:
+            msg += f"  {name} ratio {line['pgvector']['p50_ms'] / line[name]['p50_ms']:.1f}x"
+        for name in [n for n in engines if "io" in line[n]]:
+            io = line[name]["io"]
+            msg += (f"\n    {name}: rt {io['round_trips']:.0f} waits {io['Waits']:.0f} sync "
                     f"{io['Synchronous Reads']:.0f} read {io['Pages Read']:.0f} "
                     f"exp {io['Nodes Expanded']:.0f} pages/exp {io['pages_per_expansion']:.2f} "
                     f"reads/exp {io['reads_per_expansion']:.2f} spec {io['Speculative Reads']:.0f}"
@@ -214,7 +225,8 @@ def main(argv=None):
     s.add_argument("--dataset", default="sentences", choices=["sentences", "synthetic"])
     s.add_argument("--rows", type=int, default=100_000)
     s.add_argument("--dim", type=int, default=384)
-    sub.add_parser("rebuild")
+    rb = sub.add_parser("rebuild")
+    rb.add_argument("--engine", default="streamhnsw", choices=["streamhnsw", "streamhnsw2"])
     sub.add_parser("stop")
     r = sub.add_parser("run")
     r.add_argument("--eic", default="16")

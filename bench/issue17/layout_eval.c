@@ -1,0 +1,103 @@
+/*
+ * layout_eval: distinct pages per layer-0 neighbour list (not counting the
+ * owner's own page) of a real index's graph under the build's layouts.
+ *
+ *   python bench/issue17/layout_dump.py INDEX > graph.bin   (kept devloop server)
+ *   cc -O2 -Isrc -o layout_eval bench/issue17/layout_eval.c src/graph.c \
+ *      src/kernels.c src/neighbors.c src/reach.c src/lookahead.c -lm
+ *   ./layout_eval graph.bin PER_PAGE
+ *
+ * graph.bin: uint32 n, m, entry; then per node (in the index's order)
+ * uint32 count and count uint32 node numbers.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "graph.h"
+
+void *shnsw_alloc(size_t size) { return malloc(size ? size : 1); }
+void *shnsw_alloc0(size_t size) { return calloc(1, size ? size : 1); }
+void *shnsw_realloc(void *p, size_t size) { return realloc(p, size); }
+void shnsw_free(void *p) { free(p); }
+void shnsw_check_interrupts(void) {}
+
+static double
+pages_per_list(const ShnswBuildGraph *g, const uint32_t *order, int per_page, int own)
+{
+	uint32_t   *page = malloc(sizeof(uint32_t) * g->n);
+	double		total = 0;
+
+	for (uint32_t p = 0; p < g->n; p++)
+		page[order[p]] = p / per_page;
+	for (uint32_t i = 0; i < g->n; i++)
+	{
+		int			cnt;
+		ShnswRef   *nb = shnsw_build_neighbors(g, i, 0, &cnt);
+		uint32_t	seen[2 * SHNSW_MAX_M + 1];
+		int			ns = 0;
+
+		if (!own)
+			seen[ns++] = page[i];
+		for (int k = 0; k < cnt; k++)
+		{
+			int			j = 0;
+
+			while (j < ns && seen[j] != page[nb[k]])
+				j++;
+			if (j == ns)
+				seen[ns++] = page[nb[k]];
+		}
+		total += ns - (own ? 0 : 1);
+	}
+	free(page);
+	return total / g->n;
+}
+
+int
+main(int argc, char **argv)
+{
+	FILE	   *f = fopen(argv[1], "rb");
+	int			per_page = atoi(argv[2]);
+	uint32_t	hdr[3];
+	ShnswBuildGraph g;
+	uint32_t   *order,
+			   *scratch,
+			   *ident;
+	clock_t		t;
+
+	memset(&g, 0, sizeof(g));
+	if (!f || fread(hdr, 4, 3, f) != 3)
+		return 1;
+	g.n = hdr[0];
+	g.m = (int) hdr[1];
+	g.entry = hdr[2];
+	g.nbr0 = calloc((size_t) g.n * 2 * g.m, sizeof(ShnswRef));
+	g.cnt0 = calloc(g.n, sizeof(uint16_t));
+	for (uint32_t i = 0; i < g.n; i++)
+	{
+		uint32_t	c;
+
+		if (fread(&c, 4, 1, f) != 1 || c > (uint32_t) (2 * g.m) ||
+			fread(g.nbr0 + (size_t) i * 2 * g.m, 4, c, f) != c)
+			return 2;
+		g.cnt0[i] = (uint16_t) c;
+	}
+	order = malloc(sizeof(uint32_t) * g.n);
+	scratch = malloc(sizeof(uint32_t) * g.n);
+	ident = malloc(sizeof(uint32_t) * g.n);
+	for (uint32_t i = 0; i < g.n; i++)
+		ident[i] = i;
+	printf("n %u m %d per page %d: pages per list (beyond own page / all)\n", g.n, g.m, per_page);
+	printf("  as stored:      %.2f / %.2f\n", pages_per_list(&g, ident, per_page, 0),
+		   pages_per_list(&g, ident, per_page, 1));
+	shnsw_build_layout_order(&g, order);
+	printf("  breadth-first:  %.2f / %.2f\n", pages_per_list(&g, order, per_page, 0),
+		   pages_per_list(&g, order, per_page, 1));
+	t = clock();
+	shnsw_build_layout_pages(&g, per_page, order, scratch);
+	printf("  this build's:   %.2f / %.2f (%.1f s)\n", pages_per_list(&g, order, per_page, 0),
+		   pages_per_list(&g, order, per_page, 1), (double) (clock() - t) / CLOCKS_PER_SEC);
+	return 0;
+}
