@@ -1226,19 +1226,27 @@ shnsw_build_layout_order(const ShnswBuildGraph *g, uint32_t *order)
 #define LP_PAGE		2
 
 /*
- * The page layout (shnsw_build_layout_pages): co-location. What a cold search pays
- * for expanding node x is the number of distinct pages its neighbours are
- * on, not counting x's own page (read already). Filling page P, a node x is
- * "touched" once P is among those pages or is x's own: x is on P, or one of
- * x's neighbours is. Placing a free node y on P then saves one page read
- * for every touched x that lists y, and one for y itself if y is touched
- * (P holds one of its neighbours). So y's score is the number of touched
- * lists naming y, plus one if y is touched, and the page takes the free
- * node of highest score. In-links are not stored: the lists that name a
- * placed node p are taken to be those of p's neighbours that name p back
- * (HNSW links are mostly mutual).
+ * The page layout (shnsw_build_layout_pages): co-location, level by level.
+ *
+ * What a cold search pays for expanding node x on layer l is the number of
+ * distinct pages its layer-l neighbours are on, not counting x's own page
+ * (read already). Filling page P, a node x is "touched" once P is among
+ * those pages or is x's own: x is on P, or one of x's neighbours is.
+ * Placing a free node y on P then saves one page read for every touched x
+ * whose list names y, and one for y itself if y is touched (P holds one of
+ * its neighbours). So y's score is the number of touched lists naming y,
+ * plus one if y is touched, and the page takes the free node of highest
+ * score. In-links are not stored: the lists that name a placed node p are
+ * taken to be those of p's neighbours that name p back (HNSW links are
+ * mostly mutual; exact in-links measured no better).
+ *
+ * Nodes are placed in bands of decreasing level, the entry point first:
+ * the nodes of the top layers fill the first pages (so that a scan can
+ * read the pages of a whole descent ahead, pageaccess.c), each band
+ * co-located on its own layer's lists; the level-0 nodes on layer 0's.
  */
 #define CL_TOUCHED	4			/* state bit: touched by the page being filled */
+#define CL_PLACE	3			/* state bits: LP_* */
 
 typedef struct ColocPage
 {
@@ -1249,9 +1257,29 @@ typedef struct ColocPage
 	size_t		ntouched;
 	size_t		captouched;
 	ShnswHeap	best;			/* (score, node), stale entries skipped */
+	int			layer;			/* the band: nodes of this level */
 	uint32_t   *order;
 	uint32_t	placed;
 } ColocPage;
+
+/* x's list on the band's layer (none if x is below it). */
+static ShnswRef *
+coloc_list(const ColocPage *cp, uint32_t x, int *cnt)
+{
+	if (cp->g->levels[x] < cp->layer)
+	{
+		*cnt = 0;
+		return NULL;
+	}
+	return shnsw_build_neighbors(cp->g, x, cp->layer, cnt);
+}
+
+/* Can y go on the page being filled? (Higher bands are placed already.) */
+static inline bool
+coloc_free(const ColocPage *cp, uint32_t y)
+{
+	return (cp->state[y] & CL_PLACE) == LP_FREE && cp->g->levels[y] >= cp->layer;
+}
 
 static void
 coloc_note(ColocPage *cp, uint32_t x)
@@ -1268,7 +1296,7 @@ coloc_note(ColocPage *cp, uint32_t x)
 static void
 coloc_gain(ColocPage *cp, uint32_t y)
 {
-	if ((cp->state[y] & 3) != LP_FREE)
+	if (!coloc_free(cp, y))
 		return;
 	if (cp->score[y] == 0 && !(cp->state[y] & CL_TOUCHED))
 		coloc_note(cp, y);
@@ -1288,18 +1316,18 @@ coloc_touch(ColocPage *cp, uint32_t x)
 	if (cp->score[x] == 0)
 		coloc_note(cp, x);
 	cp->state[x] |= CL_TOUCHED;
-	nb = shnsw_build_neighbors(cp->g, x, 0, &cnt);
+	nb = coloc_list(cp, x, &cnt);
 	for (int k = 0; k < cnt; k++)
 		coloc_gain(cp, nb[k]);
 	coloc_gain(cp, x);
 }
 
-/* Does x's layer-0 list name y? */
+/* Does x's list on the band's layer name y? */
 static bool
-coloc_links(const ShnswBuildGraph *g, uint32_t x, uint32_t y)
+coloc_links(const ColocPage *cp, uint32_t x, uint32_t y)
 {
 	int			cnt;
-	ShnswRef   *nb = shnsw_build_neighbors(g, x, 0, &cnt);
+	ShnswRef   *nb = coloc_list(cp, x, &cnt);
 
 	for (int k = 0; k < cnt; k++)
 		if (nb[k] == y)
@@ -1307,19 +1335,26 @@ coloc_links(const ShnswBuildGraph *g, uint32_t x, uint32_t y)
 	return false;
 }
 
+/* p's placement touches p and the lists that name it. */
+static void
+coloc_touch_around(ColocPage *cp, uint32_t p)
+{
+	int			cnt;
+	ShnswRef   *nb = coloc_list(cp, p, &cnt);
+
+	coloc_touch(cp, p);
+	for (int k = 0; k < cnt; k++)
+		if (!(cp->state[nb[k]] & CL_TOUCHED) && coloc_links(cp, nb[k], p))
+			coloc_touch(cp, nb[k]);
+}
+
 /* Place p on the page being filled. */
 static void
 coloc_place(ColocPage *cp, uint32_t p)
 {
-	int			cnt;
-	ShnswRef   *nb = shnsw_build_neighbors(cp->g, p, 0, &cnt);
-
 	cp->state[p] = (cp->state[p] & CL_TOUCHED) | LP_PAGE;
 	cp->order[cp->placed++] = p;
-	coloc_touch(cp, p);
-	for (int k = 0; k < cnt; k++)
-		if (!(cp->state[nb[k]] & CL_TOUCHED) && coloc_links(cp->g, nb[k], p))
-			coloc_touch(cp, nb[k]);
+	coloc_touch_around(cp, p);
 }
 
 /* The free node of highest score on this page, or UINT32_MAX. */
@@ -1330,15 +1365,15 @@ coloc_best(ColocPage *cp)
 	{
 		ShnswPair	t = shnsw_heap_pop(&cp->best);
 
-		if ((cp->state[t.id] & 3) == LP_FREE && (float) cp->score[t.id] == t.d)
+		if (coloc_free(cp, t.id) && (float) cp->score[t.id] == t.d)
 			return t.id;
 	}
 	return UINT32_MAX;
 }
 
-/* End the page: its nodes are done, scores and marks cleared. */
+/* Forget the page's scores and marks (its nodes stay where they are). */
 static void
-coloc_end_page(ColocPage *cp, uint32_t first)
+coloc_clear(ColocPage *cp)
 {
 	for (size_t k = 0; k < cp->ntouched; k++)
 	{
@@ -1347,8 +1382,16 @@ coloc_end_page(ColocPage *cp, uint32_t first)
 	}
 	cp->ntouched = 0;
 	cp->best.n = 0;
+}
+
+/* A band is done mid-page: score the page again on the next one's layer. */
+static void
+coloc_next_band(ColocPage *cp, uint32_t first)
+{
+	coloc_clear(cp);
+	cp->layer--;
 	for (uint32_t p = first; p < cp->placed; p++)
-		cp->state[cp->order[p]] = LP_DONE;
+		coloc_touch_around(cp, cp->order[p]);
 }
 
 void
@@ -1356,8 +1399,9 @@ shnsw_build_layout_pages(const ShnswBuildGraph *g, int per_page, uint32_t *order
 						 uint32_t *scratch)
 {
 	ColocPage	cp;
+	uint32_t	left[SHNSW_MAX_LEVEL + 1] = {0};	/* free nodes per level */
 	uint32_t	scan = 0;
-	uint32_t	carry = UINT32_MAX;
+	uint32_t	x = g->entry;
 
 	if (g->n == 0)
 		return;
@@ -1366,36 +1410,45 @@ shnsw_build_layout_pages(const ShnswBuildGraph *g, int per_page, uint32_t *order
 		shnsw_build_layout_order(g, order);
 		return;
 	}
+	memset(&cp, 0, sizeof(cp));
 	cp.g = g;
 	cp.state = shnsw_alloc0(g->n);
 	cp.score = (int32_t *) scratch;
 	memset(cp.score, 0, sizeof(int32_t) * g->n);
 	cp.captouched = 1024;
 	cp.touched = shnsw_alloc(sizeof(uint32_t) * cp.captouched);
-	cp.ntouched = 0;
 	shnsw_heap_init(&cp.best, 1024, true);
 	cp.order = order;
-	cp.placed = 0;
+	for (uint32_t i = 0; i < g->n; i++)
+		left[g->levels[i]]++;	/* levels are at most SHNSW_MAX_LEVEL */
+	cp.layer = g->levels[g->entry];
 	while (cp.placed < g->n)
 	{
 		uint32_t	first = cp.placed;
-		uint32_t	x = cp.placed == 0 ? g->entry : carry;
 
 		shnsw_check_interrupts();
 		while (cp.placed - first < (uint32_t) per_page && cp.placed < g->n)
 		{
-			if (x == UINT32_MAX || (cp.state[x] & 3) != LP_FREE)
+			while (left[cp.layer] == 0 && cp.layer > 0)
 			{
-				while ((cp.state[scan] & 3) != LP_FREE)
+				coloc_next_band(&cp, first);
+				scan = 0;
+				x = UINT32_MAX;
+			}
+			if (x == UINT32_MAX || !coloc_free(&cp, x))
+			{
+				while (!coloc_free(&cp, scan))
 					scan++;
 				x = scan;
 			}
+			left[g->levels[x]]--;
 			coloc_place(&cp, x);
 			x = coloc_best(&cp);
 		}
-		/* the next page starts from this one's best leftover */
-		carry = x;
-		coloc_end_page(&cp, first);
+		/* the next page starts from this one's best leftover (x) */
+		coloc_clear(&cp);
+		for (uint32_t p = first; p < cp.placed; p++)
+			cp.state[order[p]] = LP_DONE;
 	}
 	shnsw_free(cp.state);
 	shnsw_free(cp.touched);

@@ -50,7 +50,24 @@ ENGINES = {"pgvector": pg.Engine("pgvector hnsw", "hnsw", "t_pg", "t_pg_idx", "h
                                     {"streamhnsw.shared_cache": "off"})}
 
 
+class Chunks:
+    """The real sentence vectors embedded so far (the shared store's chunk
+    files, read only): positions 0..1999 are the queries, 2000..2999 the
+    insert rows, the rest the table's rows (datasets.sentence_split)."""
+
+    def __init__(self, rows: int):
+        store = sorted(datasets.DATA_DIR.glob("sentences-*-minilm-s42"))[0]
+        files = sorted(store.glob("chunk-*.npy"))
+        x = np.concatenate([np.load(f) for f in files]).astype(np.float32)
+        self.queries = np.ascontiguousarray(x[:2000])
+        self.rows = np.ascontiguousarray(x[3000:3000 + rows])
+        print(f"real sentences from {len(files)} chunks: {len(self.rows)} rows", flush=True)
+        self.truth = datasets.exact_knn(self.rows, self.queries, 100, "cosine")
+
+
 def load_dataset(name: str, rows: int, dim: int):
+    if name == "chunks":
+        return Chunks(rows)
     if name == "sentences":
         return datasets.sentences(n_rows=rows, n_queries=2000, n_inserts=1000)
     return datasets.synthetic(rows, dim, "cosine")
@@ -92,7 +109,7 @@ def cmd_setup(a):
         pg.setup_extensions(conn)
         for eng in ENGINES.values():
             pg.load_table(conn, eng.table, ds.rows, "vector")
-    for eng in ENGINES.values():
+    for eng in [ENGINES["pgvector"], ENGINES["streamhnsw"]]:
         r = pg.build_index(c, eng, "vector", "cosine", 16, 64, log=print, poll=30)
         print(f"{eng.label}: built in {r['build_s']:.0f} s, {r['index_bytes'] / 2**20:.0f} MB")
     with c.connect() as conn:
@@ -104,8 +121,8 @@ def cmd_rebuild(a):
     c, shim = cluster_and_shim(False)
     eng = ENGINES[a.engine]
     with c.connect() as conn:
-        if a.engine == "streamhnsw2":
-            conn.execute(f"DROP TABLE IF EXISTS {eng.table}")
+        have = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (eng.table,)).fetchone()[0]
+        if a.engine == "streamhnsw2" and not have:
             conn.execute(f"CREATE TABLE {eng.table} (LIKE t_pg INCLUDING ALL)")
             conn.execute(f"INSERT INTO {eng.table} SELECT * FROM t_pg")
             conn.execute(f"ALTER TABLE {eng.table} SET (autovacuum_enabled = off)")
@@ -120,6 +137,12 @@ def cmd_rebuild(a):
 def cmd_stop(a):
     c, shim = cluster_and_shim(False)
     c.stop()
+
+
+def cmd_restart(a):
+    c, shim = cluster_and_shim(False)
+    c.stop()
+    cluster_and_shim(False)
 
 
 SH_FIELDS = ("Nodes Expanded", "Pages Hit", "Pages Read", "Synchronous Reads", "Waits",
@@ -222,12 +245,13 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("setup")
-    s.add_argument("--dataset", default="sentences", choices=["sentences", "synthetic"])
+    s.add_argument("--dataset", default="sentences", choices=["sentences", "synthetic", "chunks"])
     s.add_argument("--rows", type=int, default=100_000)
     s.add_argument("--dim", type=int, default=384)
     rb = sub.add_parser("rebuild")
     rb.add_argument("--engine", default="streamhnsw", choices=["streamhnsw", "streamhnsw2"])
     sub.add_parser("stop")
+    sub.add_parser("restart")
     r = sub.add_parser("run")
     r.add_argument("--eic", default="16")
     r.add_argument("--queries", type=int, default=12)
@@ -241,7 +265,8 @@ def main(argv=None):
     r.add_argument("--no-explain", action="store_true")
     r.add_argument("--out")
     a = p.parse_args(argv)
-    {"setup": cmd_setup, "rebuild": cmd_rebuild, "stop": cmd_stop, "run": cmd_run}[a.cmd](a)
+    {"setup": cmd_setup, "rebuild": cmd_rebuild, "stop": cmd_stop, "restart": cmd_restart,
+     "run": cmd_run}[a.cmd](a)
 
 
 if __name__ == "__main__":

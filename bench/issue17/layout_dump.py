@@ -1,6 +1,7 @@
-"""Write a streamhnsw index's layer-0 graph for layout_eval.c: uint32 n, m,
-entry, then per node in storage order uint32 count and the node numbers of
-its neighbours (node number = position in storage order).
+"""Write a streamhnsw index's graph for layout_eval.c: uint32 n, m, entry,
+then per node in storage order uint32 level, and for each layer 0..level
+uint32 count and the node numbers of its neighbours there (node number =
+position in storage order).
 
     SHNSW_DEVLOOP_DIR=/tmp/cold3-dev PYTHONPATH=python:tools \\
         .venv/bin/python bench/issue17/layout_dump.py t_sh_idx graph.bin
@@ -25,8 +26,12 @@ def main(index, out):
     with open(out, "wb") as f:
         f.write(struct.pack("<III", len(refs), g["m"], num[g["entry"]]))
         for r in refs:
-            nb = [num[x] for x in g["nbrs"][r] if x in num]
-            f.write(struct.pack(f"<I{len(nb)}I", len(nb), *nb))
+            lvl = g["level"][r]
+            f.write(struct.pack("<I", lvl))
+            for layer in range(lvl + 1):
+                lst = g["nbrs"][r] if layer == 0 else g["upper"].get((r, layer), [])
+                nb = [num[x] for x in lst if x in num]
+                f.write(struct.pack(f"<I{len(nb)}I", len(nb), *nb))
     print(f"{len(refs)} nodes, m {g['m']}")
 
 

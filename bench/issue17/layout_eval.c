@@ -8,7 +8,8 @@
  *   ./layout_eval graph.bin PER_PAGE
  *
  * graph.bin: uint32 n, m, entry; then per node (in the index's order)
- * uint32 count and count uint32 node numbers.
+ * uint32 level and, for each layer 0..level, uint32 count and count uint32
+ * node numbers.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,9 @@
 #include <time.h>
 
 #include "graph.h"
+
+static double pages_per_list_at(const ShnswBuildGraph *g, const uint32_t *order, int per_page,
+								int own, int layer);
 
 void *shnsw_alloc(size_t size) { return malloc(size ? size : 1); }
 void *shnsw_alloc0(size_t size) { return calloc(1, size ? size : 1); }
@@ -26,18 +30,30 @@ void shnsw_check_interrupts(void) {}
 static double
 pages_per_list(const ShnswBuildGraph *g, const uint32_t *order, int per_page, int own)
 {
+	return pages_per_list_at(g, order, per_page, own, 0);
+}
+
+static double
+pages_per_list_at(const ShnswBuildGraph *g, const uint32_t *order, int per_page, int own, int layer)
+{
 	uint32_t   *page = malloc(sizeof(uint32_t) * g->n);
 	double		total = 0;
 
 	for (uint32_t p = 0; p < g->n; p++)
 		page[order[p]] = p / per_page;
+	uint32_t	nodes = 0;
+
 	for (uint32_t i = 0; i < g->n; i++)
 	{
 		int			cnt;
-		ShnswRef   *nb = shnsw_build_neighbors(g, i, 0, &cnt);
+		ShnswRef   *nb;
 		uint32_t	seen[2 * SHNSW_MAX_M + 1];
 		int			ns = 0;
 
+		if (g->levels[i] < layer)
+			continue;
+		nodes++;
+		nb = shnsw_build_neighbors(g, i, layer, &cnt);
 		if (!own)
 			seen[ns++] = page[i];
 		for (int k = 0; k < cnt; k++)
@@ -52,7 +68,7 @@ pages_per_list(const ShnswBuildGraph *g, const uint32_t *order, int per_page, in
 		total += ns - (own ? 0 : 1);
 	}
 	free(page);
-	return total / g->n;
+	return total / (nodes ? nodes : 1);
 }
 
 int
@@ -75,14 +91,30 @@ main(int argc, char **argv)
 	g.entry = hdr[2];
 	g.nbr0 = calloc((size_t) g.n * 2 * g.m, sizeof(ShnswRef));
 	g.cnt0 = calloc(g.n, sizeof(uint16_t));
+	g.levels = calloc(g.n, 1);
+	g.upper = calloc(g.n, sizeof(uint32_t *));
 	for (uint32_t i = 0; i < g.n; i++)
 	{
-		uint32_t	c;
+		uint32_t	c,
+					lvl;
 
-		if (fread(&c, 4, 1, f) != 1 || c > (uint32_t) (2 * g.m) ||
+		if (fread(&lvl, 4, 1, f) != 1 || lvl > SHNSW_MAX_LEVEL ||
+			fread(&c, 4, 1, f) != 1 || c > (uint32_t) (2 * g.m) ||
 			fread(g.nbr0 + (size_t) i * 2 * g.m, 4, c, f) != c)
 			return 2;
 		g.cnt0[i] = (uint16_t) c;
+		g.levels[i] = (uint8_t) lvl;
+		if (lvl > g.max_level)
+			g.max_level = lvl;
+		g.upper[i] = lvl ? calloc((size_t) lvl * (g.m + 1), 4) : NULL;
+		for (uint32_t l = 1; l <= lvl; l++)
+		{
+			uint32_t   *u = g.upper[i] + (size_t) (l - 1) * (g.m + 1);
+
+			if (fread(&c, 4, 1, f) != 1 || c > (uint32_t) g.m || fread(u + 1, 4, c, f) != c)
+				return 3;
+			u[0] = c;
+		}
 	}
 	order = malloc(sizeof(uint32_t) * g.n);
 	scratch = malloc(sizeof(uint32_t) * g.n);
@@ -99,5 +131,22 @@ main(int argc, char **argv)
 	shnsw_build_layout_pages(&g, per_page, order, scratch);
 	printf("  this build's:   %.2f / %.2f (%.1f s)\n", pages_per_list(&g, order, per_page, 0),
 		   pages_per_list(&g, order, per_page, 1), (double) (clock() - t) / CLOCKS_PER_SEC);
+	for (int l = 1; l <= g.max_level && l <= 3; l++)
+		printf("  layer %d lists beyond own page: as stored %.2f, this build's %.2f\n", l,
+			   pages_per_list_at(&g, ident, per_page, 0, l),
+			   pages_per_list_at(&g, order, per_page, 0, l));
+	{
+		uint32_t	hi = 0,
+					maxp = 0;
+
+		for (uint32_t p = 0; p < g.n; p++)
+			if (g.levels[order[p]] >= 2)
+			{
+				hi++;
+				maxp = p;
+			}
+		printf("  %u nodes of level >= 2, on the first %u pages (this build)\n", hi,
+			   maxp / per_page + 1);
+	}
 	return 0;
 }

@@ -1645,6 +1645,15 @@ test_layout_locality(const char *what, int n, int dim, int nc, int per_page, dou
 	}
 	CHECK(perm, "%s: page layout is a permutation", what);
 	CHECK(pages[0] == g.entry, "%s: page layout starts at the entry point", what);
+	{
+		int			banded = 1;
+
+		/* level by level, highest first: a descent's nodes lead */
+		for (int i = 1; i < n; i++)
+			if (g.levels[pages[i]] > g.levels[pages[i - 1]])
+				banded = 0;
+		CHECK(banded, "%s: page layout places nodes by level, highest first", what);
+	}
 	pb = layout_pages_per_list(&g, bfs, per_page);
 	pp = layout_pages_per_list(&g, pages, per_page);
 	printf("  layout %s (%d x %d, %d per page): pages per neighbour list: breadth-first %.2f, "
