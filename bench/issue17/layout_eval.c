@@ -33,39 +33,49 @@ pages_per_list(const ShnswBuildGraph *g, const uint32_t *order, int per_page, in
 	return pages_per_list_at(g, order, per_page, own, 0);
 }
 
+static int
+cmp_u32(const void *a, const void *b)
+{
+	uint32_t	x = *(const uint32_t *) a,
+				y = *(const uint32_t *) b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Distinct values among pages[0..n-1] other than skip (sorts them). */
+static int
+distinct_except(uint32_t *pages, int n, uint32_t skip)
+{
+	int			d = 0;
+
+	qsort(pages, n, sizeof(uint32_t), cmp_u32);
+	for (int k = 0; k < n; k++)
+		d += pages[k] != skip && (k == 0 || pages[k] != pages[k - 1]);
+	return d;
+}
+
 static double
 pages_per_list_at(const ShnswBuildGraph *g, const uint32_t *order, int per_page, int own, int layer)
 {
 	uint32_t   *page = malloc(sizeof(uint32_t) * g->n);
 	double		total = 0;
+	uint32_t	nodes = 0;
 
 	for (uint32_t p = 0; p < g->n; p++)
 		page[order[p]] = p / per_page;
-	uint32_t	nodes = 0;
-
 	for (uint32_t i = 0; i < g->n; i++)
 	{
 		int			cnt;
 		ShnswRef   *nb;
-		uint32_t	seen[2 * SHNSW_MAX_M + 1];
-		int			ns = 0;
+		uint32_t	pages[2 * SHNSW_MAX_M];
 
 		if (g->levels[i] < layer)
 			continue;
 		nodes++;
 		nb = shnsw_build_neighbors(g, i, layer, &cnt);
-		if (!own)
-			seen[ns++] = page[i];
 		for (int k = 0; k < cnt; k++)
-		{
-			int			j = 0;
-
-			while (j < ns && seen[j] != page[nb[k]])
-				j++;
-			if (j == ns)
-				seen[ns++] = page[nb[k]];
-		}
-		total += ns - (own ? 0 : 1);
+			pages[k] = page[nb[k]];
+		total += distinct_except(pages, cnt, own ? UINT32_MAX : page[i]);
 	}
 	free(page);
 	return total / (nodes ? nodes : 1);
