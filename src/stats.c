@@ -47,6 +47,7 @@ const ShnswStatField shnsw_stat_fields[] =
 	{"Heap Prefetches", offsetof(ShnswScanStats, io.heap_prefetched)},
 	{"Heap Reads", offsetof(ShnswScanStats, io.heap_reads)},
 	{"Speculative Evicted", offsetof(ShnswScanStats, io.spec_evicted)},
+	{"Serial Waits", offsetof(ShnswScanStats, io.serial_waits)},
 	{"Look-ahead Samples", offsetof(ShnswScanStats, io.la_samples)},
 	{"Look-ahead Distance Sum", offsetof(ShnswScanStats, io.la_distance_sum)},
 };

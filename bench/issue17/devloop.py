@@ -146,6 +146,7 @@ def cmd_restart(a):
 
 
 SH_FIELDS = ("Nodes Expanded", "Pages Hit", "Pages Read", "Synchronous Reads", "Waits",
+             "Serial Round Trips",
              "Reads Ahead", "Speculative Reads", "Speculative Used", "Speculative Wasted",
              "Re-ranked")
 
@@ -228,7 +229,8 @@ def cmd_run(a):
             msg += f"  {name} ratio {line['pgvector']['p50_ms'] / line[name]['p50_ms']:.1f}x"
         for name in [n for n in engines if "io" in line[n]]:
             io = line[name]["io"]
-            msg += (f"\n    {name}: rt {io['round_trips']:.0f} waits {io['Waits']:.0f} sync "
+            msg += (f"\n    {name}: rt {io['round_trips']:.0f} serial "
+                    f"{io['Serial Round Trips']:.0f} waits {io['Waits']:.0f} sync "
                     f"{io['Synchronous Reads']:.0f} read {io['Pages Read']:.0f} "
                     f"exp {io['Nodes Expanded']:.0f} pages/exp {io['pages_per_expansion']:.2f} "
                     f"reads/exp {io['reads_per_expansion']:.2f} spec {io['Speculative Reads']:.0f}"

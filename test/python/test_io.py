@@ -199,11 +199,16 @@ def test_explain_shows_the_scan(io_cluster):
         assert i["mode"] == "stream"
         assert int(i["read"]) > 0                 # cold: pages were read
         assert int(i["ahead"]) + int(i["speculative"]) > 0
+        # serial round trips: at least the synchronous reads, at most every
+        # wait and synchronous read
+        assert int(i["synchronous"]) <= int(i["serial"]) <= int(i["trips"]), i
+        assert int(i["serial"]) > 0
         assert "histogram=[" in la[0]
         # hot: everything hits
         lines = explain_lines(conn, io_cluster.queries[0])
         i = parse([l for l in lines if l.startswith("streamhnsw I/O:")][0])
         assert int(i["read"]) == 0 and int(i["hit"]) > 0
+        assert int(i["serial"]) == int(i["trips"]) == 0
         # sync mode issues nothing ahead
         conn.execute("SET streamhnsw.io_mode = sync")
         evict(conn, io_cluster, ["io_t_idx"])
@@ -211,6 +216,8 @@ def test_explain_shows_the_scan(io_cluster):
         i = parse([l for l in lines if l.startswith("streamhnsw I/O:")][0])
         assert i["mode"] == "sync" and int(i["ahead"]) == 0 and int(i["speculative"]) == 0
         assert int(i["read"]) == int(i["synchronous"]) > 0
+        # one round trip per read, nothing overlaps
+        assert int(i["serial"]) == int(i["trips"]) == int(i["read"])
         # JSON carries the same figures as properties
         plan = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) SELECT id FROM io_t "
                             "ORDER BY embedding <-> %s::vector LIMIT 10",
