@@ -55,6 +55,17 @@ shnsw_free(void *ptr)
 	free(ptr);
 }
 
+void *
+shnsw_alloc_kept(size_t size)
+{
+	return shnsw_alloc(size);
+}
+
+void
+shnsw_kept_reset(void)
+{
+}
+
 /* port.h: the server checks for a cancel here; the tests count the calls. */
 static long ninterrupt_checks;
 
@@ -508,6 +519,7 @@ mem_ops(MemIndex *mi)
 	ops.read_nodes = mem_read_nodes;
 	ops.read_upper = mem_read_upper;
 	ops.prefetch = NULL;
+	ops.speculative = false;
 	return ops;
 }
 
@@ -695,6 +707,7 @@ test_graph_search(ShnswMetric metric, int n, int dim, int m, int efc, bool use_c
 			bool		same;
 
 			ops2.prefetch = mem_prefetch;
+			ops2.speculative = true;
 			prefetch_known = prefetch_spec = 0;
 			shnsw_search_init(&s2, &sq, &ops2, m, 0);
 			n2 = shnsw_search_next(&s2, shnsw_search_descend(&s2, mem_ref(&mi, mi.pos_of[g.entry]),
