@@ -205,13 +205,13 @@ extern int	shnsw_random_level(uint64_t *rng, double ml, int max_level);
 extern void shnsw_build_layout_order(const ShnswBuildGraph *g, uint32_t *order);
 
 /*
- * Order nodes page by page (per_page nodes a page): each page starts from
- * the node the last page's candidates rated best (the entry point first)
- * and takes, one at a time, the unplaced node with the most layer-0 links
- * to and from the nodes already on it, so that a node's neighbours share
- * fewer pages than breadth-first order leaves them (src/README, Page
- * layout). scratch (n entries, the caller's) is overwritten; the function
- * allocates one byte per node more.
+ * Order nodes page by page (per_page nodes a page) so that a node's
+ * layer-0 neighbours lie on few pages besides its own: each page starts
+ * from the node the last page rated best (the entry point first) and takes,
+ * one at a time, the unplaced node whose placement there saves the most
+ * page reads of expansions (graph.c, co-location; src/README, Page layout).
+ * scratch (n entries, the caller's) is overwritten; the function allocates
+ * one byte per node more, and a few hundred kB for the page being filled.
  */
 extern void shnsw_build_layout_pages(const ShnswBuildGraph *g, int per_page, uint32_t *order,
 									 uint32_t *scratch);

@@ -560,6 +560,7 @@ scan_setup(IndexScanDesc scan)
 	shnsw_reader_init(&so->reader, index);
 	so->stats.io_mode = so->reader.mode;
 	shnsw_buffer_source_init(&so->ops, &so->pctx, index, info, &so->reader);
+	shnsw_buffer_source_descent(&so->pctx, snap.node_count);
 	shnsw_shm_scan_begin(index, info, &snap, &so->ops, &so->stats, so->ctx);
 	shnsw_search_init(&so->search, &so->sq, &so->ops, info->m, 0);
 	shnsw_heap_init(&so->unexpanded, 64, false);

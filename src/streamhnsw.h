@@ -328,10 +328,15 @@ typedef struct ShnswPageCtx
 	int			blkcap;
 	int			vec_size;
 	BlockNumber nblocks;		/* relation length last seen (only grows) */
+	/* descent read-ahead (shnsw_buffer_source_descent) */
+	int			ahead_graph;	/* graph pages from the entry's on */
+	int			ahead_upper;	/* upper pages from the entry's record's on */
+	BlockNumber entry_blk;		/* the first page read */
 } ShnswPageCtx;
 
 extern void shnsw_buffer_source_init(ShnswNodeSource *ops, ShnswPageCtx *ctx, Relation index,
 								const ShnswIndexInfo *info, ShnswReader *reader);
+extern void shnsw_buffer_source_descent(ShnswPageCtx *ctx, uint64 node_count);
 extern void shnsw_read_vector(Relation index, ShnswReader *reader, BlockNumber blk,
 							  uint16 offset, int size, char *out);
 extern int	shnsw_vector_blocks(BlockNumber blk, uint16 offset, int size, BlockNumber *out);
