@@ -47,7 +47,7 @@ SETTINGS = {"shared_buffers": "2GB", "maintenance_work_mem": "1GB", "io_method":
             "max_parallel_maintenance_workers": 2, "max_worker_processes": 16}
 
 
-def log(*a):
+def log(*a, **kw):
     print(time.strftime("%H:%M:%S"), *a, file=sys.stderr, flush=True)
 
 
