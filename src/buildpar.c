@@ -50,6 +50,7 @@
 #include "commands/progress.h"
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "portability/instr_time.h"
 #include "port/atomics.h"
 #include "storage/lwlock.h"
 #include "storage/shm_toc.h"
@@ -156,6 +157,17 @@ par_mark_stale(void *arg, uint32_t i)
 	ShnswParallelShared *sh = (ShnswParallelShared *) arg;
 
 	((uint8 *) SHARED_AT(sh, sh->off_stale))[i] = 1;
+}
+
+/* Seconds from then to now. */
+static double
+shnsw_secs_since(instr_time then)
+{
+	instr_time	now;
+
+	INSTR_TIME_SET_CURRENT(now);
+	INSTR_TIME_SUBTRACT(now, then);
+	return INSTR_TIME_GET_DOUBLE(now);
 }
 
 /*
@@ -330,8 +342,11 @@ shnsw_parallel_link(ShnswParallelBuild *pb, ShnswBuildGraph *g)
 	uint32		mine;
 	uint32		nstale = 0;
 	uint8	   *stale;
+	instr_time	start,
+				linked;
 
 	/* workers read nprocs when they attach, after the launch */
+	INSTR_TIME_SET_CURRENT(start);
 	sh->nprocs = 1 + pb->pcxt->nworkers_to_launch;
 	pb->sync.stale_after = (uint32) (SHNSW_PAR_STALE_PER_PROCESS * sh->nprocs);
 	LaunchParallelWorkers(pb->pcxt);
@@ -343,6 +358,7 @@ shnsw_parallel_link(ShnswParallelBuild *pb, ShnswBuildGraph *g)
 	g->sync = NULL;
 	g->entry = sh->entry;
 	g->max_level = sh->max_level;
+	INSTR_TIME_SET_CURRENT(linked);
 
 	/* the nodes whose linking was held up, again, alone (ShnswBuildSync) */
 	stale = (uint8 *) SHARED_AT(sh, sh->off_stale);
@@ -355,8 +371,10 @@ shnsw_parallel_link(ShnswParallelBuild *pb, ShnswBuildGraph *g)
 		nstale++;
 	}
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, sh->n);
-	elog(DEBUG1, "streamhnsw: %d parallel workers launched; the leader linked %u of %u nodes, and %u held-up nodes again",
-		 pb->launched, mine, sh->n, nstale);
+	elog(DEBUG1, "streamhnsw: %d parallel workers launched; the leader linked %u of %u nodes, and %u held-up nodes again (%.2f s linking, %.2f s again)",
+		 pb->launched, mine, sh->n, nstale,
+		 INSTR_TIME_GET_DOUBLE(linked) - INSTR_TIME_GET_DOUBLE(start),
+		 shnsw_secs_since(linked));
 	return pb->launched;
 }
 
