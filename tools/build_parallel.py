@@ -33,7 +33,8 @@ from shnsw.cluster import Cluster  # noqa: E402
 PLANNED = re.compile(r"with request for (\d+) parallel workers")
 LAUNCHED = re.compile(r"streamhnsw: (\d+) parallel workers launched")
 PHASES = re.compile(r"build phases: (.*)")
-LINKING = re.compile(r"\(([\d.]+) s linking, ([\d.]+) s again\)")
+LINKING = re.compile(r"(\d+) held-up nodes linked again in parallel and (\d+) alone "
+                     r"\(([\d.]+) s linking, ([\d.]+) s alone\)")
 SPILL = re.compile(r"no longer fits into maintenance_work_mem after (\d+) (rows|tuples)")
 
 
@@ -75,8 +76,10 @@ def one_build(c, am, mwm, workers, queries, truth):
                 what, took, _ = part.rsplit(" ", 2)
                 phases[what] = float(took)
         if (m := LINKING.search(n)):
-            phases["link (all processes)"] = float(m.group(1))
-            phases["relink (leader)"] = float(m.group(2))
+            phases["relinked in parallel"] = int(m.group(1))
+            phases["relinked alone"] = int(m.group(2))
+            phases["link and relink (all processes)"] = float(m.group(3))
+            phases["relink alone (leader)"] = float(m.group(4))
     return {"am": am, "mwm": mwm, "max_workers": workers, "secs": round(secs, 2),
             "planned": planned[0] if planned else 0,
             "launched": launched[0] if launched else None,
