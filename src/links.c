@@ -570,7 +570,7 @@ repair_fill(const ShnswNodeCopy *node, const bool *gone, const ShnswRef *chosen,
 }
 
 /*
- * repair_candidates collects into cands (room for cap, cap >= 2 * count) the
+ * repair_candidates collects into cands (room for cap, cap > count) the
  * candidates for node's list on a layer: its live neighbours, the live
  * neighbours of its deleted ones (the two-hop neighbourhood through each
  * hole) and searched[0..nsearched-1], distinct; gone[k] says whether
@@ -604,7 +604,8 @@ repair_candidates(ShnswLinker *lk, ShnswRef e, int layer, const ShnswNodeCopy *n
 			continue;
 		}
 		(*ndead)++;
-		for (int j = 0; j < via.count && n < cap; j++)
+		/* room is kept for the rest of the list's live neighbours */
+		for (int j = 0; j < via.count && n < cap - node->count; j++)
 			if (via.list[j] != e && !shnsw_refset_has(dead, via.list[j]))
 				cands[n++] = via.list[j];
 	}
@@ -682,6 +683,7 @@ shnsw_repair_list(ShnswLinker *lk, ShnswRef e, int layer, const ShnswRefSet *dea
 			break;
 		n = repair_candidates(lk, e, layer, &node, dead, searched, Max(nsearched, 0), cands,
 							  cap, gone, &ndead);
+		Assert(n <= cap);
 		if (ndead == 0)
 			break;
 		/* the search does not depend on the list: once per node and layer */
