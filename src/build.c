@@ -87,6 +87,7 @@ typedef struct ShnswBuildState
 	double		secs_read;		/* in-memory rows read back from the file */
 	double		secs_link;		/* linking, with a parallel build's relinking */
 	double		secs_reach;
+	double		secs_layout;
 	double		secs_write;
 } ShnswBuildState;
 
@@ -854,13 +855,14 @@ shnsw_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	/* lay out and write */
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, SHNSW_PHASE_WRITE);
 	build_layout(&bs, &g, &layout);
+	bs.secs_layout = phase_secs(&bs);
 	build_write_pages(&bs, &g, &layout, bs.nmem > 0 ? lo : NULL, bs.nmem > 0 ? scale : NULL,
 					  MAIN_FORKNUM);
 	if (pb != NULL)
 		shnsw_parallel_end(pb);	/* the shared graph goes with it */
 	bs.secs_write = phase_secs(&bs);
-	elog(DEBUG1, "streamhnsw: build phases: scan %.2f s, read back %.2f s, link %.2f s, reachable %.2f s, layout and write %.2f s",
-		 bs.secs_scan, bs.secs_read, bs.secs_link, bs.secs_reach, bs.secs_write);
+	elog(DEBUG1, "streamhnsw: build phases: scan %.2f s, read back %.2f s, link %.2f s, reachable %.2f s, layout %.2f s, write %.2f s",
+		 bs.secs_scan, bs.secs_read, bs.secs_link, bs.secs_reach, bs.secs_layout, bs.secs_write);
 
 	/* the graph, layout and per-row arrays are no longer needed */
 	MemoryContextSwitchTo(buildctx);
