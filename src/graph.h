@@ -239,6 +239,9 @@ typedef struct ShnswCand
 #define SHNSW_CAND_EXPANDED		0x01
 #define SHNSW_CAND_EMITTED		0x02
 #define SHNSW_CAND_IN_RESULTS	0x04
+#define SHNSW_CAND_EDGE			0x08	/* the sweep found its code at an end of
+										 * the range (scan.c: it may stand for a
+										 * clamped value) */
 
 /* codes whose distances the search computes together (kernels.c batches) */
 #define SHNSW_STAGE 4
@@ -252,6 +255,7 @@ typedef struct ShnswSearch
 	uint32_t	max_discovered; /* stop after this many nodes (0: no limit) */
 	ShnswRef	target;			/* layer 0: stop once this node is seen */
 	bool		target_seen;
+	bool		pooled;			/* its arrays are the search pool's (graph.c) */
 
 	ShnswCand  *cands;
 	uint32_t	ncands;
@@ -289,6 +293,15 @@ typedef struct ShnswSearch
 extern void shnsw_search_init(ShnswSearch *s, const Sq8Query *q,
 							  const ShnswNodeSource *ops, int m, uint32_t max_discovered);
 extern void shnsw_search_free(ShnswSearch *s);
+
+/*
+ * shnsw_search_pool_reset frees the search pool (graph.c). The host calls
+ * shnsw_search_pool_end_xact at the end of every transaction, when no
+ * search can be running: if a search that ended in an error still holds
+ * the pool, it is freed (the arrays may have moved since it took them).
+ */
+extern void shnsw_search_pool_reset(void);
+extern void shnsw_search_pool_end_xact(void);
 
 /*
  * Make shnsw_search_next stop as soon as it reaches node target (VACUUM's
@@ -345,7 +358,8 @@ extern int64_t shnsw_search_take(ShnswSearch *s);
 /*
  * The sweep (scan.c): once a scan's budget covers every node of the index,
  * it reads every graph page and offers each live node here. A node the
- * search has not seen gets its navigation distance and is parked (in D),
+ * search has not seen is parked (in D) with its navigation distance d (the
+ * caller computes them a page at a time),
  * without its neighbour list (nothing is expanded after a sweep); returns
  * true if it was new, and its index in cands in *idx. shnsw_search_swept then ends the walk: every node is
  * seen, later rounds hand out parked nodes nearest first, and
@@ -353,7 +367,7 @@ extern int64_t shnsw_search_take(ShnswSearch *s);
  * yet emitted (no graph premise needed).
  */
 extern bool shnsw_search_sweep_node(ShnswSearch *s, ShnswRef ref, const ShnswNodeHeader *node,
-									uint32_t *idx);
+									float d, uint32_t *idx);
 extern void shnsw_search_swept(ShnswSearch *s);
 
 /* ---------- lower bound on exact distances ---------- */
@@ -378,13 +392,34 @@ typedef struct ShnswBound
 
 /*
  * Prepare the bound for query nav (the navigation form: normalized for
- * cosine) and SQ8 parameters lo/scale of dims dimensions. Valid for values
- * inside the trained range (a clamped value can be off by more: the caller
- * widens err_abs when re-ranking shows it, scan.c scan_check_bound).
+ * cosine) and SQ8 parameters lo/scale of dims dimensions. residual, if not
+ * negative, is at least |x - x'| (shnsw_code_residual) for every node the
+ * bound must hold for: the metapage's largest residual of any node placed
+ * (clamped values included), so the bound holds for every node. Negative:
+ * unknown (an index made before it was kept); the bound then takes the
+ * largest error of a value inside the trained range (a clamped value can
+ * be off by more: the caller widens err_abs when re-ranking shows it,
+ * scan.c scan_check_bound).
  */
 extern void shnsw_bound_prepare(ShnswBound *b, ShnswMetric metric, bool unbounded,
 								const float *nav, const float *lo, const float *scale,
-								int dims);
+								int dims, double residual);
+
+/*
+ * |v - x'| for the code of v (x' = lo + code * scale, decoded exactly), in
+ * double, rounded up: what inserts and builds keep the largest of on the
+ * metapage (max_residual). A value clamped into the trained range has its
+ * true, larger residual.
+ */
+extern double shnsw_code_residual(const float *lo, const float *scale, const float *v,
+								  const uint8_t *code, int dims);
+
+/*
+ * An upper bound on the exact distance of any node whose navigation
+ * distance is est (the mirror of shnsw_bound_lower; +infinity for a
+ * zero cosine query).
+ */
+extern double shnsw_bound_upper(const ShnswBound *b, double est);
 
 /*
  * A lower bound on the exact distance of any node whose navigation

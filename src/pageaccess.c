@@ -447,6 +447,9 @@ shnsw_buffer_source_init(ShnswNodeSource *ops, ShnswPageCtx *ctx, Relation index
 	ops->read_nodes = shnsw_read_nodes;
 	ops->read_upper = shnsw_read_upper;
 	ops->prefetch = reader != NULL && reader->mode != SHNSW_IO_SYNC ? shnsw_prefetch : NULL;
+	ops->speculative = true;
+	ops->page_records = NULL;	/* pages are read through buffers */
+	ops->page_records_valid = NULL;
 }
 
 /*

@@ -55,6 +55,17 @@ shnsw_free(void *ptr)
 	free(ptr);
 }
 
+void *
+shnsw_alloc_kept(size_t size)
+{
+	return shnsw_alloc(size);
+}
+
+void
+shnsw_kept_reset(void)
+{
+}
+
 /* port.h: the server checks for a cancel here; the tests count the calls. */
 static long ninterrupt_checks;
 
@@ -508,6 +519,9 @@ mem_ops(MemIndex *mi)
 	ops.read_nodes = mem_read_nodes;
 	ops.read_upper = mem_read_upper;
 	ops.prefetch = NULL;
+	ops.speculative = false;
+	ops.page_records = NULL;
+	ops.page_records_valid = NULL;
 	return ops;
 }
 
@@ -695,6 +709,7 @@ test_graph_search(ShnswMetric metric, int n, int dim, int m, int efc, bool use_c
 			bool		same;
 
 			ops2.prefetch = mem_prefetch;
+			ops2.speculative = true;
 			prefetch_known = prefetch_spec = 0;
 			shnsw_search_init(&s2, &sq, &ops2, m, 0);
 			n2 = shnsw_search_next(&s2, shnsw_search_descend(&s2, mem_ref(&mi, mi.pos_of[g.entry]),
@@ -1742,7 +1757,11 @@ test_emit_bounds(void)
 					   *qs = malloc(sizeof(float) * dim),
 					   *w = malloc(sizeof(float) * dim);
 			uint8_t    *code = malloc(dim);
+			double		res_in = 0.0,
+						res_all = 0.0;
 			long		viol = 0,
+						res_viol = 0,
+						res_looser = 0,
 						box_viol = 0,
 						clamped_viol = 0,
 						box_looser = 0,
@@ -1769,11 +1788,24 @@ test_emit_bounds(void)
 			for (int i = 0; i < n; i++)
 				sq8_train_add(mins, maxs, nav + (size_t) i * dim, dim);
 			sq8_train_finish(mins, maxs, lo, scale, dim);
+			/* the largest residual of the rows in range, and of all (clamped too) */
+			for (int i = 0; i < n + nout; i++)
+			{
+				double		r;
+
+				sq8_encode(lo, scale, nav + (size_t) i * dim, code, dim);
+				r = shnsw_code_residual(lo, scale, nav + (size_t) i * dim, code, dim);
+				if (i < n)
+					res_in = fmax(res_in, r);
+				res_all = fmax(res_all, r);
+			}
 
 			for (int t = 0; t < nq; t++)
 			{
 				Sq8Query	sq = {.dim = dim,.qs = qs,.w = w};
-				ShnswBound	b;
+				ShnswBound	b,
+							b_in,
+							b_all;
 
 				for (int j = 0; j < dim; j++)
 					q[j] = (float) (shift + spread * nrand() * (t % 3 == 0 ? 3 : 1));
@@ -1782,16 +1814,28 @@ test_emit_bounds(void)
 					shnsw_normalize(qn, dim);
 				sq8_prepare_query(&sq, metric == SHNSW_METRIC_IP ? SHNSW_METRIC_IP : SHNSW_METRIC_L2,
 								  qn, lo, scale);
-				shnsw_bound_prepare(&b, metric, false, qn, lo, scale, dim);
+				shnsw_bound_prepare(&b, metric, false, qn, lo, scale, dim, -1.0);
+				shnsw_bound_prepare(&b_in, metric, false, qn, lo, scale, dim, res_in);
+				shnsw_bound_prepare(&b_all, metric, false, qn, lo, scale, dim, res_all);
 				for (int i = 0; i < n + nout; i++)
 				{
 					double		d,
 								lb,
-								box;
+								box,
+								est;
 
 					sq8_encode(lo, scale, nav + (size_t) i * dim, code, dim);
 					d = pgv_distance(metric, q, raw + (size_t) i * dim, dim);
-					lb = shnsw_bound_lower(&b, sq8_distance(&sq, code));
+					est = sq8_distance(&sq, code);
+					lb = shnsw_bound_lower(&b, est);
+					/* the largest residual bounds every row it covers, both ways */
+					res_viol += shnsw_bound_lower(&b_all, est) > d || shnsw_bound_upper(&b_all, est) < d;
+					if (i < n)
+					{
+						res_viol += shnsw_bound_lower(&b_in, est) > d ||
+							shnsw_bound_upper(&b_in, est) < d;
+						res_looser += shnsw_bound_lower(&b_in, est) < lb - 1e-9 * (1 + fabs(lb));
+					}
 					box = shnsw_bound_code(&b, code);
 					checked++;
 					box_viol += box > d;
@@ -1820,6 +1864,11 @@ test_emit_bounds(void)
 				   ex[ngap / 10], ex[ngap * 9 / 10], clamped_viol, (long) nout * nq);
 			CHECK(viol == 0, "bound %s %d-d: navigation bound above the exact distance %ld times",
 				  names[mi], dim, viol);
+			CHECK(res_viol == 0, "bound %s %d-d: residual bounds (%.4g in range, %.4g with clamped "
+				  "rows) wrong %ld times", names[mi], dim, res_in, res_all, res_viol);
+			if (metric != SHNSW_METRIC_IP)
+				CHECK(res_looser == 0, "bound %s %d-d: the in-range residual bound looser than the "
+					  "worst case %ld times", names[mi], dim, res_looser);
 			CHECK(box_viol == 0, "bound %s %d-d: box bound above the exact distance %ld of %ld",
 				  names[mi], dim, box_viol, checked);
 			CHECK(box_looser == 0, "bound %s %d-d: box bound looser than the navigation bound %ld times",
