@@ -37,6 +37,7 @@
 #include "access/tableam.h"
 #include "commands/progress.h"
 #include "miscadmin.h"
+#include "portability/instr_time.h"
 #include "storage/buffile.h"
 #include "storage/bulk_write.h"
 #include "utils/backend_progress.h"
@@ -80,7 +81,28 @@ typedef struct ShnswBuildState
 	float	   *navbuf;
 	MemoryContext tmpctx;
 	double		max_residual;	/* of the in-memory rows' codes (metapage) */
+
+	/* seconds per phase, said at DEBUG1 (tools/build_parallel.py reads them) */
+	instr_time	phase_start;
+	double		secs_scan;
+	double		secs_read;		/* in-memory rows read back from the file */
+	double		secs_link;		/* linking, with a parallel build's relinking */
+	double		secs_reach;
+	double		secs_layout;
+	double		secs_write;
 } ShnswBuildState;
+
+/* Seconds since the last call (or build_state_init); starts the next phase. */
+static double
+phase_secs(ShnswBuildState *bs)
+{
+	instr_time	now;
+
+	INSTR_TIME_SET_CURRENT(now);
+	INSTR_TIME_SUBTRACT(now, bs->phase_start);
+	INSTR_TIME_SET_CURRENT(bs->phase_start);
+	return INSTR_TIME_GET_DOUBLE(now);
+}
 
 /*
  * Memory the collected state, the graph and the layout would need for n
@@ -606,6 +628,7 @@ static void
 build_state_init(ShnswBuildState *bs, Relation heap, Relation index, int nworkers)
 {
 	MemSet(bs, 0, sizeof(*bs));
+	INSTR_TIME_SET_CURRENT(bs->phase_start);
 	bs->index = index;
 	bs->elemtype = shnsw_index_elemtype(index);
 	bs->metric = shnsw_index_metric(index);
@@ -689,6 +712,7 @@ build_graph(ShnswBuildState *bs, ShnswBuildGraph *g, const float *lo, const floa
 		for (uint32 i = 0; i < bs->nmem; i++)
 			shnsw_build_add_in_place(g);
 	}
+	bs->secs_read = phase_secs(bs);
 	for (uint32 i = 0; i < bs->nmem; i++)
 	{
 		shnsw_build_link(g, i);
@@ -699,7 +723,9 @@ build_graph(ShnswBuildState *bs, ShnswBuildGraph *g, const float *lo, const floa
 		}
 	}
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, bs->nmem);
+	bs->secs_link = phase_secs(bs);
 	nrepaired = shnsw_build_ensure_reachable(g);
+	bs->secs_reach = phase_secs(bs);
 	elog(DEBUG1, "streamhnsw: build added %u links to make every node reachable", nrepaired);
 }
 
@@ -736,8 +762,11 @@ build_graph_parallel(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswParallelBuild
 		}
 	}
 	pfree(img);
+	bs->secs_read = phase_secs(bs);
 	launched = shnsw_parallel_link(pb, g);
+	bs->secs_link = phase_secs(bs);
 	nrepaired = shnsw_build_ensure_reachable(g);
+	bs->secs_reach = phase_secs(bs);
 	elog(DEBUG1, "streamhnsw: parallel build (%d workers launched) added %u links to make every node reachable",
 		 launched, nrepaired);
 }
@@ -817,6 +846,8 @@ shnsw_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	reltuples = table_index_build_scan(heap, index, indexInfo, true, true,
 									   build_callback, &bs, NULL);
 
+	bs.secs_scan = phase_secs(&bs);
+
 	/* train SQ8 on every collected row */
 	lo = palloc(sizeof(float) * bs.dims);
 	scale = palloc(sizeof(float) * bs.dims);
@@ -849,10 +880,14 @@ shnsw_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	/* lay out and write */
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, SHNSW_PHASE_WRITE);
 	build_layout(&bs, &g, &layout);
+	bs.secs_layout = phase_secs(&bs);
 	build_write_pages(&bs, &g, &layout, bs.nmem > 0 ? lo : NULL, bs.nmem > 0 ? scale : NULL,
 					  MAIN_FORKNUM);
 	if (pb != NULL)
 		shnsw_parallel_end(pb);	/* the shared graph goes with it */
+	bs.secs_write = phase_secs(&bs);
+	elog(DEBUG1, "streamhnsw: build phases: scan %.2f s, read back %.2f s, link %.2f s, reachable %.2f s, layout %.2f s, write %.2f s",
+		 bs.secs_scan, bs.secs_read, bs.secs_link, bs.secs_reach, bs.secs_layout, bs.secs_write);
 
 	/* the graph, layout and per-row arrays are no longer needed */
 	MemoryContextSwitchTo(buildctx);

@@ -18,8 +18,11 @@
  * counter, linking each with shnsw_build_link under the locking scheme of
  * ShnswBuildSync (graph.h): one LWLock per node, held shared to copy a list
  * and exclusive to change one, never two at a time; and an entry lock. The
- * leader links nodes too and reports progress (nodes claimed). Once every
- * worker is done the leader alone makes every node reachable, lays the
+ * leader links nodes too and reports progress (nodes claimed). When no
+ * node is left to link, every process links again the nodes that were
+ * held up while they were linked (par_relink_loop); once every worker is
+ * done the leader alone links again any marked too late for that, makes
+ * every node reachable, lays the
  * graph out and writes it, reading it from the DSM chunk, then ends
  * parallel mode; rows that did not fit are inserted afterwards, as in a
  * serial build.
@@ -50,6 +53,7 @@
 #include "commands/progress.h"
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "portability/instr_time.h"
 #include "port/atomics.h"
 #include "storage/lwlock.h"
 #include "storage/shm_toc.h"
@@ -71,6 +75,8 @@ typedef struct ShnswParallelShared
 	int			tranche;
 	int			nprocs;			/* leader and launched workers */
 	pg_atomic_uint32 next;		/* next node to link */
+	pg_atomic_uint32 next_stale;	/* next node to check for linking again */
+	pg_atomic_uint32 nrelinked; /* held-up nodes linked again */
 	LWLock		entry_lock;
 	uint32		entry;			/* under entry_lock */
 	int32		max_level;
@@ -149,13 +155,36 @@ par_progress(void *arg)
 	return pg_atomic_read_u32(&((ShnswParallelShared *) arg)->next);
 }
 
-/* Node i is linked again when linking is over (each byte has one writer). */
+/*
+ * A node's stale byte: linked once (0), held up while it was linked and to
+ * be linked again (STALE_RELINK), claimed for that (STALE_CLAIMED). Its
+ * linker writes STALE_RELINK, after linking it; the process that claims
+ * the node's range of bytes writes STALE_CLAIMED (par_relink_loop).
+ */
+#define STALE_RELINK	1
+#define STALE_CLAIMED	2
+
+/* Nodes a process claims at a time when it looks for held-up ones. */
+#define SHNSW_PAR_STALE_CHUNK 64
+
+/* Node i is linked again when linking is over (par_relink_loop). */
 static void
 par_mark_stale(void *arg, uint32_t i)
 {
 	ShnswParallelShared *sh = (ShnswParallelShared *) arg;
 
-	((uint8 *) SHARED_AT(sh, sh->off_stale))[i] = 1;
+	((volatile uint8 *) SHARED_AT(sh, sh->off_stale))[i] = STALE_RELINK;
+}
+
+/* Seconds from then to now. */
+static double
+shnsw_secs_since(instr_time then)
+{
+	instr_time	now;
+
+	INSTR_TIME_SET_CURRENT(now);
+	INSTR_TIME_SUBTRACT(now, then);
+	return INSTR_TIME_GET_DOUBLE(now);
 }
 
 /*
@@ -249,6 +278,46 @@ par_link_loop(ShnswParallelShared *sh, ShnswBuildGraph *g, bool progress)
 }
 
 /*
+ * Once no node is left to link, link again the held-up nodes (marked
+ * stale), claiming them SHNSW_PAR_STALE_CHUNK at a time, with the other
+ * processes doing the same or still linking their last node (so each is
+ * linked again beside at most nprocs - 1 others, not the many it missed).
+ * A node marked after its range was claimed is left to the leader, which
+ * links again whatever is still marked when every worker is done. Returns
+ * how many this process linked again.
+ */
+static uint32
+par_relink_loop(ShnswParallelShared *sh, ShnswBuildGraph *g)
+{
+	volatile uint8 *stale = (volatile uint8 *) SHARED_AT(sh, sh->off_stale);
+	uint32		mine = 0;
+
+	for (;;)
+	{
+		uint32		start = pg_atomic_fetch_add_u32(&sh->next_stale, SHNSW_PAR_STALE_CHUNK);
+
+		if (start >= sh->n)
+			break;
+		for (uint32 i = start; i < Min(sh->n, start + SHNSW_PAR_STALE_CHUNK); i++)
+		{
+			if (stale[i] != STALE_RELINK)
+				continue;
+			CHECK_FOR_INTERRUPTS();
+			stale[i] = STALE_CLAIMED;
+			/* the entry point as it is now (others may still move it) */
+			LWLockAcquire(&sh->entry_lock, LW_SHARED);
+			g->entry = sh->entry;
+			g->max_level = sh->max_level;
+			LWLockRelease(&sh->entry_lock);
+			shnsw_build_relink(g, i);
+			mine++;
+		}
+	}
+	pg_atomic_fetch_add_u32(&sh->nrelinked, mine);
+	return mine;
+}
+
+/*
  * shnsw_parallel_begin enters parallel mode and sets up a parallel context
  * for up to nworkers workers whose DSM chunk holds the graph of n nodes
  * (n >= 2); draws the nodes' levels (the serial build's, from seed) and
@@ -295,6 +364,8 @@ shnsw_parallel_begin(int nworkers, int dims, int m, int efc, ShnswMetric metric,
 	sh = shm_toc_allocate(pb->pcxt->toc, total);
 	memcpy(sh, &hdr, sizeof(hdr));
 	pg_atomic_init_u32(&sh->next, 1);	/* node 0 is the first entry point */
+	pg_atomic_init_u32(&sh->next_stale, 0);
+	pg_atomic_init_u32(&sh->nrelinked, 0);
 	LWLockInitialize(&sh->entry_lock, sh->tranche);
 	for (uint32 i = 0; i < n; i++)
 		LWLockInitialize(par_node_lock(sh, i), sh->tranche);
@@ -330,8 +401,11 @@ shnsw_parallel_link(ShnswParallelBuild *pb, ShnswBuildGraph *g)
 	uint32		mine;
 	uint32		nstale = 0;
 	uint8	   *stale;
+	instr_time	start,
+				linked;
 
 	/* workers read nprocs when they attach, after the launch */
+	INSTR_TIME_SET_CURRENT(start);
 	sh->nprocs = 1 + pb->pcxt->nworkers_to_launch;
 	pb->sync.stale_after = (uint32) (SHNSW_PAR_STALE_PER_PROCESS * sh->nprocs);
 	LaunchParallelWorkers(pb->pcxt);
@@ -339,24 +413,28 @@ shnsw_parallel_link(ShnswParallelBuild *pb, ShnswBuildGraph *g)
 
 	g->sync = &pb->sync;
 	mine = par_link_loop(sh, g, true);
+	(void) par_relink_loop(sh, g);
 	WaitForParallelWorkersToFinish(pb->pcxt);
 	g->sync = NULL;
 	g->entry = sh->entry;
 	g->max_level = sh->max_level;
+	INSTR_TIME_SET_CURRENT(linked);
 
-	/* the nodes whose linking was held up, again, alone (ShnswBuildSync) */
+	/* nodes marked held up after their range was claimed: again, alone */
 	stale = (uint8 *) SHARED_AT(sh, sh->off_stale);
 	for (uint32 i = 0; i < sh->n; i++)
 	{
-		if (!stale[i])
+		if (stale[i] != STALE_RELINK)
 			continue;
 		CHECK_FOR_INTERRUPTS();
 		shnsw_build_relink(g, i);
 		nstale++;
 	}
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, sh->n);
-	elog(DEBUG1, "streamhnsw: %d parallel workers launched; the leader linked %u of %u nodes, and %u held-up nodes again",
-		 pb->launched, mine, sh->n, nstale);
+	elog(DEBUG1, "streamhnsw: %d parallel workers launched; the leader linked %u of %u nodes; %u held-up nodes linked again in parallel and %u alone (%.2f s linking, %.2f s alone)",
+		 pb->launched, mine, sh->n, pg_atomic_read_u32(&sh->nrelinked), nstale,
+		 INSTR_TIME_GET_DOUBLE(linked) - INSTR_TIME_GET_DOUBLE(start),
+		 shnsw_secs_since(linked));
 	return pb->launched;
 }
 
@@ -388,5 +466,6 @@ shnsw_parallel_build_main(dsm_segment *seg, shm_toc *toc)
 	par_attach(sh, &g, &sync);
 	g.sync = &sync;
 	(void) par_link_loop(sh, &g, false);
+	(void) par_relink_loop(sh, &g);
 	shnsw_build_free(&g);
 }

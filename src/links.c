@@ -36,6 +36,9 @@
 #include "neighbors.h"
 #include "streamhnsw.h"
 
+/* How much wider a repair's search may run again when deleted nodes crowd it. */
+#define SHNSW_REPAIR_WIDEN 8
+
 /* How often a list change is recomputed when others keep changing it. */
 #define SHNSW_LIST_RETRIES 8
 
@@ -86,6 +89,21 @@ shnsw_take_recheck(Relation index)
 }
 
 /*
+ * search_for_code prepares search s for the vector a node's code stands
+ * for (decoded into q, dims floats); the caller frees sq's arrays and s.
+ */
+static void
+search_for_code(ShnswLinker *lk, const uint8 *ecode, float *q, Sq8Query *sq, ShnswSearch *s)
+{
+	sq->dim = lk->dims;
+	sq->qs = palloc(sizeof(float) * lk->dims);
+	sq->w = palloc(sizeof(float) * lk->dims);
+	sq8_decode(lk->info->lo, lk->info->scale, ecode, q, lk->dims);
+	sq8_prepare_query(sq, lk->info->metric, q, lk->info->lo, lk->info->scale);
+	shnsw_search_init(s, sq, &lk->ops, lk->m, 0);
+}
+
+/*
  * search_finds searches for node e's own vector (its code, decoded) as a
  * scan does: greedy through the upper layers from the entry point,
  * then layer 0 at width ef. Returns true if the search reaches e; if not,
@@ -106,12 +124,7 @@ search_finds(ShnswLinker *lk, ShnswRef e, const uint8 *ecode, ShnswRef entry,
 	int			n;
 
 	*nearest = SHNSW_INVALID_REF;
-	sq.dim = lk->dims;
-	sq.qs = palloc(sizeof(float) * lk->dims);
-	sq.w = palloc(sizeof(float) * lk->dims);
-	sq8_decode(lk->info->lo, lk->info->scale, ecode, q, lk->dims);
-	sq8_prepare_query(&sq, lk->info->metric, q, lk->info->lo, lk->info->scale);
-	shnsw_search_init(&s, &sq, &lk->ops, lk->m, 0);
+	search_for_code(lk, ecode, q, &sq, &s);
 	shnsw_search_set_target(&s, e);
 	n = shnsw_search_next(&s, shnsw_search_descend(&s, entry, entry_level, 0), ef, out);
 	found = s.target_seen;
@@ -436,42 +449,94 @@ shnsw_adopt(ShnswLinker *lk, ShnswRef e, ShnswRef *refs, int n)
 /* ---------- repair (VACUUM) ---------- */
 
 /*
- * add_searched appends to cands[0..n-1] (distinct, live) the neighbours a
- * search from the entry point finds for node e on a layer, as an insert of
- * e would; returns the new count (at most cap).
+ * repair_search_width searches for the vector q stands for (prepared in s)
+ * from the entry point, as an insert would, at width ef on a layer, and
+ * puts the live nodes it finds, other than e and members of dead, into
+ * cands (room for cap); returns how many and sets *nfound to how many
+ * nodes it found in all.
  */
 static int
-add_searched(ShnswLinker *lk, ShnswRef e, int layer, const uint8 *ecode,
-			 const ShnswRefSet *dead, ShnswRef *cands, int n, int cap)
+repair_search_width(ShnswLinker *lk, ShnswSearch *s, const ShnswMetaSnapshot *snap, ShnswRef e,
+					int layer, int ef, const ShnswRefSet *dead, ShnswRef *cands, int cap,
+					int *nfound)
+{
+	uint32	   *out = palloc(sizeof(uint32) * (ef + 1));
+	ShnswRef	ep = shnsw_search_descend(s, snap->entry, snap->entry_level, layer);
+	int			n = 0;
+
+	*nfound = layer > 0 ? shnsw_search_upper_layer(s, ep, layer, ef, out) :
+		shnsw_search_next(s, ep, ef, out);
+	for (int k = 0; k < *nfound && n < cap; k++)
+	{
+		const ShnswCand *c = &s->cands[out[k]];
+
+		if (!(c->node_flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)) && c->ref != e &&
+			!shnsw_refset_has(dead, c->ref))
+			cands[n++] = c->ref;
+	}
+	pfree(out);
+	return n;
+}
+
+/*
+ * repair_width is the width of a repair's search on a layer:
+ * ef_construction, but at least twice the list's length (small
+ * ef_construction builds: the repair chooses among more than it keeps).
+ */
+static int
+repair_width(const ShnswLinker *lk, int layer)
+{
+	return Max(lk->info->ef_construction, 2 * (layer == 0 ? 2 * lk->m : lk->m));
+}
+
+/*
+ * repair_search finds candidates for node e's list on a layer by a search
+ * for its vector (its code) from the entry point at width repair_width, as
+ * an insert of e would, and puts the live ones into cands (room for
+ * repair_width); returns how many. All of them, not only the heuristic's
+ * choice: the repair fills the list from them. The deleted nodes are still
+ * in the graph (waypoints) and take places in the search's results: when
+ * they took more than a quarter, the search runs again, wider by the share
+ * they took (at most SHNSW_REPAIR_WIDEN times), so that mass deletes still
+ * leave about repair_width live candidates. Holds no lock on return.
+ */
+static int
+repair_search(ShnswLinker *lk, ShnswRef e, int layer, const uint8 *ecode,
+			  const ShnswRefSet *dead, ShnswRef *cands)
 {
 	ShnswMetaSnapshot snap;
-	ShnswRef   *nbrs[SHNSW_MAX_LEVEL + 1];
-	int			nnbrs[SHNSW_MAX_LEVEL + 1];
-	float	   *q = palloc(sizeof(float) * lk->dims);
+	Sq8Query	sq;
+	ShnswSearch s;
+	int			ef = repair_width(lk, layer);
+	float	   *q;
+	int			nfound,
+				n;
 
 	shnsw_read_meta(lk->index, &snap);
 	if (snap.entry == SHNSW_INVALID_REF || snap.entry_level < layer)
+		return 0;
+	q = palloc(sizeof(float) * lk->dims);
+	search_for_code(lk, ecode, q, &sq, &s);
+	n = repair_search_width(lk, &s, &snap, e, layer, ef, dead, cands, ef, &nfound);
+	if (nfound >= ef && n < ef - ef / 4)
 	{
-		pfree(q);
-		return n;
+		int			wider = Min((int64) ef * nfound / Max(n, 1), (int64) ef * SHNSW_REPAIR_WIDEN);
+
+		shnsw_search_free(&s);
+		shnsw_search_init(&s, &sq, &lk->ops, lk->m, 0);
+		n = repair_search_width(lk, &s, &snap, e, layer, wider, dead, cands, ef, &nfound);
 	}
-	sq8_decode(lk->info->lo, lk->info->scale, ecode, q, lk->dims);
-	shnsw_find_neighbors(lk, q, snap.entry, snap.entry_level, layer,
-						 lk->info->ef_construction, e, nbrs, nnbrs);
-	for (int k = 0; k < nnbrs[layer] && n < cap; k++)
-		if (!list_has(cands, n, nbrs[layer][k]) && !shnsw_refset_has(dead, nbrs[layer][k]))
-			cands[n++] = nbrs[layer][k];
-	/* shnsw_find_neighbors allocated a list per layer it searched */
-	for (int l = 0; l <= Min(layer, snap.entry_level); l++)
-		pfree(nbrs[l]);
+	shnsw_search_free(&s);
 	pfree(q);
+	pfree(sq.qs);
+	pfree(sq.w);
 	return n;
 }
 
 /*
  * repair_fill makes the repaired list into out and returns its length. It
  * keeps every live neighbour of node and fills the deleted ones' (gone[])
- * places, up to the old length: first with the heuristic's choices
+ * places and any room left, up to max: first with the heuristic's choices
  * chosen[0..nchosen-1], nearest first, then with the nearest candidates of
  * pool it passed over (lists grow by back-links, unpruned until full, so
  * the heuristic alone keeps far fewer; recall falls without them). Dropping
@@ -487,10 +552,10 @@ repair_fill(const ShnswNodeCopy *node, const bool *gone, const ShnswRef *chosen,
 	for (int k = 0; k < node->count; k++)
 		if (!gone[k])
 			out[nout++] = node->list[k];
-	for (int k = 0; k < nchosen && nout < Min(node->count, max); k++)
+	for (int k = 0; k < nchosen && nout < max; k++)
 		if (!list_has(out, nout, chosen[k]))
 			out[nout++] = chosen[k];
-	while (nout < Min(node->count, max))
+	while (nout < max)
 	{
 		int			best = -1;
 
@@ -505,29 +570,101 @@ repair_fill(const ShnswNodeCopy *node, const bool *gone, const ShnswRef *chosen,
 }
 
 /*
+ * repair_candidates collects into cands (room for cap, cap > count) the
+ * candidates for node's list on a layer: its live neighbours, the live
+ * neighbours of its deleted ones (the two-hop neighbourhood through each
+ * hole) and searched[0..nsearched-1], distinct; gone[k] says whether
+ * node->list[k] is deleted. A slot that was free when VACUUM collected dead
+ * may hold a new (level-0) node by now, as inserts reuse free slots: it is
+ * deleted only if it still says so, or, on an upper layer, if it no longer
+ * reaches this layer. Returns the count; *ndead the holes.
+ */
+static int
+repair_candidates(ShnswLinker *lk, ShnswRef e, int layer, const ShnswNodeCopy *node,
+				  const ShnswRefSet *dead, const ShnswRef *searched, int nsearched,
+				  ShnswRef *cands, int cap, bool *gone, int *ndead)
+{
+	ShnswNodeCopy via;
+	int			n = 0,
+				u = 0;
+
+	*ndead = 0;
+	for (int k = 0; k < node->count; k++)
+	{
+		gone[k] = false;
+		if (shnsw_refset_has(dead, node->list[k]))
+		{
+			shnsw_read_node(lk, node->list[k], layer, &via, NULL);
+			gone[k] = (via.flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)) != 0 ||
+				via.level < layer;
+		}
+		if (!gone[k])
+		{
+			cands[n++] = node->list[k];
+			continue;
+		}
+		(*ndead)++;
+		/* room is kept for the rest of the list's live neighbours */
+		for (int j = 0; j < via.count && n < cap - node->count; j++)
+			if (via.list[j] != e && !shnsw_refset_has(dead, via.list[j]))
+				cands[n++] = via.list[j];
+	}
+	for (int k = 0; k < nsearched && n < cap; k++)
+		cands[n++] = searched[k];
+	/* distinct candidates */
+	if (n > 1)
+	{
+		qsort(cands, n, sizeof(ShnswRef), shnsw_ref_cmp);
+		for (int k = 0; k < n; k++)
+			if (u == 0 || cands[k] != cands[u - 1])
+				cands[u++] = cands[k];
+		n = u;
+	}
+	return n;
+}
+
+/*
+ * repair_backlinks links the nodes a repair added to e's list (out but not
+ * old) back to e, as an insert links its neighbours back to it: the
+ * repaired node gets incoming links from its new neighbourhood, not only
+ * outgoing ones (its old in-links may have come from the deleted nodes).
+ * Nodes a full list drops are left to passes 4 and 4b.
+ */
+static void
+repair_backlinks(ShnswLinker *lk, ShnswRef e, int layer, const uint8 *ecode,
+				 const ShnswNodeCopy *old, const ShnswRef *out, int nout)
+{
+	for (int k = 0; k < nout; k++)
+		if (!list_has(old->list, old->count, out[k]))
+			shnsw_add_backlink(lk, out[k], layer, e, ecode, false, NULL, NULL);
+}
+
+/*
  * shnsw_repair_list rewrites node e's list on a layer if it names deleted
  * nodes (members of dead, a sorted set): the live neighbours stay, and the
- * deleted ones are replaced by nodes of the two-hop neighbourhood through
- * them (the heuristic's choice among e's live neighbours and the deleted
- * ones' live neighbours, then the nearest), so the paths that ran through
- * deleted nodes keep a direct replacement. Returns true if it changed the
- * list. Running out of retries is recorded (gave_up). Holds no lock on
- * return.
+ * deleted ones are replaced by the heuristic's choice among e's live
+ * neighbours and the deleted ones' live neighbours, then the nearest of
+ * them, up to the list's capacity. When those are fewer than the capacity
+ * (mass deletes), a search for e from the entry point adds candidates, as
+ * pgvector re-inserts every such node. The nodes the repair adds get a
+ * link back to e. Returns true if it changed the list. Running out of
+ * retries is recorded (gave_up). Holds no lock on return.
  */
 bool
 shnsw_repair_list(ShnswLinker *lk, ShnswRef e, int layer, const ShnswRefSet *dead)
 {
 	int			max = layer == 0 ? 2 * lk->m : lk->m;
-	int			cap = 5 * max;	/* enough for a few deleted neighbours' lists */
+	/* the list, a few deleted neighbours' lists, a search */
+	int			cap = 5 * max + repair_width(lk, layer);
 	ShnswNodeCopy node;
-	ShnswNodeCopy via;
 	ShnswRef   *cands = palloc(sizeof(ShnswRef) * cap);
 	float	   *d = palloc(sizeof(float) * cap);
 	uint8	   *codes = palloc((Size) cap * lk->dims);
 	uint8	   *ecode = palloc(lk->dims);
 	ShnswRef   *pool = palloc(sizeof(ShnswRef) * cap);
 	float	   *pool_d = palloc(sizeof(float) * cap);
-	ShnswRef   *twohop = palloc(sizeof(ShnswRef) * cap);
+	ShnswRef   *searched = palloc(sizeof(ShnswRef) * repair_width(lk, layer));
+	int			nsearched = -1;
 	bool		gone[2 * SHNSW_MAX_M];
 	ShnswRef	out[2 * SHNSW_MAX_M];
 	int			nout;
@@ -536,61 +673,26 @@ shnsw_repair_list(ShnswLinker *lk, ShnswRef e, int layer, const ShnswRefSet *dea
 
 	for (attempt = 0; attempt < SHNSW_LIST_RETRIES; attempt++)
 	{
-		int			n = 0,
-					ndead = 0,
-					ntwohop = 0,
-					u = 0,
+		int			n,
+					ndead,
 					npool;
 
 		CHECK_FOR_INTERRUPTS();
 		shnsw_read_node(lk, e, layer, &node, ecode);
 		if (node.flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE))
 			break;
-
-		/*
-		 * A slot that was free when VACUUM collected dead may hold a new
-		 * (level-0) node by now, as inserts reuse free slots: it is dead
-		 * only if it still says so, or, on an upper layer, if it no longer
-		 * reaches this layer. Links to it written after this read change
-		 * e's list, so the write below would fail and the loop read again.
-		 * The live neighbours of the dead ones (the two-hop candidates) go
-		 * after e's own live neighbours.
-		 */
-		for (int k = 0; k < node.count; k++)
-		{
-			gone[k] = false;
-			if (shnsw_refset_has(dead, node.list[k]))
-			{
-				shnsw_read_node(lk, node.list[k], layer, &via, NULL);
-				gone[k] = (via.flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)) != 0 ||
-					via.level < layer;
-			}
-			if (!gone[k])
-			{
-				cands[n++] = node.list[k];
-				continue;
-			}
-			ndead++;
-			for (int j = 0; j < via.count && ntwohop < cap; j++)
-				if (via.list[j] != e && !shnsw_refset_has(dead, via.list[j]))
-					twohop[ntwohop++] = via.list[j];
-		}
+		n = repair_candidates(lk, e, layer, &node, dead, searched, Max(nsearched, 0), cands,
+							  cap, gone, &ndead);
+		Assert(n <= cap);
 		if (ndead == 0)
 			break;
-		for (int k = 0; k < ntwohop && n < cap; k++)
-			cands[n++] = twohop[k];
-		/* distinct candidates */
-		if (n > 1)
+		/* the search does not depend on the list: once per node and layer */
+		if (nsearched < 0 && n < max)
 		{
-			qsort(cands, n, sizeof(ShnswRef), shnsw_ref_cmp);
-			for (int k = 0; k < n; k++)
-				if (u == 0 || cands[k] != cands[u - 1])
-					cands[u++] = cands[k];
-			n = u;
+			nsearched = repair_search(lk, e, layer, ecode, dead, searched);
+			n = repair_candidates(lk, e, layer, &node, dead, searched, nsearched, cands, cap,
+								  gone, &ndead);
 		}
-		/* most of the neighbourhood is gone: search for more candidates */
-		if (n < max / 2)
-			n = add_searched(lk, e, layer, ecode, dead, cands, n, cap);
 		shnsw_read_codes(lk, cands, n, codes);
 		shnsw_code_distances(lk, ecode, codes, n, d);
 		memcpy(pool, cands, sizeof(ShnswRef) * n);
@@ -602,6 +704,7 @@ shnsw_repair_list(ShnswLinker *lk, ShnswRef e, int layer, const ShnswRefSet *dea
 		if (write_list_if(lk, e, node.upper, layer, node.list, node.count, out, nout))
 		{
 			changed = true;
+			repair_backlinks(lk, e, layer, ecode, &node, out, nout);
 			break;
 		}
 	}
@@ -613,6 +716,6 @@ shnsw_repair_list(ShnswLinker *lk, ShnswRef e, int layer, const ShnswRefSet *dea
 	pfree(ecode);
 	pfree(pool);
 	pfree(pool_d);
-	pfree(twohop);
+	pfree(searched);
 	return changed;
 }

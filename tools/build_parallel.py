@@ -8,7 +8,8 @@ the workers as it would for a user: at maintenance_work_mem 64MB that is
 one worker, since it wants 32MB per process, and none for a table whose
 vectors are TOASTed, such as 768-d ones) and prints, per build: seconds, the workers
 PostgreSQL planned and (streamhnsw) launched, whether the graph spilled, and
-recall@10 at ef_search 40 over the held-out queries.
+recall@10 at ef_search 40 over the held-out queries, and (streamhnsw) the
+seconds of each phase of the build as the leader saw them (DEBUG1).
 
     SHNSW_DATA_DIR=/work/main/.data PYTHONPATH=python .venv/bin/python \\
         tools/build_parallel.py --sets sentences,synthetic768 --mwm 64MB,1GB --workers 0,2
@@ -31,14 +32,17 @@ from shnsw.cluster import Cluster  # noqa: E402
 
 PLANNED = re.compile(r"with request for (\d+) parallel workers")
 LAUNCHED = re.compile(r"streamhnsw: (\d+) parallel workers launched")
+PHASES = re.compile(r"build phases: (.*)")
+LINKING = re.compile(r"(\d+) held-up nodes linked again in parallel and (\d+) alone "
+                     r"\(([\d.]+) s linking, ([\d.]+) s alone\)")
 SPILL = re.compile(r"no longer fits into maintenance_work_mem after (\d+) (rows|tuples)")
 
 
-def load_set(name):
+def load_set(name, rows=100_000):
     if name == "sentences":
         return datasets.sentences(n_rows=100_000, n_queries=2000, n_inserts=1000)
     if name == "synthetic768":
-        return datasets.synthetic(100_000, 768, "cosine", n_queries=200, n_inserts=10)
+        return datasets.synthetic(rows, 768, "cosine", n_queries=200, n_inserts=10)
     raise SystemExit(f"unknown set {name}")
 
 
@@ -64,12 +68,25 @@ def one_build(c, am, mwm, workers, queries, truth):
     planned = [int(m.group(1)) for n in notices for m in [PLANNED.search(n)] if m]
     launched = [int(m.group(1)) for n in notices for m in [LAUNCHED.search(n)] if m]
     spill = [m.group(1) for n in notices for m in [SPILL.search(n)] if m]
+    # the leader's phases (streamhnsw, DEBUG1): where a parallel build's time goes
+    phases = {}
+    for n in notices:
+        if (m := PHASES.search(n)):
+            for part in m.group(1).split(", "):
+                what, took, _ = part.rsplit(" ", 2)
+                phases[what] = float(took)
+        if (m := LINKING.search(n)):
+            phases["relinked in parallel"] = int(m.group(1))
+            phases["relinked alone"] = int(m.group(2))
+            phases["link and relink (all processes)"] = float(m.group(3))
+            phases["relink alone (leader)"] = float(m.group(4))
     return {"am": am, "mwm": mwm, "max_workers": workers, "secs": round(secs, 2),
             "planned": planned[0] if planned else 0,
             "launched": launched[0] if launched else None,
             "in_memory_rows": spill[0] if spill else "all",
             "codes": any("building on SQ8 codes" in n for n in notices),
-            "recall10": round(rec, 4), "size_mb": round(size / 2**20, 1)}
+            "recall10": round(rec, 4), "size_mb": round(size / 2**20, 1),
+            **({"phases_s": phases} if phases else {})}
 
 
 def main() -> None:
@@ -80,6 +97,8 @@ def main() -> None:
     ap.add_argument("--am", default="hnsw,streamhnsw")
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--rows", type=int, default=100_000,
+                    help="rows of synthetic768 (sentences is always the cached 100k set)")
     ap.add_argument("--table-workers", type=int, default=None,
                     help="set the table's parallel_workers (a table whose vectors are TOASTed, "
                          "as 768-d ones are, is too small for PostgreSQL to plan workers)")
@@ -90,7 +109,7 @@ def main() -> None:
                                                  "max_wal_size": "8GB"}) as c:
         c.execute("CREATE EXTENSION streamhnsw CASCADE")
         for name in args.sets.split(","):
-            ds = load_set(name)
+            ds = load_set(name, args.rows)
             queries = ds.queries[:args.queries]
             truth = ds.truth[:args.queries, :10]
             with c.connect() as conn:
