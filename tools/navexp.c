@@ -106,26 +106,79 @@ exact(Ctx *c, uint32_t j)
 	return shnsw_float_distance(c->g->metric, c->q, c->g->vecs + (size_t) j * c->dim, c->dim);
 }
 
-static void
-mark(Ctx *c, uint32_t j)
+/*
+ * Beam search of one layer from ep with width ef; leaves the results in res,
+ * nearest first by navigation distance, and returns their count. Layer-0
+ * visits are recorded (c->visited).
+ */
+static int
+search_layer(Ctx *c, uint32_t ep, int layer, int ef, uint32_t *res)
 {
-	c->vis[j] = 1;
-	c->visited[c->nvisited++] = j;
+	ShnswBuildGraph *g = c->g;
+	uint8_t    *seen = layer == 0 ? c->vis : calloc(g->n, 1);
+	float		epd = dist(c, ep);
+	ShnswHeap	C,
+				W;
+	int			n;
+
+	shnsw_heap_init(&C, 64, false);
+	shnsw_heap_init(&W, 64, true);
+	shnsw_heap_push(&C, epd, ep);
+	shnsw_heap_push(&W, epd, ep);
+	seen[ep] = 1;
+	if (layer == 0)
+		c->visited[c->nvisited++] = ep;
+	while (C.n > 0)
+	{
+		ShnswPair	p = shnsw_heap_pop(&C);
+		int			cnt;
+		ShnswRef   *nb;
+
+		if (W.n >= ef && p.d > shnsw_heap_top(&W).d)
+			break;
+		nb = shnsw_build_neighbors(g, p.id, layer, &cnt);
+		for (int k = 0; k < cnt; k++)
+		{
+			float		d;
+
+			if (seen[nb[k]])
+				continue;
+			seen[nb[k]] = 1;
+			if (layer == 0)
+				c->visited[c->nvisited++] = nb[k];
+			d = dist(c, nb[k]);
+			if (W.n < ef || d < shnsw_heap_top(&W).d)
+			{
+				shnsw_heap_push(&C, d, nb[k]);
+				shnsw_heap_push(&W, d, nb[k]);
+				if (W.n > ef)
+					shnsw_heap_pop(&W);
+			}
+		}
+	}
+	n = W.n;
+	for (int k = n - 1; k >= 0; k--)
+		res[k] = shnsw_heap_pop(&W).id;
+	shnsw_heap_free(&C);
+	shnsw_heap_free(&W);
+	if (layer != 0)
+		free(seen);
+	return n;
 }
 
-/* beam search; W left in res (ef, nearest first by navigation distance) */
+/*
+ * A scan's first round: greedy descent to layer 1, a beam of 4 there (as
+ * scan.c's scan_start), a beam of ef on layer 0.
+ */
 static int
 search(Ctx *c, int ef, uint32_t *res)
 {
 	ShnswBuildGraph *g = c->g;
 	uint32_t	ep = g->entry;
 	float		epd = dist(c, ep);
-	ShnswHeap	C,
-				W;
-	int			n;
 
 	c->nvisited = 0;
-	for (int l = g->max_level; l > 0; l--)
+	for (int l = g->max_level; l > 1; l--)
 	{
 		int			changed = 1;
 
@@ -148,43 +201,9 @@ search(Ctx *c, int ef, uint32_t *res)
 			}
 		}
 	}
-	shnsw_heap_init(&C, 64, false);
-	shnsw_heap_init(&W, 64, true);
-	shnsw_heap_push(&C, epd, ep);
-	shnsw_heap_push(&W, epd, ep);
-	mark(c, ep);
-	while (C.n > 0)
-	{
-		ShnswPair	p = shnsw_heap_pop(&C);
-		int			cnt;
-		ShnswRef   *nb;
-
-		if (W.n >= ef && p.d > shnsw_heap_top(&W).d)
-			break;
-		nb = shnsw_build_neighbors(g, p.id, 0, &cnt);
-		for (int k = 0; k < cnt; k++)
-		{
-			float		d;
-
-			if (c->vis[nb[k]])
-				continue;
-			mark(c, nb[k]);
-			d = dist(c, nb[k]);
-			if (W.n < ef || d < shnsw_heap_top(&W).d)
-			{
-				shnsw_heap_push(&C, d, nb[k]);
-				shnsw_heap_push(&W, d, nb[k]);
-				if (W.n > ef)
-					shnsw_heap_pop(&W);
-			}
-		}
-	}
-	n = W.n;
-	for (int k = n - 1; k >= 0; k--)
-		res[k] = shnsw_heap_pop(&W).id;
-	shnsw_heap_free(&C);
-	shnsw_heap_free(&W);
-	return n;
+	if (g->max_level >= 1 && search_layer(c, ep, 1, 4, res) > 0)
+		ep = res[0];
+	return search_layer(c, ep, 0, ef, res);
 }
 
 /* how many of the k exactly nearest of ids[0..n-1] are in truth[0..k-1] */
@@ -294,7 +313,9 @@ main(int argc, char **argv)
 			for (int k = 0; k < c.nvisited; k++)
 				c.vis[c.visited[k]] = 0;
 
-			sq8_prepare_query(&sq, metric, c.q, lo, scale);
+			/* cosine navigates on L2 between unit vectors, as scans do */
+			sq8_prepare_query(&sq, metric == SHNSW_METRIC_IP ? metric : SHNSW_METRIC_L2,
+							  c.q, lo, scale);
 			c.sq = &sq;
 			nr = search(&c, ef, res);
 			v_sq += c.nvisited;
