@@ -6,8 +6,8 @@
  *	  SQ8 distances with the ef results re-ranked exactly (as a scan's first
  *	  round); SQ8 with every visited node re-ranked (a wide pool).
  *
- *	  cc -O2 -Isrc -o /tmp/navexp tools/navexp.c src/kernels.c src/graph.c \
- *	     src/neighbors.c src/reach.c -lm
+ *	  cc -O2 -Isrc -o /tmp/navexp tools/navexp.c test/unit/port_malloc.c \
+ *	     src/kernels.c src/graph.c src/neighbors.c src/reach.c -lm
  *	  /tmp/navexp DIR [seed]   DIR holds rows.f32 queries.f32 truth.i32 meta
  *	  (meta: "rows queries dims l2|cosine|ip"; truth: 10 int32 row numbers a query)
  */
@@ -21,42 +21,7 @@
 #include "kernels.h"
 #include "pqueue.h"
 
-void	   *
-shnsw_alloc(size_t size)
-{
-	void	   *p = malloc(size ? size : 1);
-
-	if (!p)
-		abort();
-	return p;
-}
-
-void	   *
-shnsw_alloc0(size_t size)
-{
-	void	   *p = calloc(1, size ? size : 1);
-
-	if (!p)
-		abort();
-	return p;
-}
-
-void	   *
-shnsw_realloc(void *ptr, size_t size)
-{
-	void	   *p = realloc(ptr, size);
-
-	if (!p)
-		abort();
-	return p;
-}
-
-void
-shnsw_free(void *ptr)
-{
-	free(ptr);
-}
-
+/* port.h: allocation is test/unit/port_malloc.c's; nothing to cancel here */
 void
 shnsw_check_interrupts(void)
 {
