@@ -252,6 +252,7 @@ typedef struct ShnswSearch
 	uint32_t	max_discovered; /* stop after this many nodes (0: no limit) */
 	ShnswRef	target;			/* layer 0: stop once this node is seen */
 	bool		target_seen;
+	bool		pooled;			/* its arrays are the search pool's (graph.c) */
 
 	ShnswCand  *cands;
 	uint32_t	ncands;
@@ -289,6 +290,15 @@ typedef struct ShnswSearch
 extern void shnsw_search_init(ShnswSearch *s, const Sq8Query *q,
 							  const ShnswNodeSource *ops, int m, uint32_t max_discovered);
 extern void shnsw_search_free(ShnswSearch *s);
+
+/*
+ * shnsw_search_pool_reset frees the search pool (graph.c). The host calls
+ * shnsw_search_pool_end_xact at the end of every transaction, when no
+ * search can be running: if a search that ended in an error still holds
+ * the pool, it is freed (the arrays may have moved since it took them).
+ */
+extern void shnsw_search_pool_reset(void);
+extern void shnsw_search_pool_end_xact(void);
 
 /*
  * Make shnsw_search_next stop as soon as it reaches node target (VACUUM's

@@ -35,7 +35,12 @@
  * read); with speculative true, neighbours of the best candidates still
  * queued, best first, of which the implementation takes as many as its
  * look-ahead allows. A wrong guess costs I/O bandwidth, never a wrong
- * answer; a source with nothing to read ahead leaves it NULL.
+ * answer; a source with nothing to read ahead leaves it NULL, and one
+ * that ignores speculative requests (the shared image: memory prefetch a
+ * whole expansion ahead does not pay) sets speculative false, so that the
+ * search does not spend a look at the best queued candidates' neighbours
+ * (up to SHNSW_SPECULATIVE_CANDIDATES x 2m visited-set probes) on every
+ * expansion for nothing.
  *
  *-------------------------------------------------------------------------
  */
@@ -56,6 +61,8 @@ typedef struct ShnswNodeSource
 	int			(*read_upper) (void *ctx, ShnswUpperLoc loc, int layer,
 							   ShnswRef *out);
 	void		(*prefetch) (void *ctx, const ShnswRef *refs, int n, bool speculative);
+	bool		speculative;	/* prefetch takes speculative requests too
+								 * (false: the search does not look for them) */
 } ShnswNodeSource;
 
 /* How many queued candidates' neighbourhoods speculative read-ahead looks at. */

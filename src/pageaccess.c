@@ -447,6 +447,7 @@ shnsw_buffer_source_init(ShnswNodeSource *ops, ShnswPageCtx *ctx, Relation index
 	ops->read_nodes = shnsw_read_nodes;
 	ops->read_upper = shnsw_read_upper;
 	ops->prefetch = reader != NULL && reader->mode != SHNSW_IO_SYNC ? shnsw_prefetch : NULL;
+	ops->speculative = true;
 }
 
 /*

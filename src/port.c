@@ -9,9 +9,11 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "miscadmin.h"
 #include "utils/memutils.h"
 
+#include "graph.h"
 #include "port.h"
 
 /* Allocate in the current memory context; palloc reports failure. */
@@ -41,6 +43,39 @@ void
 shnsw_free(void *ptr)
 {
 	pfree(ptr);
+}
+
+static MemoryContext kept_cxt = NULL;
+
+/* No search runs past its transaction: free a pool an error left held. */
+static void
+kept_xact_callback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT ||
+		event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT ||
+		event == XACT_EVENT_PREPARE)
+		shnsw_search_pool_end_xact();
+}
+
+/* Allocate in the backend's kept context (port.h). */
+void *
+shnsw_alloc_kept(size_t size)
+{
+	if (kept_cxt == NULL)
+	{
+		kept_cxt = AllocSetContextCreate(TopMemoryContext, "streamhnsw search pool",
+										 ALLOCSET_DEFAULT_SIZES);
+		RegisterXactCallback(kept_xact_callback, NULL);
+	}
+	return MemoryContextAllocHuge(kept_cxt, Max(size, 1));
+}
+
+/* Free everything shnsw_alloc_kept gave out. */
+void
+shnsw_kept_reset(void)
+{
+	if (kept_cxt != NULL)
+		MemoryContextReset(kept_cxt);
 }
 
 /* A long loop of the pure code can be cancelled here. */

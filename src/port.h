@@ -25,6 +25,16 @@ extern void *shnsw_alloc(size_t size);
 extern void *shnsw_alloc0(size_t size);
 extern void *shnsw_realloc(void *ptr, size_t size);
 extern void shnsw_free(void *ptr);
+
+/*
+ * Memory kept from one query to the next (graph.c's search pool): in the
+ * server, a memory context of its own under TopMemoryContext; resized with
+ * shnsw_realloc (which keeps a chunk in its context) and freed with
+ * shnsw_free, or all at once by shnsw_kept_reset (after an error, when
+ * the search that held it is gone).
+ */
+extern void *shnsw_alloc_kept(size_t size);
+extern void shnsw_kept_reset(void);
 extern void shnsw_check_interrupts(void);
 
 #endif							/* STREAMHNSW_PORT_H */

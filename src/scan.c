@@ -165,6 +165,19 @@ scan_fold(ShnswScanOpaque so)
 }
 
 /*
+ * scan_search_free gives the search's arrays back (graph.c keeps them for
+ * the next search of this backend: no allocation per scan); called before
+ * so->ctx, which holds the rest of the search, is reset or deleted.
+ */
+static void
+scan_search_free(ShnswScanOpaque so)
+{
+	if (so->search.cands != NULL)
+		shnsw_search_free(&so->search);
+	memset(&so->search, 0, sizeof(so->search));
+}
+
+/*
  * shnsw_scan_stats returns what a streamhnsw scan has done so far, the
  * active search included (for EXPLAIN ANALYZE, which prints before the scan
  * ends). The result is valid until the next call.
@@ -236,6 +249,7 @@ shnsw_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys, int 
 	scan_fold(so);
 	shnsw_reader_heap_end(&so->reader);
 	scan_fold_reader(so);
+	scan_search_free(so);
 	MemoryContextReset(so->ctx);
 	MemSet(&so->reader, 0, sizeof(so->reader));	/* its memory was in ctx */
 	so->heap_ahead = 0;
@@ -1411,6 +1425,7 @@ shnsw_endscan(IndexScanDesc scan)
 	scan_fold_reader(so);
 	if (so->stats.scans > 0)
 		shnsw_stats_accumulate(&so->stats);
+	scan_search_free(so);
 	MemoryContextDelete(so->ctx);
 	pfree(so);
 	scan->opaque = NULL;

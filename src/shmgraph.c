@@ -57,7 +57,9 @@
 #include "storage/dsm_registry.h"
 #include "storage/ipc.h"
 #include "storage/read_stream.h"
+#include "storage/latch.h"
 #include "storage/lwlock.h"
+#include "storage/proc.h"
 #include "storage/spin.h"
 #include "tcop/tcopprot.h"
 #include "utils/acl.h"
@@ -66,6 +68,7 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/resowner.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
 #define SHNSW_SHMGRAPH_NO_WRAP
@@ -74,13 +77,14 @@
 bool		shnsw_shared_cache = true;
 bool		shnsw_shared_cache_background = true;
 int			shnsw_shared_cache_size = 256; /* MB */
+int			shnsw_debug_image_build_delay = 0;	/* ms */
 
 /*
  * The registry's name carries its layout's version: a library with another
  * layout (an upgrade installed without a restart) gets its own registry
  * instead of an error from GetNamedDSMSegment for a size that differs.
  */
-#define SHM_REGISTRY_NAME	"streamhnsw_shmgraph_2"
+#define SHM_REGISTRY_NAME	"streamhnsw_shmgraph_3"
 #define SHM_MAX_IMAGES		64
 #define SHM_RETRY_SECS		10	/* after a failed build, retry lazily after */
 #define SHM_IDLE_SECS		10	/* a lazy build evicts only images idle this long */
@@ -126,6 +130,9 @@ typedef struct ShmEntry
 	pg_atomic_uint64 last_used; /* TimestampTz of the last scan that used it */
 	pg_atomic_uint64 hits;		/* scans that searched the image */
 	pg_atomic_uint64 misses;	/* scans that could not */
+	pg_atomic_uint64 cut_until; /* a VACUUM truncation waits for the index's
+								 * lock until then: a background build gives
+								 * up (TimestampTz; 0: none) */
 	uint64		builds;
 	uint64		invalidations;
 	uint64		refreshes;
@@ -232,6 +239,7 @@ ctl_init(void *ptr)
 		pg_atomic_init_u64(&c->entries[i].last_used, 0);
 		pg_atomic_init_u64(&c->entries[i].hits, 0);
 		pg_atomic_init_u64(&c->entries[i].misses, 0);
+		pg_atomic_init_u64(&c->entries[i].cut_until, 0);
 	}
 }
 
@@ -817,6 +825,7 @@ entry_new(Relation index, bool explicit, dsm_handle *unpin, int *nunpin)
 	pg_atomic_write_u64(&e->last_used, (uint64) GetCurrentTransactionStartTimestamp());
 	pg_atomic_write_u64(&e->hits, 0);
 	pg_atomic_write_u64(&e->misses, 0);
+	pg_atomic_write_u64(&e->cut_until, 0);
 	e->builds = e->invalidations = e->refreshes = e->evictions = 0;
 	e->dbid = MyDatabaseId;
 	e->relid = RelationGetRelid(index);
@@ -905,11 +914,54 @@ entry_fail(int slot, int status, BlockNumber nblocks)
 }
 
 /*
+ * build_yields says whether the build that claimed slot should give up
+ * now: only a background worker's build does, when a VACUUM truncation is
+ * waiting for the index's lock (cut_until; see shnsw_shm_cut_waiting). A
+ * build in a scan or in streamhnsw_cache_load runs in a transaction that
+ * holds its lock to the end anyway, so stopping it would free nothing.
+ */
+static bool
+build_yields(int slot)
+{
+	uint64		until;
+
+	if (!AmBackgroundWorkerProcess())
+		return false;
+	until = pg_atomic_read_u64(&ctl->entries[slot].cut_until);
+	return until != 0 && (uint64) GetCurrentTimestamp() < until;
+}
+
+/*
+ * build_delay is streamhnsw.debug_image_build_delay for tests: a worker's
+ * build waits that long after its claim, holding what a build holds (the
+ * index's AccessShareLock, the claim), unless a truncation waits (then it
+ * gives up: false).
+ */
+static bool
+build_delay(int slot)
+{
+	TimestampTz end = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+												  shnsw_debug_image_build_delay);
+
+	while (AmBackgroundWorkerProcess() && GetCurrentTimestamp() < end)
+	{
+		if (build_yields(slot))
+			return false;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 10,
+						 PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+	return true;
+}
+
+/*
  * scan_page_types reads the type of every block after the metapage (pass
  * 1 of a build) into a palloc'd array, counting graph and upper pages.
+ * NULL if the build yields to a truncation (build_yields) meanwhile.
  */
 static uint8 *
-scan_page_types(Relation index, BlockNumber nblocks, BufferAccessStrategy strategy,
+scan_page_types(Relation index, int slot, BlockNumber nblocks, BufferAccessStrategy strategy,
 				uint32 *ng, uint32 *nu)
 {
 	uint8	   *types = palloc0(nblocks);
@@ -934,8 +986,16 @@ scan_page_types(Relation index, BlockNumber nblocks, BufferAccessStrategy strate
 				(*nu)++;
 		}
 		UnlockReleaseBuffer(buf);
-		if ((blk & 255) == 0)
+		if ((blk & 63) == 0)
+		{
 			CHECK_FOR_INTERRUPTS();
+			if (build_yields(slot))
+			{
+				read_stream_end(stream);
+				pfree(types);
+				return NULL;
+			}
+		}
 	}
 	read_stream_end(stream);
 	return types;
@@ -1054,11 +1114,13 @@ image_publish(int slot, dsm_segment *seg)
 /*
  * image_copy_pages (pass 2) copies each graph and upper page of types
  * into the image under the page's share lock, publishing its map entry
- * before releasing the lock. Returns the node slots copied.
+ * before releasing the lock. Returns the node slots copied; sets *yielded
+ * and stops if the build yields to a truncation (build_yields).
  */
 static uint64
-image_copy_pages(Relation index, LocalImage *li, const uint8 *types, BlockNumber nblocks,
-				 BufferAccessStrategy strategy, int vec_size)
+image_copy_pages(Relation index, int slot, LocalImage *li, const uint8 *types,
+				 BlockNumber nblocks, BufferAccessStrategy strategy, int vec_size,
+				 bool *yielded)
 {
 	BuildBlocks bb = {SHNSW_METAPAGE_BLKNO + 1, nblocks, types};
 	ReadStream *stream = build_stream(index, &bb, strategy);
@@ -1095,8 +1157,12 @@ image_copy_pages(Relation index, LocalImage *li, const uint8 *types, BlockNumber
 		pg_atomic_write_u32(&li->map[blk], !ok ? MAP_ABSENT :
 							(types[blk] == SHNSW_PAGE_GRAPH ? MAP_GRAPH : MAP_UPPER) | idx);
 		UnlockReleaseBuffer(buf);
-		if ((blk & 255) == 0)
+		if ((blk & 63) == 0)
+		{
 			CHECK_FOR_INTERRUPTS();
+			if ((*yielded = build_yields(slot)))
+				break;
+		}
 	}
 	read_stream_end(stream);
 	return nodes;
@@ -1132,7 +1198,8 @@ image_finish(Relation index, int slot, LocalImage *li, uint64 nodes, uint32 ng, 
 		e->gpages = ng;
 		e->upages = nu;
 		e->last_failure = 0;
-		e->launched_at = 0;
+		if (!AmBackgroundWorkerProcess())
+			e->launched_at = 0; /* a worker clears it once its lock is gone */
 		pg_atomic_write_u64(&e->last_used, (uint64) GetCurrentTransactionStartTimestamp());
 	}
 	pending_slot = -1;
@@ -1161,8 +1228,9 @@ image_build(Relation index, const ShnswIndexInfo *info, bool explicit, int *stat
 				size;
 	dsm_segment *seg;
 	LocalImage *li;
-	BufferAccessStrategy strategy;
+	BufferAccessStrategy strategy = NULL;
 	uint64		nodes;
+	bool		yielded = false;
 
 	slot = entry_claim(index, explicit, nblocks, status);
 	if (slot < 0)
@@ -1177,8 +1245,22 @@ image_build(Relation index, const ShnswIndexInfo *info, bool explicit, int *stat
 		return NULL;
 	}
 
-	strategy = GetAccessStrategy(BAS_BULKREAD);
-	types = scan_page_types(index, nblocks, strategy, &ng, &nu);
+	if (shnsw_debug_image_build_delay > 0 && !build_delay(slot))
+		types = NULL;
+	else
+	{
+		strategy = GetAccessStrategy(BAS_BULKREAD);
+		types = scan_page_types(index, slot, nblocks, strategy, &ng, &nu);
+		if (types == NULL)
+			FreeAccessStrategy(strategy);
+	}
+	if (types == NULL)
+	{
+		/* a truncation waits for the lock: give the claim back, no failure noted */
+		release_pending();
+		*status = SHNSW_SHM_MISSING;
+		return NULL;
+	}
 	size = image_size(IMAGE_MAPCAP(nblocks), IMAGE_GCAP(ng), IMAGE_UCAP(nu), gstride, offs);
 	if (!entry_reserve(slot, size, explicit, nblocks, status))
 		seg = NULL;
@@ -1196,9 +1278,16 @@ image_build(Relation index, const ShnswIndexInfo *info, bool explicit, int *stat
 
 	image_layout(seg, info, types, nblocks, ng, nu, offs, size);
 	li = image_publish(slot, seg);
-	nodes = image_copy_pages(index, li, types, nblocks, strategy, info->vec_size);
+	nodes = image_copy_pages(index, slot, li, types, nblocks, strategy, info->vec_size,
+							 &yielded);
 	FreeAccessStrategy(strategy);
 	pfree(types);
+	if (yielded)
+	{
+		release_pending();		/* drops the half-copied image */
+		*status = SHNSW_SHM_MISSING;
+		return NULL;
+	}
 	if (!image_finish(index, slot, li, nodes, ng, nu))
 	{
 		/* a writer could not copy a change into it and dropped it */
@@ -1260,6 +1349,7 @@ typedef struct ShmBuildRequest
 	Oid			dbid;
 	Oid			relid;
 	int			cache_size_mb;	/* the requesting session's shared_cache_size */
+	int			delay_ms;		/* its debug_image_build_delay */
 } ShmBuildRequest;
 
 PGDLLEXPORT void streamhnsw_image_worker(Datum arg);
@@ -1321,6 +1411,7 @@ request_build(Relation index, int *status)
 	req.dbid = MyDatabaseId;
 	req.relid = RelationGetRelid(index);
 	req.cache_size_mb = shnsw_shared_cache_size;
+	req.delay_ms = shnsw_debug_image_build_delay;
 	memcpy(bgw.bgw_extra, &req, sizeof(req));
 	bgw.bgw_notify_pid = 0;
 	if (RegisterDynamicBackgroundWorker(&bgw, NULL))
@@ -1339,11 +1430,36 @@ request_build(Relation index, int *status)
 }
 
 /*
+ * worker_done clears the launch note of the index relid once the worker's
+ * transaction is over (its lock released): until then a VACUUM truncation
+ * may wait for it (shnsw_shm_cut_waiting), and no scan asks for another.
+ */
+static void
+worker_done(Oid relid)
+{
+	LWLockAcquire(&ctl->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < SHM_MAX_IMAGES; i++)
+	{
+		ShmEntry   *e = &ctl->entries[i];
+
+		if (e->state != ENTRY_FREE && e->relid == relid && e->dbid == MyDatabaseId)
+			e->launched_at = 0;
+	}
+	LWLockRelease(&ctl->lock);
+}
+
+/*
  * streamhnsw_image_worker is the background worker request_build starts:
  * it connects to the index's database, builds the image as a scan would
  * (claiming the entry, so a scan or another worker never builds it twice)
  * and exits. An error ends the worker only; its claim is given up by the
  * abort and exit callbacks, the failure noted, and a later scan asks again.
+ *
+ * It holds no snapshot while it builds: it reads index pages only, and the
+ * catalog snapshot that opening the index took (relcache, syscache) is
+ * dropped before the build, so its transaction has no xmin and never holds
+ * back a VACUUM's horizon. Its AccessShareLock on the index it gives up
+ * early when a VACUUM truncation waits for the index (build_yields).
  */
 void
 streamhnsw_image_worker(Datum arg)
@@ -1366,6 +1482,8 @@ streamhnsw_image_worker(Datum arg)
 		snprintf(val, sizeof(val), "%d", req.cache_size_mb);
 		SetConfigOption("streamhnsw.shared_cache_size", val, PGC_SUSET, PGC_S_SESSION);
 	}
+	shnsw_debug_image_build_delay = req.delay_ms;
+	get_ctl();
 	index = try_relation_open(req.relid, AccessShareLock);
 	if (index != NULL)
 	{
@@ -1374,23 +1492,47 @@ streamhnsw_image_worker(Datum arg)
 		{
 			ShnswIndexInfo *info = shnsw_get_index_info(index);
 
-			get_ctl();
+			/* no catalog access from here on: no snapshot, no xmin */
+			InvalidateCatalogSnapshot();
+			Assert(MyProc->xmin == InvalidTransactionId);
 			if (info->quant_trained)
 				(void) image_build(index, info, false, &status);
-			LWLockAcquire(&ctl->lock, LW_EXCLUSIVE);
-			{
-				ShmEntry   *e = find_entry(index);
-
-				if (e != NULL)
-					e->launched_at = 0;
-			}
-			LWLockRelease(&ctl->lock);
 		}
 		relation_close(index, AccessShareLock);
 	}
 	CommitTransactionCommand();
+	worker_done(req.relid);
 	pgstat_report_activity(STATE_IDLE, NULL);
 	proc_exit(0);
+}
+
+/*
+ * shnsw_shm_cut_waiting is called by a VACUUM truncation whose conditional
+ * AccessExclusiveLock on the index failed: it asks a background build of
+ * the index's image, if one is running, to give up its lock (for the next
+ * second: a truncation that stops asking, cancelled or done, stops
+ * holding builds back by itself), and returns true if one is running or
+ * launched (then waiting a moment for the lock is worthwhile); false if
+ * someone else holds the lock (a scan or insert, for its transaction).
+ */
+bool
+shnsw_shm_cut_waiting(Relation index)
+{
+	ShmEntry   *e;
+	bool		bg = false;
+	TimestampTz now = GetCurrentTimestamp();
+
+	get_ctl();
+	LWLockAcquire(&ctl->lock, LW_SHARED);
+	e = find_entry(index);
+	if (e != NULL && e->launched_at != 0 &&
+		!TimestampDifferenceExceeds(e->launched_at, now, SHM_RETRY_SECS * 1000))
+	{
+		pg_atomic_write_u64(&e->cut_until, (uint64) TimestampTzPlusMilliseconds(now, 1000));
+		bg = true;
+	}
+	LWLockRelease(&ctl->lock);
+	return bg;
 }
 
 /* ---------- the node source over an image ---------- */
@@ -1828,6 +1970,7 @@ shnsw_shm_scan_begin(Relation index, const ShnswIndexInfo *info,
 	ops->read_nodes = shm_read_nodes;
 	ops->read_upper = shm_read_upper;
 	ops->prefetch = shm_prefetch;
+	ops->speculative = false;	/* shm_prefetch ignores them */
 }
 
 /* ---------- write-through ---------- */
@@ -2020,6 +2163,11 @@ shnsw_shm_init(void)
 							 "On: that scan, and every other until the image is ready, searches through shared buffers; if no worker can be started, the scan builds the image itself.",
 							 &shnsw_shared_cache_background, true,
 							 PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamhnsw.debug_image_build_delay",
+							"Developer setting for tests: a background image build waits this long before reading the index.",
+							"It holds the index's lock meanwhile, as a long build would, and gives up when a VACUUM truncation waits for the lock.",
+							&shnsw_debug_image_build_delay, 0, 0, 60000,
+							PGC_SUSET, GUC_UNIT_MS, NULL, NULL, NULL);
 }
 
 /* ---------- SQL ---------- */

@@ -43,6 +43,7 @@ struct ShnswScanStats;
 extern bool shnsw_shared_cache;
 extern int	shnsw_shared_cache_size;
 extern bool shnsw_shared_cache_background;
+extern int	shnsw_debug_image_build_delay;
 
 /* GUCs; called from _PG_init before the prefix is reserved. */
 extern void shnsw_shm_init(void);
@@ -60,6 +61,14 @@ extern void shnsw_shm_scan_begin(Relation index, const struct ShnswIndexInfo *in
 								 struct ShnswScanStats *stats, MemoryContext cxt);
 
 extern const char *shnsw_shm_status_name(int status);
+
+/*
+ * shnsw_shm_cut_waiting: a VACUUM truncation could not lock the index; if
+ * a background image build holds (or is about to take) its lock, ask it to
+ * give the lock up and return true: worth waiting a moment. Takes and
+ * releases the registry LWLock; no buffer lock may be held.
+ */
+extern bool shnsw_shm_cut_waiting(Relation index);
 
 /* write-through wrappers (see above) */
 extern GenericXLogState *shnsw_xlog_start(Relation relation);

@@ -20,8 +20,10 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
+#include "storage/latch.h"
 #include "storage/lmgr.h"
 #include "utils/rel.h"
+#include "utils/wait_event.h"
 
 #include "streamhnsw.h"
 
@@ -315,6 +317,34 @@ cut_meta(Relation index, const TailPlan *plan, ShnswRef newhead, uint64 kept)
 }
 
 /*
+ * lock_for_cut takes the index's AccessExclusiveLock without waiting for
+ * a scan or an insert (they hold their lock for their whole transaction):
+ * true if it has it. A background build of the shared graph image holds
+ * the lock too, for a moment; it is asked to give it up
+ * (shnsw_shm_cut_waiting), and the lock is tried again every
+ * CUT_LOCK_WAIT_MS for at most CUT_LOCK_TIMEOUT_MS, as heap truncation
+ * retries its table lock. No buffer lock may be held.
+ */
+#define CUT_LOCK_WAIT_MS	20
+#define CUT_LOCK_TIMEOUT_MS 5000
+
+static bool
+lock_for_cut(Relation index)
+{
+	for (int waited = 0;; waited += CUT_LOCK_WAIT_MS)
+	{
+		if (ConditionalLockRelation(index, AccessExclusiveLock))
+			return true;
+		if (waited >= CUT_LOCK_TIMEOUT_MS || !shnsw_shm_cut_waiting(index))
+			return false;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 CUT_LOCK_WAIT_MS, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/*
  * shnsw_truncate_tail is VACUUM's last step (shnsw_bulkdelete, after its
  * passes): if the pages at the end of the index hold no live node, nothing
  * before them uses them, and no other backend holds a lock on the index,
@@ -359,7 +389,7 @@ shnsw_truncate_tail(Relation index, const ShnswIndexInfo *info, BufferAccessStra
 		ReleaseBuffer(metabuf);
 		return 0;
 	}
-	if (!ConditionalLockRelation(index, AccessExclusiveLock))
+	if (!lock_for_cut(index))
 	{
 		ReleaseBuffer(metabuf);
 		ereport(elevel,

@@ -44,21 +44,28 @@ shnsw_visited_free(ShnswVisited *v)
 	v->slots = NULL;
 }
 
+/* Fibonacci hashing: the high half of the product, where every bit of r counts */
 static inline uint32_t
 shnsw_visited_hash(ShnswRef r)
 {
-	return (r * 0x9E3779B1u) ^ (r >> 16);
+	return (uint32_t) (((uint64_t) r * 0x9E3779B97F4A7C15ull) >> 32);
 }
 
 static bool shnsw_visited_add(ShnswVisited *v, ShnswRef r);
 
+/*
+ * Double the table. The slots are resized with shnsw_realloc, so they stay
+ * in the memory they came from (graph.c's search pool keeps them across
+ * scans); the old entries are copied aside and added again.
+ */
 static inline void
 shnsw_visited_grow(ShnswVisited *v)
 {
-	ShnswRef   *old = v->slots;
 	uint32_t	oldsize = v->mask + 1;
+	ShnswRef   *old = (ShnswRef *) shnsw_alloc(sizeof(ShnswRef) * oldsize);
 
-	v->slots = (ShnswRef *) shnsw_alloc(sizeof(ShnswRef) * oldsize * 2);
+	memcpy(old, v->slots, sizeof(ShnswRef) * oldsize);
+	v->slots = (ShnswRef *) shnsw_realloc(v->slots, sizeof(ShnswRef) * oldsize * 2);
 	memset(v->slots, 0xFF, sizeof(ShnswRef) * oldsize * 2);
 	v->mask = oldsize * 2 - 1;
 	v->n = 0;
@@ -66,6 +73,14 @@ shnsw_visited_grow(ShnswVisited *v)
 		if (old[i] != SHNSW_INVALID_REF)
 			shnsw_visited_add(v, old[i]);
 	shnsw_free(old);
+}
+
+/* Empty the set, keeping its table. */
+static inline void
+shnsw_visited_clear(ShnswVisited *v)
+{
+	memset(v->slots, 0xFF, sizeof(ShnswRef) * (v->mask + 1));
+	v->n = 0;
 }
 
 /* Is r in the set? */

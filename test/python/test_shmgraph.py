@@ -56,6 +56,13 @@ def clear_cache(conn):
                  "AND l.state = 'ready'")
 
 
+def indexed_table(conn, table, rows):
+    """Load rows into table, index them (L2) and drop this database's images."""
+    data.load(conn, table, rows)
+    conn.execute(f"CREATE INDEX {table}_idx ON {table} USING streamhnsw (embedding vector_l2_ops)")
+    clear_cache(conn)
+
+
 def wait_ready(conn, index, timeout=60):
     """Wait until the image of index is ready (built in the background)."""
     deadline = time.time() + timeout
@@ -167,9 +174,7 @@ def test_list_load_drop_reindex(conn):
 def test_fresh_connection_uses_image(cluster):
     rows, queries = data.clustered(2000, 16, seed=41, n_queries=3)
     with cluster.connect() as c:
-        data.load(c, "sg_fresh", rows)
-        c.execute("CREATE INDEX sg_fresh_idx ON sg_fresh USING streamhnsw (embedding vector_l2_ops)")
-        clear_cache(c)
+        indexed_table(c, "sg_fresh", rows)
         c.execute("SELECT streamhnsw_cache_load('sg_fresh_idx')")
     with cluster.connect() as c:
         assert "shared graph: used" in explain_shared(c, "sg_fresh", queries[0])
@@ -451,3 +456,124 @@ def test_background_build_scans_meanwhile(cluster):
         with cluster.connect() as c3:
             assert "shared graph: used" in explain_shared(c3, "sg_bg", queries[0])
             assert [knn(c3, "sg_bg", q) for q in queries] == expected
+
+
+def build_worker(conn, timeout=60):
+    """The pid and backend_xmin of the background image build waiting in its
+    streamhnsw.debug_image_build_delay (so in its build, holding its lock)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        rows = conn.execute("SELECT pid, backend_xmin::text FROM pg_stat_activity "
+                            "WHERE backend_type = 'streamhnsw image build' "
+                            "AND wait_event_type = 'Extension'").fetchall()
+        if rows:
+            return rows[0]
+        time.sleep(0.02)
+    raise AssertionError("no background image build seen")
+
+
+def test_background_build_does_not_hold_back_vacuum(cluster):
+    """A background build of the image holds no snapshot (a VACUUM meanwhile
+    removes every dead row) and gives the index's lock up when VACUUM's
+    truncation waits for it (the free pages at the end are cut), instead of
+    making that VACUUM keep rows and skip its cut. The worker is kept in its
+    build for 30 s (streamhnsw.debug_image_build_delay)."""
+    rows, queries = data.clustered(3000, 16, seed=97, n_queries=3)
+    with cluster.connect() as c:
+        indexed_table(c, "sg_vac", rows)
+        c.execute("SET streamhnsw.debug_image_build_delay = '30s'")
+        assert explain_shared(c, "sg_vac", queries[0]).startswith(BACKGROUND)
+        pid, xmin = build_worker(c)
+        assert xmin is None, f"the image build holds back the xmin horizon at {xmin}"
+        assert c.execute("SELECT count(*) FROM pg_locks WHERE pid = %s AND granted "
+                         "AND relation = 'sg_vac_idx'::regclass", (pid,)).fetchone()[0] == 1
+        c.execute("DELETE FROM sg_vac")
+        t0 = time.time()
+        c.execute("VACUUM sg_vac")
+        took = time.time() - t0
+        # every row removed, every node freed and the free pages cut
+        meta = c.execute("SELECT node_count, deleted_count, free_count "
+                         "FROM streamhnsw_metapage('sg_vac_idx')").fetchone()
+        assert meta == (0, 0, 0), meta
+        assert c.execute("SELECT n_dead_tup FROM pg_stat_user_tables "
+                         "WHERE relname = 'sg_vac'").fetchone()[0] == 0
+        assert took < 20, took  # the worker gave up; VACUUM did not wait out its 30 s
+        deadline = time.time() + 30
+        while c.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s",
+                        (pid,)).fetchone()[0]:
+            assert time.time() < deadline, "the build did not give up"
+            time.sleep(0.05)
+        # no failure noted: the next scan asks for a build again, which succeeds
+        c.execute("RESET streamhnsw.debug_image_build_delay")
+        data.load(c, "sg_vac", rows[:500], create=False)
+        assert explain_shared(c, "sg_vac", queries[1]).startswith(BACKGROUND)
+        wait_ready(c, "sg_vac_idx")
+        same_on_off(c, "sg_vac", queries)
+
+
+def test_search_pool_after_errors(cluster):
+    """Scans reuse one backend's search arrays from one scan to the next
+    (graph.c's search pool). A scan that ends in an error never gives them
+    back: later scans, in a subtransaction of the same transaction (which
+    allocate their own) and in later transactions (the pool is freed at the
+    end of the failed one), still return exactly what a sequential scan does."""
+    rows, queries = data.clustered(3000, 16, seed=99, n_queries=4)
+    with cluster.connect() as c:
+        indexed_table(c, "sg_pool", rows)
+        c.execute("SET streamhnsw.ef_search = 400")
+
+        def exact(q):
+            c.execute("SET enable_indexscan = off")
+            r = [x[0] for x in c.execute(
+                "SELECT id FROM sg_pool ORDER BY embedding <-> %s LIMIT 10",
+                (data.vector_literal(q),)).fetchall()]
+            c.execute("RESET enable_indexscan")
+            return r
+
+        def failing(q):
+            # fails after the scan has returned rows: the search is mid-way
+            with pytest.raises(Exception, match="division by zero"):
+                c.execute("SELECT id, 1 / (row_number() OVER () - 5) FROM "
+                          "(SELECT id FROM sg_pool ORDER BY embedding <-> %s LIMIT 50) s",
+                          (data.vector_literal(q),)).fetchall()
+
+        truth = [exact(q) for q in queries]
+        knn(c, "sg_pool", queries[0])
+
+        def pool_bytes():
+            r = c.execute("SELECT sum(total_bytes) FROM pg_backend_memory_contexts "
+                          "WHERE name = 'streamhnsw search pool'").fetchone()[0]
+            return r or 0
+
+        kept = pool_bytes()
+        assert kept > 0  # the scan's arrays were kept for the next one
+        for _ in range(20):
+            for q in queries:
+                failing(q)
+        assert pool_bytes() <= kept  # freed after each failed transaction, not leaked
+        c.execute("BEGIN")
+        c.execute("SAVEPOINT a")
+        failing(queries[0])
+        c.execute("ROLLBACK TO SAVEPOINT a")
+        assert [[r[0] for r in knn(c, "sg_pool", q)] for q in queries] == truth
+        c.execute("COMMIT")
+        assert [[r[0] for r in knn(c, "sg_pool", q)] for q in queries] == truth
+        same_on_off(c, "sg_pool", queries)
+
+
+def test_insert_found_by_next_search_from_image(cluster):
+    """Every row an INSERT commits is found by the very next search in another
+    backend, and that search reads the image (written through by the insert,
+    not thrown away or refreshed)."""
+    rows, _ = data.clustered(4000, 32, seed=101, n_queries=1)
+    more, _ = data.clustered(150, 32, seed=102, n_queries=1)
+    with cluster.connect() as a, cluster.connect() as b:
+        indexed_table(a, "sg_next", rows)
+        a.execute("SELECT streamhnsw_cache_load('sg_next_idx')")
+        before = cache_row(a, "sg_next_idx")
+        for i, v in enumerate(more):
+            a.execute("INSERT INTO sg_next VALUES (%s, %s)", (50000 + i, data.vector_literal(v)))
+            assert "shared graph: used" in explain_shared(b, "sg_next", v)
+            assert 50000 + i in [r[0] for r in knn(b, "sg_next", v)], i
+        after = cache_row(a, "sg_next_idx")
+        assert after["builds"] == before["builds"] and after["refreshes"] == before["refreshes"], after

@@ -43,3 +43,14 @@ shnsw_free(void *ptr)
 {
 	free(ptr);
 }
+
+void *
+shnsw_alloc_kept(size_t size)
+{
+	return shnsw_alloc(size);
+}
+
+void
+shnsw_kept_reset(void)
+{
+}

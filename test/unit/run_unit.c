@@ -471,6 +471,7 @@ mem_ops(MemIndex *mi)
 	ops.read_nodes = mem_read_nodes;
 	ops.read_upper = mem_read_upper;
 	ops.prefetch = NULL;
+	ops.speculative = false;
 	return ops;
 }
 
@@ -658,6 +659,7 @@ test_graph_search(ShnswMetric metric, int n, int dim, int m, int efc, bool use_c
 			bool		same;
 
 			ops2.prefetch = mem_prefetch;
+			ops2.speculative = true;
 			prefetch_known = prefetch_spec = 0;
 			shnsw_search_init(&s2, &sq, &ops2, m, 0);
 			n2 = shnsw_search_next(&s2, shnsw_search_descend(&s2, mem_ref(&mi, mi.pos_of[g.entry]),
