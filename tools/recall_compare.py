@@ -298,7 +298,12 @@ def main():
     ap.add_argument("--seeds", default="1,2,3,4,5")
     ap.add_argument("--cold", type=int, default=50, help="queries for cold reads (0: off)")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--engines", default="hnsw,streamhnsw",
+                    help="which of hnsw,streamhnsw to run (one alone: recall before/after a "
+                    "change, not a timing to compare)")
     args = ap.parse_args()
+    global AMS
+    AMS = tuple(e for e in ("hnsw", "streamhnsw") if e in args.engines.split(","))
     seeds = [int(s) for s in args.seeds.split(",")]
     results = {}
     settings = {"shared_buffers": "2GB", "maintenance_work_mem": "2GB", "jit": "off",

@@ -18,54 +18,6 @@
 #include "pqueue.h"
 #include "visited.h"
 
-/* port.h for the unit tests */
-void *
-shnsw_alloc(size_t size)
-{
-	void	   *p = malloc(size ? size : 1);
-
-	if (!p)
-		abort();
-	return p;
-}
-
-void *
-shnsw_alloc0(size_t size)
-{
-	void	   *p = calloc(1, size ? size : 1);
-
-	if (!p)
-		abort();
-	return p;
-}
-
-void *
-shnsw_realloc(void *ptr, size_t size)
-{
-	void	   *p = realloc(ptr, size);
-
-	if (!p)
-		abort();
-	return p;
-}
-
-void
-shnsw_free(void *ptr)
-{
-	free(ptr);
-}
-
-void *
-shnsw_alloc_kept(size_t size)
-{
-	return shnsw_alloc(size);
-}
-
-void
-shnsw_kept_reset(void)
-{
-}
-
 /* port.h: the server checks for a cancel here; the tests count the calls. */
 static long ninterrupt_checks;
 

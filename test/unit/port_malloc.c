@@ -1,0 +1,56 @@
+/*
+ * port_malloc.c
+ *	  port.h's allocation over malloc, for programs that link the pure code
+ *	  without a server: the unit tests (run_unit.c) and tools/navexp.c. Each
+ *	  defines shnsw_check_interrupts itself. Allocation failure aborts.
+ */
+#include <stdlib.h>
+
+#include "port.h"
+
+void *
+shnsw_alloc(size_t size)
+{
+	void	   *p = malloc(size ? size : 1);
+
+	if (!p)
+		abort();
+	return p;
+}
+
+void *
+shnsw_alloc0(size_t size)
+{
+	void	   *p = calloc(1, size ? size : 1);
+
+	if (!p)
+		abort();
+	return p;
+}
+
+void *
+shnsw_realloc(void *ptr, size_t size)
+{
+	void	   *p = realloc(ptr, size);
+
+	if (!p)
+		abort();
+	return p;
+}
+
+void
+shnsw_free(void *ptr)
+{
+	free(ptr);
+}
+
+void *
+shnsw_alloc_kept(size_t size)
+{
+	return shnsw_alloc(size);
+}
+
+void
+shnsw_kept_reset(void)
+{
+}
