@@ -30,6 +30,12 @@ OPS = {"l2": ("<->", "vector_l2_ops", "halfvec_l2_ops"),
        "ip": ("<#>", "vector_ip_ops", "halfvec_ip_ops")}
 
 
+def set_local(conn, settings):
+    """SET LOCAL each name to its value (inside a transaction)."""
+    for name, value in settings.items():
+        conn.execute(f"SET LOCAL {name} = {value}")
+
+
 def order_line(conn, sql, params=()):
     plan = [r[0] for r in conn.execute("EXPLAIN (ANALYZE, COSTS OFF) " + sql, params).fetchall()]
     assert any("Index Scan using" in line for line in plan), plan
@@ -366,10 +372,9 @@ def test_sweep_threshold_zero_is_exact(conn):
     try:
         for threshold in ("0.25", "0"):
             with conn.transaction(force_rollback=True):
-                conn.execute("SET LOCAL enable_seqscan = off")
-                conn.execute("SET LOCAL streamhnsw.ef_search = 16")
-                conn.execute("SET LOCAL streamhnsw.max_scan_tuples = 1000000")
-                conn.execute(f"SET LOCAL streamhnsw.sweep_threshold = {threshold}")
+                set_local(conn, {"enable_seqscan": "off", "streamhnsw.ef_search": 16,
+                                 "streamhnsw.max_scan_tuples": 1000000,
+                                 "streamhnsw.sweep_threshold": threshold})
                 skipped[threshold] = 0
                 for q in queries:
                     lit = data.vector_literal(q)
@@ -413,10 +418,10 @@ def test_sweep_from_image_matches_buffers(conn):
                 got = {}
                 for cache in ("on", "off"):
                     with conn.transaction(force_rollback=True):
-                        conn.execute("SET LOCAL enable_seqscan = off")
-                        conn.execute("SET LOCAL streamhnsw.max_scan_tuples = 1000000")
-                        conn.execute("SET LOCAL streamhnsw.sweep_threshold = 0")
-                        conn.execute(f"SET LOCAL streamhnsw.shared_cache = {cache}")
+                        set_local(conn, {"enable_seqscan": "off",
+                                         "streamhnsw.max_scan_tuples": 1000000,
+                                         "streamhnsw.sweep_threshold": 0,
+                                         "streamhnsw.shared_cache": cache})
                         got[cache] = conn.execute(sql, (lit, lit)).fetchall()
                         plan = [r[0] for r in conn.execute(
                             "EXPLAIN (ANALYZE, COSTS OFF) " + sql, (lit, lit)).fetchall()]
