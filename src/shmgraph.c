@@ -42,8 +42,6 @@
  */
 #include "postgres.h"
 
-#include <sys/mman.h>
-
 #include "access/relation.h"
 #include "access/xact.h"
 #include "access/xlog.h"
@@ -80,7 +78,6 @@ bool		shnsw_shared_cache = true;
 bool		shnsw_shared_cache_background = true;
 int			shnsw_shared_cache_size = 256; /* MB */
 int			shnsw_debug_image_build_delay = 0;	/* ms */
-bool		shnsw_shared_cache_prefault = true;
 bool		shnsw_debug_image_memo_off = false;
 
 /*
@@ -370,31 +367,12 @@ local_fill(LocalImage *li, dsm_segment *seg)
 }
 
 /*
- * prefault maps the whole of a newly attached image into this backend's
- * page tables in one call (MADV_POPULATE_READ, Linux 5.14+) instead of one
- * page fault per page (64 kB with the kernel's fault-around) that a new
- * backend's first searches would otherwise take at scattered records. Where
- * the call is missing or refused (other kernels, a mapping it does not
- * support), nothing happens: the pages fault in on first touch as before.
- */
-static void
-prefault(dsm_segment *seg)
-{
-#ifdef MADV_POPULATE_READ
-	if (shnsw_shared_cache_prefault)
-		(void) madvise(dsm_segment_address(seg), dsm_segment_map_length(seg),
-					   MADV_POPULATE_READ);
-#endif
-}
-
-/*
  * local_attach returns this backend's mapping of the entry's image, mapping
  * it if needed; NULL if the segment is gone. Caller holds ctl->lock (so the
- * segment is still pinned). for_search: prefault a new mapping (a writer
- * touches a few pages of it only).
+ * segment is still pinned).
  */
 static LocalImage *
-local_attach(ShmEntry *e, bool for_search)
+local_attach(ShmEntry *e)
 {
 	dsm_segment *seg;
 	LocalImage *li;
@@ -408,8 +386,6 @@ local_attach(ShmEntry *e, bool for_search)
 	if (seg == NULL)
 		return NULL;
 	dsm_pin_mapping(seg);
-	if (for_search)
-		prefault(seg);
 	li = &local_images[nlocal++];
 	local_fill(li, seg);
 	if (li->image_id != e->image_id)
@@ -1936,7 +1912,7 @@ lookup_image(Relation index, uint64 lsn, uint64 gen, int *status)
 		*status = SHNSW_SHM_BUILDING;
 	else
 	{
-		li = local_attach(e, true);
+		li = local_attach(e);
 		if (li == NULL)
 			*status = SHNSW_SHM_UNAVAILABLE;
 		else if (!image_current(li->img, lsn, gen))
@@ -1980,7 +1956,7 @@ refresh_or_drop(Relation index, const ShnswIndexInfo *info, uint64 lsn, uint64 g
 	e = find_entry(index);
 	if (e != NULL && e->state == ENTRY_READY)
 	{
-		li = local_attach(e, true);
+		li = local_attach(e);
 		if (li != NULL && RelationNeedsWAL(index) && pg_atomic_read_u32(&li->img->valid))
 		{
 			e->state = ENTRY_REFRESHING;
@@ -2174,7 +2150,7 @@ write_through(TrackedXlog *t)
 	e = find_entry(t->rel);
 	if (e != NULL && e->state >= ENTRY_BUILDING && e->image_id != 0)
 	{
-		li = local_attach(e, false);
+		li = local_attach(e);
 		if (li == NULL)
 		{
 			/*
@@ -2278,11 +2254,6 @@ shnsw_shm_init(void)
 							 "Builds a missing shared graph image in a background worker instead of in the scan that finds none.",
 							 "On: that scan, and every other until the image is ready, searches through shared buffers; if no worker can be started, the scan builds the image itself.",
 							 &shnsw_shared_cache_background, true,
-							 PGC_USERSET, 0, NULL, NULL, NULL);
-	DefineCustomBoolVariable("streamhnsw.shared_cache_prefault",
-							 "Maps the whole shared graph image into a backend's page tables when the backend first uses it.",
-							 "One madvise(MADV_POPULATE_READ) call instead of page faults during the backend's first searches; does nothing where the kernel lacks it.",
-							 &shnsw_shared_cache_prefault, true,
 							 PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomBoolVariable("streamhnsw.debug_image_memo_off",
 							 "Developer setting for tests and measurements: every scan looks its index's image up in the registry, under its lock.",
