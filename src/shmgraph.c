@@ -78,7 +78,6 @@ bool		shnsw_shared_cache = true;
 bool		shnsw_shared_cache_background = true;
 int			shnsw_shared_cache_size = 256; /* MB */
 int			shnsw_debug_image_build_delay = 0;	/* ms */
-bool		shnsw_debug_image_memo_off = false;
 
 /*
  * The registry's name carries its layout's version: a library with another
@@ -1808,101 +1807,12 @@ image_current(ShmImage *img, uint64 lsn, uint64 gen)
  * else NULL with *status (MISSING, BUILDING, STALE, UNAVAILABLE). Counts a
  * hit or a miss.
  */
-/*
- * This backend's last successful lookup of each index's image, so that the
- * next scan of the index finds it without the registry lock and search:
- * valid while no image has been dropped anywhere since (ctl->epoch, bumped
- * by every drop, is unchanged: so the entry's slot still holds that image
- * and this backend still maps it, local_sweep having had nothing to do) and
- * the entry still says READY with that image_id. The key is the entry's:
- * REINDEX, TRUNCATE or a new relfilenode change the locator, DROP the OID,
- * so they never reach an old image; whether the image reflects the
- * metapage the scan read is checked as on the slow path (image_current).
- */
-typedef struct LookupMemo
-{
-	Oid			dbid;
-	Oid			relid;
-	RelFileLocator locator;
-	uint64		epoch;
-	uint64		image_id;
-	int			slot;
-	LocalImage *li;
-} LookupMemo;
-
-#define SHM_MEMOS 8
-static LookupMemo memos[SHM_MEMOS];
-static int	memo_next = 0;
-
-static LookupMemo *
-memo_find(Relation index)
-{
-	for (int i = 0; i < SHM_MEMOS; i++)
-	{
-		LookupMemo *mo = &memos[i];
-
-		if (mo->li != NULL && mo->relid == RelationGetRelid(index) &&
-			mo->dbid == MyDatabaseId && RelFileLocatorEquals(mo->locator, index->rd_locator))
-			return mo;
-	}
-	return NULL;
-}
-
-static void
-memo_note(Relation index, ShmEntry *e, LocalImage *li, uint64 epoch)
-{
-	LookupMemo *mo = memo_find(index);
-
-	if (mo == NULL)
-	{
-		mo = &memos[memo_next];
-		memo_next = (memo_next + 1) % SHM_MEMOS;
-	}
-	mo->dbid = MyDatabaseId;
-	mo->relid = RelationGetRelid(index);
-	mo->locator = index->rd_locator;
-	mo->epoch = epoch;
-	mo->image_id = e->image_id;
-	mo->slot = e - ctl->entries;
-	mo->li = li;
-}
-
-/*
- * memo_lookup: lookup_image's fast path, without ctl->lock; NULL when the
- * memo is missing or may be out of date (then the slow path decides).
- */
-static LocalImage *
-memo_lookup(Relation index, uint64 lsn, uint64 gen)
-{
-	LookupMemo *mo = memo_find(index);
-	volatile ShmEntry *e;
-
-	if (mo == NULL || shnsw_debug_image_memo_off)
-		return NULL;
-	e = &ctl->entries[mo->slot];
-	pg_read_barrier();
-	if (*(volatile uint64 *) &ctl->epoch != mo->epoch || local_epoch != mo->epoch ||
-		e->state != ENTRY_READY || e->image_id != mo->image_id ||
-		!image_current(mo->li->img, lsn, gen))
-		return NULL;
-	pg_atomic_fetch_add_u64((pg_atomic_uint64 *) &e->hits, 1);
-	pg_atomic_write_u64((pg_atomic_uint64 *) &e->last_used,
-						(uint64) GetCurrentTransactionStartTimestamp());
-	return mo->li;
-}
-
 static LocalImage *
 lookup_image(Relation index, uint64 lsn, uint64 gen, int *status)
 {
 	ShmEntry   *e;
-	LocalImage *li;
+	LocalImage *li = NULL;
 
-	li = memo_lookup(index, lsn, gen);
-	if (li != NULL)
-	{
-		*status = SHNSW_SHM_USED;
-		return li;
-	}
 	local_sweep();
 	LWLockAcquire(&ctl->lock, LW_SHARED);
 	e = find_entry(index);
@@ -1925,8 +1835,6 @@ lookup_image(Relation index, uint64 lsn, uint64 gen, int *status)
 			*status = SHNSW_SHM_USED;
 			pg_atomic_fetch_add_u64(&e->hits, 1);
 			pg_atomic_write_u64(&e->last_used, (uint64) GetCurrentTransactionStartTimestamp());
-			if (local_epoch == ctl->epoch)
-				memo_note(index, e, li, local_epoch);
 		}
 	}
 	if (li == NULL && e != NULL)
@@ -2254,11 +2162,6 @@ shnsw_shm_init(void)
 							 "Builds a missing shared graph image in a background worker instead of in the scan that finds none.",
 							 "On: that scan, and every other until the image is ready, searches through shared buffers; if no worker can be started, the scan builds the image itself.",
 							 &shnsw_shared_cache_background, true,
-							 PGC_USERSET, 0, NULL, NULL, NULL);
-	DefineCustomBoolVariable("streamhnsw.debug_image_memo_off",
-							 "Developer setting for tests and measurements: every scan looks its index's image up in the registry, under its lock.",
-							 "Off (the default): a backend remembers where it last found each index's image and checks only that nothing was dropped since.",
-							 &shnsw_debug_image_memo_off, false,
 							 PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("streamhnsw.debug_image_build_delay",
 							"Developer setting for tests: a background image build waits this long before reading the index.",
