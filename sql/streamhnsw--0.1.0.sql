@@ -105,7 +105,8 @@ CREATE FUNCTION streamhnsw_stats(
 	OUT speculative_pages bigint, OUT speculative_reads bigint,
 	OUT speculative_used bigint, OUT speculative_wasted bigint, OUT waits bigint,
 	OUT stalls bigint, OUT wait_ms double precision, OUT known_synchronous_reads bigint,
-	OUT heap_prefetches bigint, OUT heap_reads bigint, OUT lookahead_avg double precision,
+	OUT heap_prefetches bigint, OUT heap_reads bigint, OUT speculative_evicted bigint,
+	OUT serial_waits bigint, OUT lookahead_avg double precision,
 	OUT lookahead_histogram bigint[])
 	AS 'MODULE_PATHNAME' LANGUAGE C STRICT VOLATILE PARALLEL SAFE;
 COMMENT ON FUNCTION streamhnsw_stats() IS 'cumulative figures of all streamhnsw scans since the last reset';

@@ -79,6 +79,7 @@ typedef struct ShnswBuildState
 	double		reltuples;
 	float	   *navbuf;
 	MemoryContext tmpctx;
+	double		max_residual;	/* of the in-memory rows' codes (metapage) */
 } ShnswBuildState;
 
 /*
@@ -381,6 +382,7 @@ write_meta_pages(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswLayout *l, const 
 	{
 		meta->quant_trained = true;
 		meta->quant_rows = bs->n;	/* trained on every row */
+		meta->max_residual = bs->max_residual;	/* rows inserted later raise it */
 		meta->entry = layout_ref(l, l->pos[g->entry]);
 		meta->entry_level = g->max_level;
 		meta->node_count = bs->nmem;
@@ -570,6 +572,21 @@ build_write_pages(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswLayout *l,
 	BulkWriteState *bulk = smgr_bulk_start_rel(bs->index, fork);
 	BlockNumber blk = SHNSW_METAPAGE_BLKNO;
 
+	if (bs->nmem > 0 && !g->use_codes)
+	{
+		/* the codes write_node will write (code builds kept theirs as they encoded) */
+		uint8	   *code = palloc(bs->dims);
+
+		for (uint32 i = 0; i < bs->nmem; i++)
+		{
+			const float *v = g->vecs + (Size) i * bs->dims;
+
+			sq8_encode(lo, scale, v, code, bs->dims);
+			bs->max_residual = Max(bs->max_residual,
+								   shnsw_code_residual(lo, scale, v, code, bs->dims));
+		}
+		pfree(code);
+	}
 	write_meta_pages(bs, g, l, lo, scale, bulk, &blk);
 	if (bs->nmem > 0)
 	{
@@ -660,6 +677,8 @@ build_graph(ShnswBuildState *bs, ShnswBuildGraph *g, const float *lo, const floa
 			build_read_exact(bs, i, img);
 			shnsw_vector_to_nav((struct varlena *) img, bs->elemtype, bs->metric, bs->dims, bs->navbuf);
 			sq8_encode(lo, scale, bs->navbuf, code, bs->dims);
+			bs->max_residual = Max(bs->max_residual,
+								   shnsw_code_residual(lo, scale, bs->navbuf, code, bs->dims));
 			shnsw_build_add_code(g, code);
 		}
 		pfree(img);
@@ -708,7 +727,13 @@ build_graph_parallel(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswParallelBuild
 		build_read_exact(bs, i, img);
 		shnsw_vector_to_nav((struct varlena *) img, bs->elemtype, bs->metric, bs->dims, nav);
 		if (bs->use_codes)
-			sq8_encode(lo, scale, nav, g->codes + (Size) i * bs->dims, bs->dims);
+		{
+			uint8	   *code = g->codes + (Size) i * bs->dims;
+
+			sq8_encode(lo, scale, nav, code, bs->dims);
+			bs->max_residual = Max(bs->max_residual,
+								   shnsw_code_residual(lo, scale, nav, code, bs->dims));
+		}
 	}
 	pfree(img);
 	launched = shnsw_parallel_link(pb, g);

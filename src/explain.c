@@ -78,12 +78,14 @@ explain_scan(const ShnswScanStats *st, ExplainState *es)
 		explain_text_line(es, "streamhnsw I/O: mode=%s pages hit=" UINT64_FORMAT " read=" UINT64_FORMAT
 						  " (synchronous=" UINT64_FORMAT " known=" UINT64_FORMAT ") reads ahead="
 						  UINT64_FORMAT " speculative=" UINT64_FORMAT " (reads=" UINT64_FORMAT
-						  " used=" UINT64_FORMAT " wasted=" UINT64_FORMAT ") waits=" UINT64_FORMAT
-						  " stalls=" UINT64_FORMAT " wait=%.3f ms round trips=" UINT64_FORMAT,
+						  " used=" UINT64_FORMAT " wasted=" UINT64_FORMAT " evicted=" UINT64_FORMAT ") waits=" UINT64_FORMAT
+						  " stalls=" UINT64_FORMAT " wait=%.3f ms round trips=" UINT64_FORMAT
+						  " (serial=" UINT64_FORMAT ")",
 						  mode, st->io.pages_hit, st->io.pages_read, st->io.sync_reads,
 						  st->io.known_sync, st->io.reads_ahead, st->io.spec_issued, st->io.spec_ios,
-						  st->io.spec_used, st->io.spec_wasted, st->io.waits, st->io.stalls,
-						  st->io.wait_ns / 1e6, st->io.waits + st->io.sync_reads);
+						  st->io.spec_used, st->io.spec_wasted, st->io.spec_evicted, st->io.waits, st->io.stalls,
+						  st->io.wait_ns / 1e6, st->io.waits + st->io.sync_reads,
+						  st->io.serial_waits + st->io.sync_reads);
 		if (st->io.heap_prefetched > 0)
 			explain_text_line(es, "streamhnsw heap: blocks read ahead=" UINT64_FORMAT " (reads="
 							  UINT64_FORMAT ")", st->io.heap_prefetched, st->io.heap_reads);
@@ -111,6 +113,8 @@ explain_scan(const ShnswScanStats *st, ExplainState *es)
 	}
 	ExplainPropertyInteger("streamhnsw Round Trips", NULL,
 						   (int64) (st->io.waits + st->io.sync_reads), es);
+	ExplainPropertyInteger("streamhnsw Serial Round Trips", NULL,
+						   (int64) (st->io.serial_waits + st->io.sync_reads), es);
 	ExplainPropertyInteger("streamhnsw Held Back", NULL, (int64) st->held_back, es);
 	ExplainPropertyInteger("streamhnsw Late Finds Placed", NULL, (int64) st->late_placed, es);
 	ExplainPropertyInteger("streamhnsw Found After Farther Row", NULL, (int64) st->late_unplaced, es);

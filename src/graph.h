@@ -205,13 +205,13 @@ extern int	shnsw_random_level(uint64_t *rng, double ml, int max_level);
 extern void shnsw_build_layout_order(const ShnswBuildGraph *g, uint32_t *order);
 
 /*
- * Order nodes page by page (per_page nodes a page): each page starts from
- * the node the last page's candidates rated best (the entry point first)
- * and takes, one at a time, the unplaced node with the most layer-0 links
- * to and from the nodes already on it, so that a node's neighbours share
- * fewer pages than breadth-first order leaves them (src/README, Page
- * layout). scratch (n entries, the caller's) is overwritten; the function
- * allocates one byte per node more.
+ * Order nodes page by page (per_page nodes a page) so that a node's
+ * layer-0 neighbours lie on few pages besides its own: each page starts
+ * from the node the last page rated best (the entry point first) and takes,
+ * one at a time, the unplaced node whose placement there saves the most
+ * page reads of expansions (graph.c, co-location; src/README, Page layout).
+ * scratch (n entries, the caller's) is overwritten; the function allocates
+ * one byte per node more, and a few hundred kB for the page being filled.
  */
 extern void shnsw_build_layout_pages(const ShnswBuildGraph *g, int per_page, uint32_t *order,
 									 uint32_t *scratch);
@@ -239,6 +239,9 @@ typedef struct ShnswCand
 #define SHNSW_CAND_EXPANDED		0x01
 #define SHNSW_CAND_EMITTED		0x02
 #define SHNSW_CAND_IN_RESULTS	0x04
+#define SHNSW_CAND_EDGE			0x08	/* the sweep found its code at an end of
+										 * the range (scan.c: it may stand for a
+										 * clamped value) */
 
 /* codes whose distances the search computes together (kernels.c batches) */
 #define SHNSW_STAGE 4
@@ -355,7 +358,8 @@ extern int64_t shnsw_search_take(ShnswSearch *s);
 /*
  * The sweep (scan.c): once a scan's budget covers every node of the index,
  * it reads every graph page and offers each live node here. A node the
- * search has not seen gets its navigation distance and is parked (in D),
+ * search has not seen is parked (in D) with its navigation distance d (the
+ * caller computes them a page at a time),
  * without its neighbour list (nothing is expanded after a sweep); returns
  * true if it was new, and its index in cands in *idx. shnsw_search_swept then ends the walk: every node is
  * seen, later rounds hand out parked nodes nearest first, and
@@ -363,7 +367,7 @@ extern int64_t shnsw_search_take(ShnswSearch *s);
  * yet emitted (no graph premise needed).
  */
 extern bool shnsw_search_sweep_node(ShnswSearch *s, ShnswRef ref, const ShnswNodeHeader *node,
-									uint32_t *idx);
+									float d, uint32_t *idx);
 extern void shnsw_search_swept(ShnswSearch *s);
 
 /* ---------- lower bound on exact distances ---------- */
@@ -388,13 +392,34 @@ typedef struct ShnswBound
 
 /*
  * Prepare the bound for query nav (the navigation form: normalized for
- * cosine) and SQ8 parameters lo/scale of dims dimensions. Valid for values
- * inside the trained range (a clamped value can be off by more: the caller
- * widens err_abs when re-ranking shows it, scan.c scan_check_bound).
+ * cosine) and SQ8 parameters lo/scale of dims dimensions. residual, if not
+ * negative, is at least |x - x'| (shnsw_code_residual) for every node the
+ * bound must hold for: the metapage's largest residual of any node placed
+ * (clamped values included), so the bound holds for every node. Negative:
+ * unknown (an index made before it was kept); the bound then takes the
+ * largest error of a value inside the trained range (a clamped value can
+ * be off by more: the caller widens err_abs when re-ranking shows it,
+ * scan.c scan_check_bound).
  */
 extern void shnsw_bound_prepare(ShnswBound *b, ShnswMetric metric, bool unbounded,
 								const float *nav, const float *lo, const float *scale,
-								int dims);
+								int dims, double residual);
+
+/*
+ * |v - x'| for the code of v (x' = lo + code * scale, decoded exactly), in
+ * double, rounded up: what inserts and builds keep the largest of on the
+ * metapage (max_residual). A value clamped into the trained range has its
+ * true, larger residual.
+ */
+extern double shnsw_code_residual(const float *lo, const float *scale, const float *v,
+								  const uint8_t *code, int dims);
+
+/*
+ * An upper bound on the exact distance of any node whose navigation
+ * distance is est (the mirror of shnsw_bound_lower; +infinity for a
+ * zero cosine query).
+ */
+extern double shnsw_bound_upper(const ShnswBound *b, double est);
 
 /*
  * A lower bound on the exact distance of any node whose navigation

@@ -74,6 +74,7 @@ typedef struct NewNode
 	const ShnswRef *nbrs0;		/* layer-0 neighbours */
 	int			nnbrs0;
 	const uint8 *code;
+	double		residual;		/* |nav - decoded code| (metapage max_residual) */
 	struct varlena *value;		/* exact vector, vec_size bytes */
 } NewNode;
 
@@ -244,6 +245,7 @@ write_free_slot(InsertState *is, Buffer metabuf, const FreeSlot *fs, const NewNo
 			  fs->vblk, fs->voff);
 	meta->free_head = fs->next;
 	meta->free_count--;
+	shnsw_meta_residual(meta, nn->residual);
 	meta->deleted_count--;
 	if (meta->entry == SHNSW_INVALID_REF || nn->level > meta->entry_level)
 	{
@@ -870,6 +872,7 @@ append_node(InsertState *is, Buffer metabuf, const NewNode *nn, ShnswRef **nbrs,
 	if (level > 0)
 		meta->insert_upper_blk = ublk;
 	meta->node_count++;
+	shnsw_meta_residual(meta, nn->residual);
 	meta->rng_state = meta->rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
 	if (meta->entry == SHNSW_INVALID_REF || level > meta->entry_level)
 	{
@@ -1278,6 +1281,7 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 	nn.nbrs0 = nbrs[0];
 	nn.nnbrs0 = nnbrs[0];
 	nn.code = code;
+	nn.residual = shnsw_code_residual(info->lo, info->scale, nav, code, is->dims);
 	nn.value = value;
 	metabuf = ReadBuffer(is->index, SHNSW_METAPAGE_BLKNO);
 	newref = place_in_free_slot(is, metabuf, &nn, nbrs, nnbrs);

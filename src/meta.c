@@ -118,6 +118,7 @@ shnsw_fill_meta(ShnswMetaPage meta, int dims, int m, int efc, ShnswMetric metric
 	meta->insert_upper_blk = InvalidBlockNumber;
 	meta->rng_state = 0x5DEECE66DULL;
 	meta->free_head = SHNSW_INVALID_REF;
+	meta->flags = SHNSW_META_RESIDUAL;	/* max_residual 0: no node yet */
 }
 
 /* Raise an error unless the metapage is ours and of a version we read. */
@@ -223,6 +224,7 @@ shnsw_read_meta(Relation index, ShnswMetaSnapshot *snap)
 	snap->cache_generation = meta->cache_generation;
 	snap->quant_version = meta->quant_version;
 	snap->truncations = meta->truncations;
+	snap->max_residual = (meta->flags & SHNSW_META_RESIDUAL) ? meta->max_residual : -1.0;
 	snap->lsn = PageGetLSN(BufferGetPage(buf));
 	UnlockReleaseBuffer(buf);
 

@@ -42,12 +42,24 @@
  * (up to SHNSW_SPECULATIVE_CANDIDATES x 2m visited-set probes) on every
  * expansion for nothing.
  *
+ * page_records(ctx, blk, &records, &token), which may be NULL: whether the
+ * source holds block blk in memory. -1: it does not (the caller reads the
+ * page through buffers). 0 with records NULL: a page of another kind (no
+ * nodes). Otherwise the number of node slots in use of graph page blk,
+ * with records pointing at the first record (slots are node_size apart).
+ * The records may be changed by a writer while they are read (torn): the
+ * caller reads within bounds whatever it finds and, once done, asks
+ * page_records_valid(ctx, blk, token): false means the page changed
+ * meanwhile and what was read must be discarded. The scan's sweep uses
+ * them (scan.c, scan_sweep).
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef STREAMHNSW_NODESOURCE_H
 #define STREAMHNSW_NODESOURCE_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "format.h"
 
@@ -63,6 +75,9 @@ typedef struct ShnswNodeSource
 	void		(*prefetch) (void *ctx, const ShnswRef *refs, int n, bool speculative);
 	bool		speculative;	/* prefetch takes speculative requests too
 								 * (false: the search does not look for them) */
+	int			(*page_records) (void *ctx, uint32_t blk, const char **records,
+								 uint64_t *token);
+	bool		(*page_records_valid) (void *ctx, uint32_t blk, uint64_t token);
 } ShnswNodeSource;
 
 /* How many queued candidates' neighbourhoods speculative read-ahead looks at. */

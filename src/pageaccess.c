@@ -21,6 +21,8 @@
  */
 #include "postgres.h"
 
+#include <math.h>
+
 #include "storage/bufmgr.h"
 #include "utils/rel.h"
 
@@ -226,6 +228,11 @@ shnsw_upper_record(Relation index, Page page, BlockNumber blk, OffsetNumber off,
 	return u;
 }
 
+/* at most this many pages of each kind read ahead for a descent */
+#define SHNSW_DESCENT_AHEAD_MAX	32
+
+static void descent_read_ahead(ShnswPageCtx *ctx, BlockNumber ublk);
+
 /* Pin a page: through the scan's reader when there is one. */
 static inline Buffer
 page_get(Relation index, ShnswReader *reader, BlockNumber blk)
@@ -341,6 +348,8 @@ shnsw_read_nodes(void *vctx, const ShnswRef *refs, int n, ShnswNodeFn fn, void *
 		if (ctx->reader != NULL && n > 1)
 			shnsw_reader_request(ctx->reader, ctx->blkbuf + i, n - i, false);
 		buf = page_get(ctx->index, ctx->reader, blk);
+		if (ctx->entry_blk == InvalidBlockNumber)
+			ctx->entry_blk = blk;
 
 		LockBuffer(buf, BUFFER_LOCK_SHARE);
 		page = BufferGetPage(buf);
@@ -368,6 +377,59 @@ shnsw_read_nodes(void *vctx, const ShnswRef *refs, int n, ShnswNodeFn fn, void *
 }
 
 /*
+ * shnsw_buffer_source_descent asks for read-ahead of the pages a greedy
+ * descent through the upper layers reads, for an index of node_count
+ * nodes. A build places nodes level by level, highest first, from the
+ * entry point on (graph.c, shnsw_build_layout_pages), and their upper
+ * records in the same order: the nodes of level 2 and up (about
+ * node_count / m^2) fill the graph pages from the entry's on, and their
+ * records the upper pages from the entry's record's on. Those pages are
+ * requested as guesses when the descent reads its first upper record (the
+ * entry point's page read has shown by then whether the index is cached:
+ * the reader asks for nothing ahead while every access hits), so the top
+ * layers' pages are read together instead of one hop after another. An
+ * index whose top nodes moved (inserts, VACUUM) makes wrong guesses: reads
+ * wasted, never a wrong answer. Needs a reader; call before the descent.
+ */
+void
+shnsw_buffer_source_descent(ShnswPageCtx *ctx, uint64 node_count)
+{
+	double		top = (double) node_count / ((double) ctx->m * ctx->m);
+	int			per_page = shnsw_nodes_per_page(ctx->node_size);
+	Size		rec = MAXALIGN(shnsw_upper_size(2, ctx->m)) + sizeof(ItemIdData);
+
+	if (ctx->reader == NULL || ctx->reader->mode == SHNSW_IO_SYNC)
+		return;
+	ctx->ahead_graph = (int) Min(ceil(top / per_page), SHNSW_DESCENT_AHEAD_MAX);
+	ctx->ahead_upper = (int) Min(ceil(top * rec / SHNSW_PAGE_CAPACITY),
+								 SHNSW_DESCENT_AHEAD_MAX);
+}
+
+/*
+ * descent_read_ahead requests, once, the pages shnsw_buffer_source_descent
+ * sized: upper pages from ublk (the entry's record) on, then graph pages
+ * after the entry's, as speculative wishes (the first expansion on layer 0
+ * replaces what is left of them). Blocks past the relation's end are left
+ * out.
+ */
+static void
+descent_read_ahead(ShnswPageCtx *ctx, BlockNumber ublk)
+{
+	BlockNumber *blks = ctx_blocks(ctx, ctx->ahead_graph + ctx->ahead_upper);
+	int			n = 0;
+
+	if (ctx->nblocks == 0)
+		ctx->nblocks = RelationGetNumberOfBlocks(ctx->index);
+	for (int k = 0; k < ctx->ahead_upper && ublk + k < ctx->nblocks; k++)
+		blks[n++] = ublk + k;
+	for (int k = 1; k <= ctx->ahead_graph && ctx->entry_blk != InvalidBlockNumber &&
+		 ctx->entry_blk + k < ctx->nblocks; k++)
+		blks[n++] = ctx->entry_blk + k;
+	ctx->ahead_graph = ctx->ahead_upper = 0;
+	shnsw_reader_request(ctx->reader, blks, n, true);
+}
+
+/*
  * read_upper: copy one layer's neighbour list out of an upper-layer record.
  */
 static int
@@ -381,6 +443,8 @@ shnsw_read_upper(void *vctx, ShnswUpperLoc loc, int layer, ShnswRef *out)
 
 	shnsw_check_block(ctx->index, loc.block, &ctx->nblocks, SHNSW_METAPAGE_BLKNO,
 					  "upper record block");
+	if (ctx->ahead_graph + ctx->ahead_upper > 0)
+		descent_read_ahead(ctx, loc.block);
 	buf = page_get(ctx->index, ctx->reader, loc.block);
 	LockBuffer(buf, BUFFER_LOCK_SHARE);
 	page = BufferGetPage(buf);
@@ -443,11 +507,15 @@ shnsw_buffer_source_init(ShnswNodeSource *ops, ShnswPageCtx *ctx, Relation index
 	ctx->blkcap = 0;
 	ctx->vec_size = info->vec_size;
 	ctx->nblocks = 0;
+	ctx->ahead_graph = ctx->ahead_upper = 0;
+	ctx->entry_blk = InvalidBlockNumber;
 	ops->ctx = ctx;
 	ops->read_nodes = shnsw_read_nodes;
 	ops->read_upper = shnsw_read_upper;
 	ops->prefetch = reader != NULL && reader->mode != SHNSW_IO_SYNC ? shnsw_prefetch : NULL;
 	ops->speculative = true;
+	ops->page_records = NULL;	/* pages are read through buffers */
+	ops->page_records_valid = NULL;
 }
 
 /*

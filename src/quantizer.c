@@ -166,6 +166,7 @@ shnsw_retrain(Relation index)
 	uint8	   *codes = palloc((Size) SHNSW_MAX_NODES_PER_PAGE * dims);
 	PageVecs	pv;
 	uint64		rows = 0;
+	double		max_residual = 0.0; /* of the new codes (metapage) */
 
 	/* pass 1: ranges of all stored vectors */
 	sq8_train_init(mins, maxs, dims);
@@ -200,6 +201,8 @@ shnsw_retrain(Relation index)
 			shnsw_read_vector(index, NULL, pv.blk[s], pv.off[s], info->vec_size, img);
 			shnsw_vector_to_nav((struct varlena *) img, info->elemtype, info->metric, dims, nav);
 			sq8_encode(lo, scale, nav, codes + (Size) s * dims, dims);
+			max_residual = Max(max_residual, shnsw_code_residual(lo, scale, nav,
+																 codes + (Size) s * dims, dims));
 		}
 		buf = ReadBuffer(index, blk);
 		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
@@ -224,6 +227,8 @@ shnsw_retrain(Relation index)
 		state = GenericXLogStart(index);
 		meta = ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0));
 		meta->quant_rows = rows;
+		if (meta->flags & SHNSW_META_RESIDUAL)
+			meta->max_residual = max_residual;	/* every code is new */
 		meta->quant_version++;
 		meta->cache_generation++;
 		GenericXLogFinish(state);

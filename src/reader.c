@@ -50,6 +50,17 @@
  *	           ≤ the controller's distance;
  *	           all pins ≤ streamhnsw.max_read_ahead and the backend's pin limit
  *
+ * Round trips. A wait on a read not complete yet is counted (waits); several
+ * reads started together and waited for one after the other are one
+ * storage round trip, not several. A read carries the number of round
+ * trips so far when it is started (gen); a wait on it starts a new round
+ * trip only if no round trip ended since it was started (gen equals the
+ * count): otherwise it was in flight during the last one, and what is left
+ * of its latency overlaps it. serial_waits counts those; with the
+ * synchronous reads (each a round trip of its own) they estimate the
+ * serial round trips of a scan, which a loaded machine's wake-up delays
+ * hide from latency / injected delay.
+ *
  * Every page the search reads is reported to the look-ahead controller as a
  * hit or a miss. When the table is full, the oldest speculative page is
  * dropped to make room for a known one. Speculative pages never read are
@@ -219,6 +230,12 @@ reader_wait(ShnswReader *r, ShnswInflight *s)
 		INSTR_TIME_SET_CURRENT(elapsed);
 		INSTR_TIME_SUBTRACT(elapsed, start);
 		r->stats.waits++;
+		if (s->gen == r->round_trips)
+		{
+			/* started after the last round trip ended: a new one */
+			r->stats.serial_waits++;
+			r->round_trips++;
+		}
 		r->stats.wait_ns += INSTR_TIME_GET_NANOSEC(elapsed);
 		if (INSTR_TIME_GET_NANOSEC(elapsed) > SHNSW_STALL_NS)
 			r->stats.stalls++;
@@ -256,6 +273,7 @@ reader_start(ShnswReader *r, ShnswInflight *s)
 		s->io = StartReadBuffer(&s->op, &s->buf, s->blk, 0);
 	}
 	s->started = true;
+	s->gen = r->round_trips;
 	s->miss = s->io || s->landed;
 	s->inflight = s->io;
 	if (s->io)
@@ -386,6 +404,7 @@ reader_evict_speculative(ShnswReader *r)
 	reader_leave_batch(r);
 	reader_drop(r, oldest);
 	r->stats.spec_wasted++;
+	r->stats.spec_evicted++;
 	return true;
 }
 
@@ -642,7 +661,10 @@ shnsw_reader_get(ShnswReader *r, BlockNumber blk)
 	{
 		r->stats.pages_read++;
 		if (sync && r->mode != SHNSW_IO_PREFETCH)
+		{
 			r->stats.sync_reads++;
+			r->round_trips++;
+		}
 	}
 	else
 		r->stats.pages_hit++;
@@ -829,7 +851,9 @@ shnsw_reader_stats_add(ShnswReaderStats *dst, const ShnswReaderStats *src,
 	dst->spec_ios += src->spec_ios;
 	dst->spec_used += src->spec_used;
 	dst->spec_wasted += src->spec_wasted;
+	dst->spec_evicted += src->spec_evicted;
 	dst->waits += src->waits;
+	dst->serial_waits += src->serial_waits;
 	dst->stalls += src->stalls;
 	dst->wait_ns += src->wait_ns;
 	dst->heap_prefetched += src->heap_prefetched;

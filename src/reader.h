@@ -35,7 +35,12 @@ typedef struct ShnswReaderStats
 	uint64		spec_ios;		/* of those, needing a read */
 	uint64		spec_used;		/* speculative pages the search then read */
 	uint64		spec_wasted;	/* speculative pages dropped unread */
+	uint64		spec_evicted;	/* of those, dropped from a full table to make
+								 * room for a known page */
 	uint64		waits;			/* waits for a read not complete yet */
+	uint64		serial_waits;	/* of those, on a read started after the
+								 * last such wait ended (reader.c: the
+								 * serial round trips, with sync_reads) */
 	uint64		stalls;			/* of those, longer than 20 us */
 	uint64		wait_ns;
 	uint64		heap_prefetched;	/* heap blocks of result rows asked for
@@ -61,6 +66,7 @@ typedef struct ShnswInflight
 	bool		speculative;
 	bool		landed;			/* read speculatively before, released */
 	uint32		seq;			/* order of the request: oldest first */
+	uint32		gen;			/* the reader's round_trips when started */
 	ReadBuffersOperation op;
 } ShnswInflight;
 
@@ -87,6 +93,8 @@ typedef struct ShnswReader
 	int			ios_spec;		/* of those, speculative ones */
 	int			spec_pins;
 	uint32		seq;
+	uint32		round_trips;	/* serial round trips so far (serial_waits +
+								 * sync_reads) */
 	bool		in_batch;		/* inside pgaio_enter_batchmode(): no waits */
 	ShnswLookahead la;
 	ShnswReaderStats stats;

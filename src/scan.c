@@ -113,7 +113,8 @@ typedef struct ShnswScanOpaqueData
 
 	/* the exact-distance lower bound of a navigation distance */
 	bool		unbounded;		/* every distance is NaN: any order is right */
-	ShnswBound	bound;
+	ShnswBound	bound;			/* before the sweep (scan_lower_bound) */
+	ShnswBound	proof;			/* after it: the largest residual's */
 
 	/* the sweep: every node seen once the budget covers the index */
 	bool		complete;		/* max_scan_tuples covers every node */
@@ -381,7 +382,7 @@ held_pop(ShnswScanOpaque so, bool *late)
 static inline double
 scan_lower_bound(ShnswScanOpaque so, double est)
 {
-	return shnsw_bound_lower(&so->bound, est);
+	return shnsw_bound_lower(so->swept ? &so->proof : &so->bound, est);
 }
 
 /*
@@ -396,8 +397,10 @@ scan_check_bound(ShnswScanOpaque so, float est, double d)
 {
 	if (isnan(d))
 		return;
-	for (int i = 0; i < 64 && scan_lower_bound(so, est) > d; i++)
+	for (int i = 0; i < 64 && shnsw_bound_lower(&so->bound, est) > d; i++)
 		so->bound.err_abs = so->bound.err_abs * 2 + 1e-7;
+	for (int i = 0; i < 64 && shnsw_bound_lower(&so->proof, est) > d; i++)
+		so->proof.err_abs = so->proof.err_abs * 2 + 1e-7;
 }
 
 /*
@@ -547,11 +550,17 @@ scan_setup(IndexScanDesc scan)
 	 */
 	sq8_prepare_query(&so->sq, so->unbounded || info->metric == SHNSW_METRIC_IP ?
 					  info->metric : SHNSW_METRIC_L2, nav, info->lo, info->scale);
-	shnsw_bound_prepare(&so->bound, info->metric, so->unbounded, nav, info->lo, info->scale, dims);
+	shnsw_bound_prepare(&so->bound, info->metric, so->unbounded, nav, info->lo, info->scale, dims,
+						snap.max_residual);
+	so->proof = so->bound;
+	shnsw_bound_prepare(&so->bound, info->metric, so->unbounded, nav, info->lo, info->scale,
+						dims, -1.0);
+	so->bound.err_abs = Max(so->bound.err_abs, so->proof.err_abs);
 
 	shnsw_reader_init(&so->reader, index);
 	so->stats.io_mode = so->reader.mode;
 	shnsw_buffer_source_init(&so->ops, &so->pctx, index, info, &so->reader);
+	shnsw_buffer_source_descent(&so->pctx, snap.node_count);
 	shnsw_shm_scan_begin(index, info, &snap, &so->ops, &so->stats, so->ctx);
 	shnsw_search_init(&so->search, &so->sq, &so->ops, info->m, 0);
 	shnsw_heap_init(&so->unexpanded, 64, false);
@@ -715,15 +724,164 @@ sweep_map_wanted(const SweepMap *m, BlockNumber blk)
 /* blocks the sweep asks the reader for ahead of the one it reads */
 #define SHNSW_SWEEP_AHEAD	32
 
+/* What the sweep keeps of one node record before the node joins the search. */
+typedef struct SweepSlot
+{
+	ShnswNodeHeader h;
+	float		d;				/* navigation distance */
+	bool		edge;			/* its code reaches an end of the range */
+	double		box;			/* if so, its box bound (shnsw_bound_code) */
+} SweepSlot;
+
+/*
+ * sweep_stage copies what the sweep needs of n node records, node_size
+ * apart (a locked page's, or the shared image's, which a writer may change
+ * meanwhile: whatever they hold is read within bounds, and the caller
+ * discards the result if they changed): headers, navigation distances (the
+ * batch kernel) and, for codes at an end of the range, their box bound.
+ */
+static void
+sweep_stage(ShnswScanOpaque so, const char *records, int n, SweepSlot *out)
+{
+	int			m = so->info->m;
+	int			node_size = so->info->node_size;
+	float		d[SHNSW_MAX_NODES_PER_PAGE];
+
+	sq8_distances(&so->sq, shnsw_node_code((const ShnswNodeHeader *) records, m),
+				  node_size, n, d);
+	for (int slot = 0; slot < n; slot++)
+	{
+		const ShnswNodeHeader *h = (const ShnswNodeHeader *) (records + (Size) slot * node_size);
+		const uint8 *code = shnsw_node_code(h, m);
+
+		memcpy(&out[slot].h, h, sizeof(ShnswNodeHeader));
+		out[slot].d = d[slot];
+		out[slot].edge = shnsw_code_at_edge(code, so->info->dims);
+		out[slot].box = out[slot].edge ? shnsw_bound_code(&so->bound, code) : 0.0;
+	}
+}
+
+/*
+ * sweep_commit offers the staged live nodes of graph page blk to the search:
+ * the ones the walk has not seen are parked; a code at an end of the range
+ * also waits in the edge heap under its box bound (scan_edge_push) and is
+ * marked (SHNSW_CAND_EDGE: its navigation distance bounds it on neither
+ * side).
+ */
+static void
+sweep_commit(IndexScanDesc scan, BlockNumber blk, const SweepSlot *st, int n,
+			 const uint64 *seen, uint32 nseen)
+{
+	ShnswScanOpaque so = (ShnswScanOpaque) scan->opaque;
+
+	for (int slot = 0; slot < n; slot++)
+	{
+		const ShnswNodeHeader *h = &st[slot].h;
+		ShnswRef	ref = shnsw_make_ref(blk, slot, so->info->slot_bits);
+		uint32		j;
+
+		if (h->flags & SHNSW_NODE_DELETED)
+			continue;
+		if (h->extra_tids >= SHNSW_NODE_TIDS)
+			shnsw_corrupt(scan->indexRelation, blk, "extra heap tuple count", h->extra_tids);
+		if (shnsw_search_sweep_node(&so->search, ref, h, st[slot].d, &j))
+			so->stats.swept++;
+		else if (!scan_seen_index(seen, nseen, ref, &j))
+			continue;			/* a node the walk saw in another place? */
+		if (st[slot].edge)
+		{
+			so->search.cands[j].state |= SHNSW_CAND_EDGE;
+			scan_edge_push(so, j, st[slot].box);
+		}
+	}
+}
+
+/*
+ * sweep_image_page stages graph page blk from the shared graph image, if
+ * the scan searches one and it holds the block (plain loads: no pin, no
+ * lock, no read); returns the node slots staged (0 for a page of another
+ * kind; *graph says which), or -1 if the page must be read through
+ * buffers.
+ */
+static int
+sweep_image_page(ShnswScanOpaque so, BlockNumber blk, SweepSlot *st, bool *graph)
+{
+	const char *records;
+	uint64		token;
+
+	if (so->ops.page_records == NULL)
+		return -1;
+	for (int tries = 0; tries < 8; tries++)
+	{
+		int			n = so->ops.page_records(so->ops.ctx, blk, &records, &token);
+
+		*graph = records != NULL;
+		if (n <= 0)
+			return n;
+		sweep_stage(so, records, n, st);
+		if (so->ops.page_records_valid(so->ops.ctx, blk, token))
+			return n;
+	}
+	return -1;					/* writers keep changing it: through buffers */
+}
+
+/* Whether the sweep must read block blk through buffers. */
+static bool
+sweep_reads(ShnswScanOpaque so, const SweepMap *map, BlockNumber blk)
+{
+	const char *records;
+	uint64		token;
+
+	return sweep_map_wanted(map, blk) &&
+		(so->ops.page_records == NULL ||
+		 so->ops.page_records(so->ops.ctx, blk, &records, &token) < 0);
+}
+
+/*
+ * sweep_buffer_page stages block blk read through buffers (the scan's
+ * reader; share lock while it is read); returns the node slots staged, 0
+ * for a page of another kind or one never initialized.
+ */
+static int
+sweep_buffer_page(IndexScanDesc scan, SweepMap *map, BlockNumber blk, SweepSlot *st)
+{
+	ShnswScanOpaque so = (ShnswScanOpaque) scan->opaque;
+	Relation	index = scan->indexRelation;
+	Buffer		buf = shnsw_reader_get(&so->reader, blk);
+	Page		page;
+	int			n = 0;
+
+	LockBuffer(buf, BUFFER_LOCK_SHARE);
+	page = BufferGetPage(buf);
+	if (!PageIsNew(page))
+	{
+		bool		graph;
+
+		shnsw_check_page(index, page, blk, 0);
+		graph = ShnswPageGetOpaque(page)->page_type == SHNSW_PAGE_GRAPH;
+		sweep_map_learn(map, blk, graph);
+		if (graph)
+		{
+			n = shnsw_graph_nslots(index, page, blk, so->info->node_size);
+			if (n > 0)
+				sweep_stage(so, (const char *) shnsw_page_node(page, 0, so->info->node_size),
+							n, st);
+		}
+	}
+	UnlockReleaseBuffer(buf);
+	return n;
+}
+
 /*
  * scan_sweep offers every live node of the index to the search, in page
- * order, through the scan's reader (src/README, Scans: the sweep). The
- * nodes the walk has not seen are parked with their navigation distances,
- * so that the emit bound covers every node of the index: from then on a
- * row is returned only when no node not yet re-ranked can be nearer, and
- * nodes no walk reaches are returned in their place. Pages are share-locked
- * one at a time. A node placed after the relation's size was read belongs
- * to a row our MVCC snapshot cannot see.
+ * order (src/README, Scans: the sweep). The nodes the walk has not seen
+ * are parked with their navigation distances, so that the emit bound
+ * covers every node of the index: from then on a row is returned only when
+ * no node not yet re-ranked can be nearer, and nodes no walk reaches are
+ * returned in their place. Graph pages the scan's shared graph image holds
+ * are read from it with plain loads; the others through the scan's reader
+ * with read-ahead, share-locked one at a time. A node placed after the
+ * relation's size was read belongs to a row our MVCC snapshot cannot see.
  */
 static void
 scan_sweep(IndexScanDesc scan)
@@ -732,9 +890,9 @@ scan_sweep(IndexScanDesc scan)
 	Relation	index = scan->indexRelation;
 	BlockNumber nblocks = RelationGetNumberOfBlocks(index);
 	BlockNumber ahead = SHNSW_METAPAGE_BLKNO + 1;
-	int			node_size = so->info->node_size;
 	uint32		nseen = so->search.ncands;
 	uint64	   *seen = palloc(sizeof(uint64) * Max(nseen, 1));
+	SweepSlot  *st = palloc(sizeof(SweepSlot) * SHNSW_MAX_NODES_PER_PAGE);
 	SweepMap   *map = sweep_map_get(index, so->truncations);
 
 	/* the walk's nodes by reference (ref << 32 | index), to find their codes */
@@ -745,59 +903,34 @@ scan_sweep(IndexScanDesc scan)
 	sweep_map_learn(map, SHNSW_METAPAGE_BLKNO, false);
 	for (BlockNumber blk = SHNSW_METAPAGE_BLKNO + 1; blk < nblocks; blk++)
 	{
-		Buffer		buf;
-		Page		page;
+		bool		graph;
+		int			n;
 
 		if (!sweep_map_wanted(map, blk))
 			continue;
+		CHECK_FOR_INTERRUPTS();
+		if ((n = sweep_image_page(so, blk, st, &graph)) >= 0)
+		{
+			sweep_map_learn(map, blk, graph);
+			sweep_commit(scan, blk, st, n, seen, nseen);
+			continue;
+		}
 		if (so->reader.mode != SHNSW_IO_SYNC && ahead <= blk)
 		{
 			BlockNumber blks[SHNSW_SWEEP_AHEAD];
-			int			n = 0;
+			int			k = 0;
 
-			for (ahead = blk; ahead < nblocks && n < SHNSW_SWEEP_AHEAD; ahead++)
-				if (sweep_map_wanted(map, ahead))
-					blks[n++] = ahead;
-			shnsw_reader_request(&so->reader, blks, n, false);
+			for (ahead = blk; ahead < nblocks && k < SHNSW_SWEEP_AHEAD; ahead++)
+				if (sweep_reads(so, map, ahead))
+					blks[k++] = ahead;
+			shnsw_reader_request(&so->reader, blks, k, false);
 		}
-		CHECK_FOR_INTERRUPTS();
-		buf = shnsw_reader_get(&so->reader, blk);
-		LockBuffer(buf, BUFFER_LOCK_SHARE);
-		page = BufferGetPage(buf);
-		if (!PageIsNew(page))
-		{
-			shnsw_check_page(index, page, blk, 0);
-			sweep_map_learn(map, blk,
-							ShnswPageGetOpaque(page)->page_type == SHNSW_PAGE_GRAPH);
-			if (ShnswPageGetOpaque(page)->page_type == SHNSW_PAGE_GRAPH)
-			{
-				int			nslots = shnsw_graph_nslots(index, page, blk, node_size);
-
-				for (int slot = 0; slot < nslots; slot++)
-				{
-					ShnswNodeHeader *h = shnsw_page_node(page, slot, node_size);
-					ShnswRef	ref = shnsw_make_ref(blk, slot, so->info->slot_bits);
-					const uint8 *code = shnsw_node_code(h, so->info->m);
-					uint32		j;
-
-					if (h->flags & SHNSW_NODE_DELETED)
-						continue;
-					if (h->extra_tids >= SHNSW_NODE_TIDS)
-						shnsw_corrupt(index, blk, "extra heap tuple count", h->extra_tids);
-
-					if (shnsw_search_sweep_node(&so->search, ref, h, &j))
-						so->stats.swept++;
-					else if (!scan_seen_index(seen, nseen, ref, &j))
-						continue;	/* a node the walk saw in another place? */
-					if (shnsw_code_at_edge(code, so->info->dims))
-						scan_edge_push(so, j, shnsw_bound_code(&so->bound, code));
-				}
-			}
-		}
-		UnlockReleaseBuffer(buf);
+		n = sweep_buffer_page(scan, map, blk, st);
+		sweep_commit(scan, blk, st, n, seen, nseen);
 	}
 	shnsw_search_swept(&so->search);
 	so->swept = true;
+	pfree(st);
 	pfree(seen);
 }
 

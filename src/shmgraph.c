@@ -1762,6 +1762,59 @@ shm_prefetch(void *vctx, const ShnswRef *refs, int n, bool speculative)
 		ss->inner.prefetch(ss->inner.ctx, ss->fb, nfb, speculative);
 }
 
+/*
+ * page_records over the image (nodesource.h): the records of graph page blk
+ * in the image itself, read under its sequence counter (token: the map
+ * entry and the counter), for the scan's sweep; -1 for a block the image
+ * lacks (vector pages, pages added without a spare slot), 0 for an upper
+ * page.
+ */
+static int
+shm_page_records(void *vctx, uint32 blk, const char **records, uint64 *token)
+{
+	ShmScan    *ss = (ShmScan *) vctx;
+	LocalImage *li = ss->li;
+	uint32		v;
+
+	*records = NULL;
+	if (blk >= li->img->mapcap)
+		return -1;
+	v = pg_atomic_read_u32(&li->map[blk]);
+	if (v == MAP_RESERVED || MAP_KIND(v) == MAP_ABSENT)
+		return -1;
+	if (MAP_KIND(v) != MAP_GRAPH)
+		return 0;
+	for (int tries = 0; tries < 64; tries++)
+	{
+		ShmPageDesc *d = &li->gdesc[MAP_INDEX(v)];
+		uint32		s1 = pg_atomic_read_u32(&d->seq);
+
+		if (s1 & 1)
+		{
+			pg_spin_delay();
+			continue;
+		}
+		pg_read_barrier();
+		*token = (uint64) v << 32 | s1;
+		*records = li->gdata + (Size) MAP_INDEX(v) * li->img->gstride;
+		return Min(d->nslots, li->img->npp);
+	}
+	return -1;
+}
+
+/* Whether graph page blk's records did not change since page_records. */
+static bool
+shm_page_records_valid(void *vctx, uint32 blk, uint64 token)
+{
+	ShmScan    *ss = (ShmScan *) vctx;
+	LocalImage *li = ss->li;
+	uint32		v = (uint32) (token >> 32);
+
+	pg_read_barrier();
+	return pg_atomic_read_u32(&li->map[blk]) == v &&
+		pg_atomic_read_u32(&li->gdesc[MAP_INDEX(v)].seq) == (uint32) token;
+}
+
 /* ---------- choosing the node source ---------- */
 
 const char *
@@ -1971,6 +2024,8 @@ shnsw_shm_scan_begin(Relation index, const ShnswIndexInfo *info,
 	ops->read_upper = shm_read_upper;
 	ops->prefetch = shm_prefetch;
 	ops->speculative = false;	/* shm_prefetch ignores them */
+	ops->page_records = shm_page_records;
+	ops->page_records_valid = shm_page_records_valid;
 }
 
 /* ---------- write-through ---------- */

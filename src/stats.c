@@ -46,6 +46,8 @@ const ShnswStatField shnsw_stat_fields[] =
 	{"Known Synchronous Reads", offsetof(ShnswScanStats, io.known_sync)},
 	{"Heap Prefetches", offsetof(ShnswScanStats, io.heap_prefetched)},
 	{"Heap Reads", offsetof(ShnswScanStats, io.heap_reads)},
+	{"Speculative Evicted", offsetof(ShnswScanStats, io.spec_evicted)},
+	{"Serial Waits", offsetof(ShnswScanStats, io.serial_waits)},
 	{"Look-ahead Samples", offsetof(ShnswScanStats, io.la_samples)},
 	{"Look-ahead Distance Sum", offsetof(ShnswScanStats, io.la_distance_sum)},
 };

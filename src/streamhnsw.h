@@ -170,6 +170,12 @@ typedef struct ShnswMetaPageData
 	uint64		free_count;		/* slots on the free list (counted as deleted) */
 	uint32		truncations;	/* VACUUM truncations so far (truncate.c): a
 								 * block cut may come back as another type */
+	double		max_residual;	/* with SHNSW_META_RESIDUAL: the largest |x -
+								 * x'| of a node's navigation vector and its
+								 * decoded code (graph.c, shnsw_code_residual)
+								 * of any node placed since the quantizer
+								 * was last trained, clamped values included:
+								 * scans bound exact distances with it */
 } ShnswMetaPageData;
 
 /*
@@ -186,6 +192,19 @@ typedef ShnswMetaPageData *ShnswMetaPage;
  * node (pass 4b over all of them) and clears the flag.
  */
 #define SHNSW_META_RECHECK		0x01
+
+/*
+ * flags: max_residual is kept (indexes built since it was added; an older
+ * one's metapage may end before the field, so nothing writes it there).
+ */
+#define SHNSW_META_RESIDUAL		0x02
+
+/* Raise max_residual of meta to residual, if it keeps one (caller: exclusive lock). */
+#define shnsw_meta_residual(meta, residual) \
+	do { \
+		if (((meta)->flags & SHNSW_META_RESIDUAL) && (residual) > (meta)->max_residual) \
+			(meta)->max_residual = (residual); \
+	} while (0)
 
 #define ShnswPageGetMeta(page) ((ShnswMetaPage) PageGetContents(page))
 
@@ -225,6 +244,7 @@ typedef struct ShnswMetaSnapshot
 	uint64		cache_generation;
 	uint32		quant_version;
 	uint32		truncations;	/* see ShnswMetaPageData */
+	double		max_residual;	/* see ShnswMetaPageData; -1: not kept */
 	uint64		lsn;			/* the metapage's LSN */
 } ShnswMetaSnapshot;
 
@@ -308,10 +328,15 @@ typedef struct ShnswPageCtx
 	int			blkcap;
 	int			vec_size;
 	BlockNumber nblocks;		/* relation length last seen (only grows) */
+	/* descent read-ahead (shnsw_buffer_source_descent) */
+	int			ahead_graph;	/* graph pages from the entry's on */
+	int			ahead_upper;	/* upper pages from the entry's record's on */
+	BlockNumber entry_blk;		/* the first page read */
 } ShnswPageCtx;
 
 extern void shnsw_buffer_source_init(ShnswNodeSource *ops, ShnswPageCtx *ctx, Relation index,
 								const ShnswIndexInfo *info, ShnswReader *reader);
+extern void shnsw_buffer_source_descent(ShnswPageCtx *ctx, uint64 node_count);
 extern void shnsw_read_vector(Relation index, ShnswReader *reader, BlockNumber blk,
 							  uint16 offset, int size, char *out);
 extern int	shnsw_vector_blocks(BlockNumber blk, uint16 offset, int size, BlockNumber *out);

@@ -295,14 +295,14 @@ def test_plans_by_selectivity_next_to_pgvector(conn):
 def test_out_of_range_inserts_keep_strict_order(conn, metric):
     """
     Values inserted after the quantizer was trained, far outside its range,
-    are clamped: their codes can be off by more than the navigation
-    distance's bound allows for. Strict order still returns rows in
-    non-decreasing exact distance, each once, for queries among them and
-    among the trained rows. The sweep bounds codes at an end of the range
-    by the box of values they may stand for, but the first round's nearer
-    rows are returned before the sweep, on the navigation bound, so a scan
-    can still miss a clamped row nearer than them (src/README, Scans):
-    printed, not asserted.
+    are clamped: their codes can be off by far more than half a step. The
+    metapage's largest residual covers them (each insert raises it to its
+    own node's), so the navigation bound holds for every node: strict
+    order returns rows in non-decreasing exact distance, each once, and a
+    full scan returns all 2,300 rows, for queries among them and among the
+    trained rows. (Before the residual was kept, the first round's rows
+    were returned on the half-step bound and full scans lost 0 to 12 rows.)
+    LIMIT 10/100 answers rest on the graph walk too: printed.
     """
     op, vops, _ = OPS[metric]
     rng = np.random.default_rng(7)
@@ -341,6 +341,7 @@ def test_out_of_range_inserts_keep_strict_order(conn, metric):
                     total += 1
         print(f"\n{metric}: {exact} of {total} LIMIT 10/100 answers exact; full scans "
               f"return {full} of 2300 rows", end="")
+        assert full == [2300] * 5, full
     finally:
         conn.execute("RESET enable_seqscan")
         conn.execute("RESET streamhnsw.max_scan_tuples")
@@ -387,3 +388,46 @@ def test_sweep_threshold_zero_is_exact(conn):
               f"threshold 0.25 {skipped['0.25']}, threshold 0 {skipped['0']}", end="")
     finally:
         conn.execute("DROP TABLE swz")
+
+
+def test_sweep_from_image_matches_buffers(conn):
+    """
+    A sweep reads the graph pages the shared graph image holds from the
+    image (plain loads), the others through shared buffers: full and
+    LIMIT scans that sweep return the same rows in the same order with the
+    image and without it, and every live row.
+    """
+    rows, queries = data.clustered(3000, 32, seed=8, n_queries=3)
+    data.load(conn, "swi", rows)
+    conn.execute("CREATE INDEX swi_idx ON swi USING streamhnsw (embedding vector_cosine_ops)")
+    conn.execute("DELETE FROM swi WHERE id % 5 = 2")
+    conn.execute("VACUUM ANALYZE swi")
+    assert conn.execute("SELECT streamhnsw_cache_load('swi_idx')").fetchone()[0] is not None
+    live = {i for i in range(3000) if i % 5 != 2}
+    try:
+        for limit in (3010, 50):
+            sql = ("SELECT id, embedding <=> %s::vector FROM swi "
+                   f"ORDER BY embedding <=> %s::vector LIMIT {limit}")
+            for q in queries:
+                lit = data.vector_literal(q)
+                got = {}
+                for cache in ("on", "off"):
+                    with conn.transaction(force_rollback=True):
+                        conn.execute("SET LOCAL enable_seqscan = off")
+                        conn.execute("SET LOCAL streamhnsw.max_scan_tuples = 1000000")
+                        conn.execute("SET LOCAL streamhnsw.sweep_threshold = 0")
+                        conn.execute(f"SET LOCAL streamhnsw.shared_cache = {cache}")
+                        got[cache] = conn.execute(sql, (lit, lit)).fetchall()
+                        plan = [r[0] for r in conn.execute(
+                            "EXPLAIN (ANALYZE, COSTS OFF) " + sql, (lit, lit)).fetchall()]
+                        assert any("swept nodes=" in p and "swept nodes=0" not in p
+                                   for p in plan), plan
+                        if cache == "on":
+                            assert any("shared graph: used" in p for p in plan), plan
+                assert got["on"] == got["off"]
+                ids = [r[0] for r in got["on"]]
+                assert len(ids) == len(set(ids))
+                if limit > 3000:
+                    assert set(ids) == live
+    finally:
+        conn.execute("DROP TABLE swi")
