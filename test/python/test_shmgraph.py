@@ -577,3 +577,73 @@ def test_insert_found_by_next_search_from_image(cluster):
             assert 50000 + i in [r[0] for r in knn(b, "sg_next", v)], i
         after = cache_row(a, "sg_next_idx")
         assert after["builds"] == before["builds"] and after["refreshes"] == before["refreshes"], after
+
+
+def finds_own_rows(conn, table, rows, ids):
+    """Each row is found by a search for its own vector (ef 200: not a
+    question of recall) through the shared graph image."""
+    conn.execute("SET streamhnsw.ef_search = 200")
+    for i, v in zip(ids, rows):
+        assert i in [r[0] for r in knn(conn, table, v)], (table, i)
+    assert "shared graph: used" in explain_shared(conn, table, rows[0])
+    conn.execute("RESET streamhnsw.ef_search")
+
+
+def test_one_backend_never_reaches_an_old_image(cluster):
+    """One backend keeps its mapping of an index's image and its cached
+    description (rd_amcache) across scans. Between two of its scans another
+    backend drops the image, inserts, REINDEXes, TRUNCATEs, drops and
+    recreates the index, retrains the quantizer: each next scan returns the
+    right rows and never searches an old image."""
+    rows, queries = data.clustered(3000, 16, seed=71, n_queries=10)
+    with cluster.connect() as c1, cluster.connect() as c2:
+        c1.execute("SET enable_seqscan = off")    # the table shrinks below
+        indexed_table(c2, "sg_memo", rows[:1500])
+        c2.execute("SELECT streamhnsw_cache_load('sg_memo_idx')")
+        for _ in range(2):
+            assert "shared graph: used" in explain_shared(c1, "sg_memo", queries[0])
+        same_on_off(c1, "sg_memo", queries)
+
+        # dropped by another backend: the remembered image must not be used
+        assert c2.execute("SELECT streamhnsw_cache_drop('sg_memo_idx')").fetchone()[0]
+        assert explain_shared(c1, "sg_memo", queries[0]).startswith(BACKGROUND)
+        wait_ready(c1, "sg_memo_idx")
+        same_on_off(c1, "sg_memo", queries)
+
+        # inserts change the metapage: the image follows, the rows are found
+        for i, v in enumerate(rows[1500:1600]):
+            c2.execute("INSERT INTO sg_memo VALUES (%s, %s)", (1500 + i, data.vector_literal(v)))
+        finds_own_rows(c1, "sg_memo", rows[1500:1600], range(1500, 1600))
+        same_on_off(c1, "sg_memo", queries)
+
+        # REINDEX: a new relfilenode has no image yet
+        c2.execute("REINDEX INDEX sg_memo_idx")
+        assert explain_shared(c1, "sg_memo", queries[0]).startswith(BACKGROUND)
+        same_on_off(c1, "sg_memo", queries)
+        wait_ready(c1, "sg_memo_idx")
+        same_on_off(c1, "sg_memo", queries)
+
+        # TRUNCATE and other rows: only they can come back
+        c2.execute("TRUNCATE sg_memo")
+        data.load(c2, "sg_memo", rows[2000:2600], start_id=2000, create=False)
+        got = [r[0] for q in queries for r in knn(c1, "sg_memo", q)]
+        assert got and all(2000 <= i < 2600 for i in got), got
+        same_on_off(c1, "sg_memo", queries)
+
+        # DROP and CREATE again: a new OID
+        c2.execute("DROP INDEX sg_memo_idx")
+        c2.execute("CREATE INDEX sg_memo_idx ON sg_memo USING streamhnsw (embedding vector_l2_ops)")
+        c2.execute("SELECT streamhnsw_cache_load('sg_memo_idx')")
+        finds_own_rows(c1, "sg_memo", rows[2000:2100], range(2000, 2100))
+        same_on_off(c1, "sg_memo", queries)
+
+        # retraining: an empty index filled by inserts retrains as it doubles
+        c2.execute("TRUNCATE sg_memo")
+        data.load(c2, "sg_memo", rows[:40], create=False)
+        c2.execute("SELECT streamhnsw_cache_load('sg_memo_idx')")
+        finds_own_rows(c1, "sg_memo", rows[:40], range(40))
+        data.load(c2, "sg_memo", rows[40:1000], start_id=40, create=False)
+        finds_own_rows(c1, "sg_memo", rows[:1000:10], range(0, 1000, 10))
+        same_on_off(c1, "sg_memo", queries)
+
+        c2.execute("DROP TABLE sg_memo")
