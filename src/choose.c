@@ -187,7 +187,8 @@ shnsw_code_distances(ShnswLinker *lk, const uint8 *ecode, const uint8 *codes, in
 	sq.qs = lk->scratch + lk->dims;
 	sq.w = lk->scratch + 2 * lk->dims;
 	sq8_decode(lk->info->lo, lk->info->scale, ecode, lk->scratch, lk->dims);
-	sq8_prepare_query(&sq, lk->info->metric, lk->scratch, lk->info->lo, lk->info->scale);
+	sq8_prepare_query(&sq, shnsw_code_metric(lk->info->metric), lk->scratch, lk->info->lo,
+					  lk->info->scale);
 	for (int k = 0; k < n; k++)
 		d[k] = sq8_distance(&sq, codes + (Size) k * lk->dims);
 }
@@ -215,7 +216,8 @@ shnsw_find_neighbors(ShnswLinker *lk, const float *q, ShnswRef entry, int entry_
 	sq.dim = dims;
 	sq.qs = palloc(sizeof(float) * dims);
 	sq.w = palloc(sizeof(float) * dims);
-	sq8_prepare_query(&sq, lk->info->metric, q, lk->info->lo, lk->info->scale);
+	sq8_prepare_query(&sq, shnsw_code_metric(lk->info->metric), q, lk->info->lo,
+					  lk->info->scale);
 	shnsw_search_init(&s, &sq, &lk->ops, m, 0);
 	ep = shnsw_search_descend(&s, entry, entry_level, level);
 	for (int l = Min(level, entry_level); l >= 0; l--)

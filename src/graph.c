@@ -499,6 +499,12 @@ code_cand_dist(void *arg, int a, int b)
 	return sq8_distance(&c->sq[q], c->codes + (size_t) a * c->dim);
 }
 
+ShnswMetric
+shnsw_code_metric(ShnswMetric metric)
+{
+	return metric == SHNSW_METRIC_COSINE ? SHNSW_METRIC_L2 : metric;
+}
+
 int
 shnsw_select_by_codes(const float *d, const uint8_t *codes, int n, int max, int fill, int dim,
 					  ShnswMetric metric, const float *lo, const float *scale,
@@ -508,7 +514,7 @@ shnsw_select_by_codes(const float *d, const uint8_t *codes, int n, int max, int 
 
 	c.codes = codes;
 	c.dim = dim;
-	c.metric = metric;
+	c.metric = shnsw_code_metric(metric);
 	c.lo = lo;
 	c.scale = scale;
 	c.scratch = scratch;

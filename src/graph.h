@@ -182,8 +182,19 @@ extern ShnswRef *shnsw_build_neighbors(const ShnswBuildGraph *g, uint32_t i, int
 									   int *count);
 
 /*
+ * The form of the SQ8 distance inserts and VACUUM navigate and choose
+ * neighbours with, for an index of metric: L2 for cosine (the navigation
+ * vectors are unit length, so the L2 order is the cosine order, and the
+ * L2 estimate's error scales with |x - q| where the inner-product one's
+ * scales with |q|), the metric itself otherwise (inner product has no such
+ * equivalence).
+ */
+extern ShnswMetric shnsw_code_metric(ShnswMetric metric);
+
+/*
  * The neighbour heuristic on SQ8 codes (inserts): candidates 0..n-1 are
- * sorted nearest first with distances d[] to the new node and codes
+ * sorted nearest first with distances d[] to the new node (on the form
+ * shnsw_code_metric(metric) gives) and codes
  * codes[k * dim], filled up to fill with the ones passed over
  * (shnsw_select_heuristic). Writes the kept candidates' positions to sel,
  * nearest first; returns how many (at most max <= 2 * SHNSW_MAX_M + 1) and

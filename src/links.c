@@ -99,7 +99,8 @@ search_for_code(ShnswLinker *lk, const uint8 *ecode, float *q, Sq8Query *sq, Shn
 	sq->qs = palloc(sizeof(float) * lk->dims);
 	sq->w = palloc(sizeof(float) * lk->dims);
 	sq8_decode(lk->info->lo, lk->info->scale, ecode, q, lk->dims);
-	sq8_prepare_query(sq, lk->info->metric, q, lk->info->lo, lk->info->scale);
+	sq8_prepare_query(sq, shnsw_code_metric(lk->info->metric), q, lk->info->lo,
+					  lk->info->scale);
 	shnsw_search_init(s, sq, &lk->ops, lk->m, 0);
 }
 

@@ -11,9 +11,15 @@ Sets (all recall@10 over held-out queries unless said):
   pgv-insert   pgvector's insert-recall scenario: the same rows inserted by 10
                concurrent clients into an empty indexed table
   clustered    clustered 10k x 128 l2, built;  clustered-ins: the same, inserted
-  cos768       clustered 5k x 768 cosine, built
+  cos768       clustered 5k x 768 cosine, built;  cos768-ins: the same, inserted
   uniform      uniform random 10k x 128 l2, built
-  sentences    real sentence embeddings 100k x 384 cosine (bench data set)
+  sentences    real sentence embeddings 100k x 384 cosine (bench data set);
+               sentences30k: its first 30,000 rows (1,000 queries; more rows
+               than max_scan_tuples, so no scan sweeps the whole index)
+  cos128       clustered 30k x 128 cosine (the same reason for 30k)
+  NAME-half    any set above: the index built on its first half, the rest
+               inserted by 2 clients (an insert-built index that starts from
+               a built graph), e.g. sentences30k-half
   glove        GloVe 6B 400k x 50 cosine (bench data set)
 
 Both engines get identical rows in two tables, m 16, ef_construction 64, no
@@ -117,8 +123,8 @@ def pgv_scenario(conn, cl, path, typ, metric, seed):
     return out
 
 
-def concurrent_insert(cl, table, rows, typ, clients):
-    """Insert rows (id = position) one statement each from `clients` connections."""
+def concurrent_insert(cl, table, rows, typ, clients, start=0):
+    """Insert rows[start:] (id = position) one statement each from `clients` connections."""
     errors = []
 
     def work(part):
@@ -130,7 +136,7 @@ def concurrent_insert(cl, table, rows, typ, clients):
         except Exception as e:  # pragma: no cover - reported below
             errors.append(e)
 
-    threads = [threading.Thread(target=work, args=(range(k, len(rows), clients),))
+    threads = [threading.Thread(target=work, args=(range(start + k, len(rows), clients),))
                for k in range(clients)]
     for th in threads:
         th.start()
@@ -163,13 +169,19 @@ def load_set(name):
     if name in ("clustered", "clustered-ins"):
         rows, q = data.clustered(10000, 128, seed=14, n_queries=500)
         return rows, q, "l2"
-    if name == "cos768":
+    if name in ("cos768", "cos768-ins"):
         rows, q = data.clustered(5000, 768, seed=14, normalize=True, n_queries=300)
         return rows, q, "cosine"
     if name == "uniform":
         rng = np.random.default_rng(14)
         x = rng.random((10500, 128), dtype=np.float32)
         return x[:10000], x[10000:], "l2"
+    if name == "sentences30k":
+        ds = datasets.sentences(n_rows=100_000, n_queries=2000, n_inserts=1000, log=log)
+        return ds.rows[:30000], ds.queries[:1000], "cosine"
+    if name == "cos128":
+        rows, q = data.clustered(30000, 128, seed=14, normalize=True, n_queries=500)
+        return rows, q, "cosine"
     if name == "sentences":
         ds = datasets.sentences(n_rows=100_000, n_queries=2000, n_inserts=1000, log=log)
         return ds.rows, ds.queries[:1000], "cosine"
@@ -215,7 +227,8 @@ def cold_reads(conn, table, idx, op, lits, n):
 
 
 def run_set(conn, cl, name, runs, results, cold):
-    rows, queries, metric = load_set(name)
+    half = name.endswith("-half")
+    rows, queries, metric = load_set(name.removesuffix("-half"))
     op, opclass = OPS[metric]
     truth = data.ground_truth(rows, queries, 10, metric)
     lits = [data.vector_literal(q) for q in queries]
@@ -229,7 +242,12 @@ def run_set(conn, cl, name, runs, results, cold):
         for run in range(runs):
             conn.execute(f"DROP INDEX IF EXISTS s_{am}_idx")
             start = time.perf_counter()
-            if insert:
+            if half:
+                conn.execute(f"TRUNCATE {t}")
+                data.load(conn, t, rows[:len(rows) // 2], create=False)
+                conn.execute(f"CREATE INDEX s_{am}_idx ON {t} USING {am} (embedding {opclass})")
+                concurrent_insert(cl, t, rows, "vector", clients=2, start=len(rows) // 2)
+            elif insert:
                 conn.execute(f"TRUNCATE {t}")
                 conn.execute(f"CREATE INDEX s_{am}_idx ON {t} USING {am} (embedding {opclass})")
                 concurrent_insert(cl, t, rows, "vector", clients=2)
@@ -257,7 +275,7 @@ def run_set(conn, cl, name, runs, results, cold):
                        "cold_reads": per[am]["cold_reads"],
                        "runs": per[am]["recall"]}
     results[name] = {"rows": int(len(rows)), "dim": int(rows.shape[1]), "metric": metric,
-                     "queries": len(lits), "insert": insert, "runs": runs, **summary}
+                     "queries": len(lits), "insert": insert or half, "runs": runs, **summary}
 
 
 def table(results):

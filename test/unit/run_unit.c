@@ -15,6 +15,7 @@
 #include "graph.h"
 #include "kernels.h"
 #include "lookahead.h"
+#include "neighbors.h"
 #include "pqueue.h"
 #include "visited.h"
 
@@ -1858,6 +1859,117 @@ test_emit_bounds(void)
 	CHECK(clamped_total > 0, "clamped rows pass the navigation bound (the box bound is needed)");
 }
 
+/* qsort order of (distance, position) pairs, nearest first */
+static int
+dist_pos_cmp(const void *a, const void *b)
+{
+	const float *x = a,
+			   *y = b;
+
+	return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+typedef struct CosSelArg
+{
+	const uint8_t *codes;
+	const float *scale;
+	int			dim;
+} CosSelArg;
+
+/* squared L2 between the vectors two codes stand for */
+static float
+cos_sel_l2(void *arg, int a, int b)
+{
+	CosSelArg  *c = arg;
+	float		s = 0;
+
+	for (int i = 0; i < c->dim; i++)
+	{
+		float		t = ((float) c->codes[a * c->dim + i] - c->codes[b * c->dim + i]) * c->scale[i];
+
+		s += t * t;
+	}
+	return s;
+}
+
+/*
+ * Inserts under cosine choose neighbours on the L2 form of the codes
+ * (shnsw_code_metric): near neighbours of a unit query, whose code-to-code
+ * distances the inner-product form gets wrong by amounts that scale with
+ * |q| rather than |x - q|. shnsw_select_by_codes on cosine must keep what
+ * the heuristic keeps on squared L2 between the decoded vectors.
+ */
+static void
+test_select_by_codes_cosine(void)
+{
+	enum
+	{
+	DIM = 24, N = 48, MAX = 8
+	};
+	uint64_t	saved = rng_state;
+	float		lo[DIM],
+				scale[DIM],
+				q[DIM],
+				x[DIM],
+				dq[N],
+				pairs[N][2],
+				scratch[(1 + MAX) * DIM];
+	uint8_t		raw[N * DIM],
+				codes[N * DIM];
+	int			same = 0,
+				trials = 40;
+
+	CHECK(shnsw_code_metric(SHNSW_METRIC_COSINE) == SHNSW_METRIC_L2 &&
+		  shnsw_code_metric(SHNSW_METRIC_IP) == SHNSW_METRIC_IP &&
+		  shnsw_code_metric(SHNSW_METRIC_L2) == SHNSW_METRIC_L2, "code metric per index metric");
+	rng_state = 1414;
+	for (int i = 0; i < DIM; i++)
+	{
+		lo[i] = -1.0f;
+		scale[i] = 2.0f / 255.0f;
+	}
+	for (int t = 0; t < trials; t++)
+	{
+		int			sel[MAX],
+					want[MAX],
+					nsel,
+					nwant,
+					fill = t % 2 ? MAX : 0;
+		CosSelArg	arg = {codes, scale, DIM};
+
+		for (int i = 0; i < DIM; i++)
+			q[i] = (float) nrand();
+		shnsw_normalize(q, DIM);
+		for (int k = 0; k < N; k++)
+		{
+			float		d = 0;
+
+			for (int i = 0; i < DIM; i++)
+				x[i] = q[i] + 0.25f * (float) nrand();
+			shnsw_normalize(x, DIM);
+			sq8_encode(lo, scale, x, raw + k * DIM, DIM);
+			sq8_decode(lo, scale, raw + k * DIM, x, DIM);
+			for (int i = 0; i < DIM; i++)
+				d += (q[i] - x[i]) * (q[i] - x[i]);
+			pairs[k][0] = d;
+			pairs[k][1] = (float) k;
+		}
+		qsort(pairs, N, sizeof(pairs[0]), dist_pos_cmp);
+		for (int k = 0; k < N; k++)
+		{
+			dq[k] = pairs[k][0];
+			memcpy(codes + k * DIM, raw + (int) pairs[k][1] * DIM, DIM);
+		}
+		nsel = shnsw_select_by_codes(dq, codes, N, MAX, fill, DIM, SHNSW_METRIC_COSINE, lo, scale,
+									 scratch, sel, NULL);
+		nwant = shnsw_select_heuristic(dq, N, MAX, fill, cos_sel_l2, &arg, want, NULL, NULL);
+		same += nsel == nwant && memcmp(sel, want, sizeof(int) * nsel) == 0;
+	}
+	CHECK(same == trials, "cosine selection on codes is the L2 heuristic's: %d of %d", same,
+		  trials);
+	rng_state = saved;
+}
+
 int
 main(void)
 {
@@ -1875,6 +1987,7 @@ main(void)
 	test_reachability_cases();
 	test_search_bounds();
 	test_emit_bounds();
+	test_select_by_codes_cosine();
 	/* the page-greedy layout before co-location: 0.877 and 0.958 */
 	test_layout_locality("clustered", 20000, 32, 50, 15, 0.85);
 	test_layout_locality("uniform", 20000, 32, 0, 15, 0.94);
