@@ -728,13 +728,16 @@ build_link_layers(ShnswBuildGraph *g, uint32_t i, uint32_t ep, int top)
 		}
 
 		/*
-		 * Pruned connections are kept up to the list's capacity, as
-		 * pgvector keeps them (src/README, Departures): a list filled to
-		 * half left layer 0 at about 25 of 32 entries, and recall@10 at
-		 * ef_search 10-40 1-3 points lower on uniform and clustered data
-		 * (graph searched on exact distances: tools/navexp.c).
+		 * Pruned connections are kept (src/README, Departures), but a new
+		 * list is filled to half its capacity only: back-links fill the
+		 * rest unpruned, and a node far from all its neighbours (an
+		 * outlier) keeps in-links from nodes nearer to the queries that
+		 * pass by (filled to capacity at once, every back-link competes
+		 * for a place, outliers lose them, and a strict-order scan finds
+		 * such a row only after farther ones: 1 row of 1,500 in
+		 * test_scan_order's cosine case).
 		 */
-		nsel = build_select(g, res, resd, nres, max, max, sel, seld, selpr, NULL);
+		nsel = build_select(g, res, resd, nres, max, max / 2, sel, seld, selpr, NULL);
 		memcpy(mine, sel, sizeof(ShnswRef) * nsel);
 		build_set_count(g, i, l, nsel);
 		if (l == 0)

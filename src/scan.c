@@ -489,35 +489,6 @@ cand_vec_cmp(const void *a, const void *b)
 	return (x->vec_offset > y->vec_offset) - (x->vec_offset < y->vec_offset);
 }
 
-
-/*
- * Layer 1 is searched with a beam this wide, not greedily, to pick the
- * node layer 0 starts from (scan_start).
- */
-#define SHNSW_SCAN_LAYER1_EF 4
-
-/*
- * scan_start descends greedily from the entry point to layer 1, searches
- * layer 1 with a beam of SHNSW_SCAN_LAYER1_EF and returns its best node,
- * where the layer-0 search starts. A greedy step on SQ8 codes can take the
- * wrong turn where two clusters are about as near: on pgvector's 4000 x 64
- * clustered l2 case one query in 100 started layer 0 in the wrong cluster
- * and found none of its 10 rows at ef_search 10 and 20 (recall@10 at 20
- * 0.982 where exact distances gave 0.991; with the beam 0.992, tools/navexp.c
- * and src/README, Scans). The beam costs about 1 % more distances.
- */
-static ShnswRef
-scan_start(ShnswSearch *search, ShnswRef entry, int entry_level)
-{
-	ShnswRef	start = shnsw_search_descend(search, entry, entry_level, 1);
-	uint32		best[SHNSW_SCAN_LAYER1_EF];
-
-	if (entry_level >= 1 &&
-		shnsw_search_upper_layer(search, start, 1, SHNSW_SCAN_LAYER1_EF, best) > 0)
-		start = search->cands[best[0]].ref;
-	return start;
-}
-
 /*
  * scan_setup prepares the query on the first gettuple call. Returns false if
  * the index is empty.
@@ -595,7 +566,7 @@ scan_setup(IndexScanDesc scan)
 	shnsw_heap_init(&so->unexpanded, 64, false);
 	so->first_floor = get_float8_infinity();
 	so->live = true;
-	so->start = scan_start(&so->search, snap.entry, snap.entry_level);
+	so->start = shnsw_search_descend(&so->search, snap.entry, snap.entry_level, 0);
 	so->round_ef = shnsw_ef_search;
 	so->vecbuf = palloc(info->vec_size);
 	/* the budget covers every node ever placed: sweep (scan_sweep) */
