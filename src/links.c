@@ -571,6 +571,26 @@ repair_fill(const ShnswNodeCopy *node, const bool *gone, const ShnswRef *chosen,
 }
 
 /*
+ * refs_add_distinct appends more[0..nmore-1] to refs[0..n-1] (room for cap)
+ * and leaves them sorted and distinct; returns the count.
+ */
+static int
+refs_add_distinct(ShnswRef *refs, int n, int cap, const ShnswRef *more, int nmore)
+{
+	int			u = 0;
+
+	for (int k = 0; k < nmore && n < cap; k++)
+		refs[n++] = more[k];
+	if (n <= 1)
+		return n;
+	qsort(refs, n, sizeof(ShnswRef), shnsw_ref_cmp);
+	for (int k = 0; k < n; k++)
+		if (u == 0 || refs[k] != refs[u - 1])
+			refs[u++] = refs[k];
+	return u;
+}
+
+/*
  * repair_candidates collects into cands (room for cap, cap > count) the
  * candidates for node's list on a layer: its live neighbours, the live
  * neighbours of its deleted ones (the two-hop neighbourhood through each
@@ -586,8 +606,7 @@ repair_candidates(ShnswLinker *lk, ShnswRef e, int layer, const ShnswNodeCopy *n
 				  ShnswRef *cands, int cap, bool *gone, int *ndead)
 {
 	ShnswNodeCopy via;
-	int			n = 0,
-				u = 0;
+	int			n = 0;
 
 	*ndead = 0;
 	for (int k = 0; k < node->count; k++)
@@ -610,18 +629,7 @@ repair_candidates(ShnswLinker *lk, ShnswRef e, int layer, const ShnswNodeCopy *n
 			if (via.list[j] != e && !shnsw_refset_has(dead, via.list[j]))
 				cands[n++] = via.list[j];
 	}
-	for (int k = 0; k < nsearched && n < cap; k++)
-		cands[n++] = searched[k];
-	/* distinct candidates */
-	if (n > 1)
-	{
-		qsort(cands, n, sizeof(ShnswRef), shnsw_ref_cmp);
-		for (int k = 0; k < n; k++)
-			if (u == 0 || cands[k] != cands[u - 1])
-				cands[u++] = cands[k];
-		n = u;
-	}
-	return n;
+	return refs_add_distinct(cands, n, cap, searched, nsearched);
 }
 
 /*
@@ -691,8 +699,7 @@ shnsw_repair_list(ShnswLinker *lk, ShnswRef e, int layer, const ShnswRefSet *dea
 		if (nsearched < 0 && n < max)
 		{
 			nsearched = repair_search(lk, e, layer, ecode, dead, searched);
-			n = repair_candidates(lk, e, layer, &node, dead, searched, nsearched, cands, cap,
-								  gone, &ndead);
+			n = refs_add_distinct(cands, n, cap, searched, nsearched);
 		}
 		shnsw_read_codes(lk, cands, n, codes);
 		shnsw_code_distances(lk, ecode, codes, n, d);
