@@ -234,6 +234,7 @@ reader_wait(ShnswReader *r, ShnswInflight *s)
 		{
 			/* started after the last round trip ended: a new one */
 			r->stats.serial_waits++;
+			r->stats.phase_serial[r->phase]++;
 			r->round_trips++;
 		}
 		r->stats.wait_ns += INSTR_TIME_GET_NANOSEC(elapsed);
@@ -660,9 +661,11 @@ shnsw_reader_get(ShnswReader *r, BlockNumber blk)
 	if (miss)
 	{
 		r->stats.pages_read++;
+		r->stats.phase_reads[r->phase]++;
 		if (sync && r->mode != SHNSW_IO_PREFETCH)
 		{
 			r->stats.sync_reads++;
+			r->stats.phase_serial[r->phase]++;
 			r->round_trips++;
 		}
 	}
@@ -862,6 +865,11 @@ shnsw_reader_stats_add(ShnswReaderStats *dst, const ShnswReaderStats *src,
 	dst->la_distance_sum += src->la_distance_sum;
 	for (int b = 0; b < SHNSW_LA_HIST_BUCKETS; b++)
 		dst->la_hist[b] += src->la_hist[b];
+	for (int p = 0; p < SHNSW_NPHASES; p++)
+	{
+		dst->phase_serial[p] += src->phase_serial[p];
+		dst->phase_reads[p] += src->phase_reads[p];
+	}
 	if (la != NULL)
 	{
 		dst->la_samples += la->samples;
