@@ -92,6 +92,7 @@
 #include "miscadmin.h"
 #include "portability/instr_time.h"
 #include "storage/aio.h"
+#include "storage/io_worker.h"
 #include "storage/buf_internals.h"
 #include "storage/bufmgr.h"
 #include "utils/rel.h"
@@ -102,8 +103,38 @@
 /* a wait shorter than this means the read had already completed */
 #define SHNSW_STALL_NS	20000
 
+/*
+ * Room this scan may take in the I/O workers' shared submission queue
+ * (io_method = worker), beyond one read per worker: see reader_io_cap.
+ */
+#define SHNSW_WORKER_QUEUE_ROOM	16
+
 /* at most this many heap blocks read ahead of the executor */
 #define SHNSW_HEAP_AHEAD_MAX	32
+
+/*
+ * reader_io_cap: how many reads a scan keeps in flight at most, known and
+ * speculative together. With io_method = worker each I/O worker performs
+ * one read at a time; reads beyond io_workers wait in a shared FIFO queue
+ * (so a known read started after a burst of guesses waits behind them), and
+ * once that queue (64 entries in PostgreSQL 18) is full, the backend that
+ * submits performs the read itself, synchronously, before it goes on. So
+ * 2 x effective_io_concurrency reads in flight at effective_io_concurrency
+ * 64 made the scan read a good part of its guesses synchronously. The cap
+ * is io_workers plus some room in the queue; known reads are never held
+ * back by it (reader_budget), guesses are.
+ */
+static int
+reader_io_cap(int target_ios)
+{
+	if (shnsw_debug_reader_main)
+		return 2 * target_ios;
+	if (shnsw_debug_io_cap >= 0)
+		return shnsw_debug_io_cap > 0 ? shnsw_debug_io_cap : 2 * target_ios;
+	if (io_method == IOMETHOD_WORKER)
+		return Min(2 * target_ios, io_workers + SHNSW_WORKER_QUEUE_ROOM);
+	return 2 * target_ios;
+}
 
 void
 shnsw_reader_init(ShnswReader *r, Relation rel)
@@ -116,6 +147,8 @@ shnsw_reader_init(ShnswReader *r, Relation rel)
 	r->target_ios = get_tablespace_io_concurrency(rel->rd_rel->reltablespace);
 	if (r->target_ios == 0)
 		r->mode = SHNSW_IO_SYNC;	/* effective_io_concurrency = 0: no read-ahead */
+	r->io_cap = Max(reader_io_cap(r->target_ios), 1);
+	r->main_rules = shnsw_debug_reader_main;
 	pins = Min(shnsw_max_read_ahead, (int) GetAdditionalPinLimit());
 	r->max_pins = Max(pins, 0);
 	if (r->mode != SHNSW_IO_SYNC && r->max_pins > 0)
@@ -450,20 +483,34 @@ reader_wait_oldest(ShnswReader *r)
  * Is there budget for one more read? Known and speculative reads have a
  * budget each, effective_io_concurrency reads in flight: a guess never
  * holds back a page the search needs now, and a hop of more known pages
- * than the budget still leaves the guesses theirs. Looks for completed
- * reads if the budget seems spent.
+ * than the budget still leaves the guesses theirs. Guesses also stop at the
+ * scan's cap on all its reads in flight (reader_io_cap). Known reads past
+ * their own budget may use what the guesses leave of the cap: a hop of 18
+ * pages at effective_io_concurrency 16, or a re-rank of 40 vector pages
+ * (when nothing is guessed), starts more of them at once. Looks for
+ * completed reads if the budget seems spent.
  */
+static inline bool
+reader_budget_left(ShnswReader *r, bool speculative)
+{
+	int			known = r->ios_in_flight - r->ios_spec;
+
+	if (speculative)
+		return r->ios_spec < r->target_ios && r->ios_in_flight < r->io_cap;
+	if (known < Min(r->target_ios, r->io_cap))
+		return true;
+	/* past its own budget, a known read may take what guesses leave */
+	return !r->main_rules && r->ios_in_flight < r->io_cap;
+}
+
 static bool
 reader_budget(ShnswReader *r, bool speculative)
 {
-	int			counted = speculative ? r->ios_spec : r->ios_in_flight - r->ios_spec;
-
-	if (counted < r->target_ios)
+	if (reader_budget_left(r, speculative))
 		return true;
 	reader_leave_batch(r);
 	reader_reap(r);
-	counted = speculative ? r->ios_spec : r->ios_in_flight - r->ios_spec;
-	return counted < r->target_ios;
+	return reader_budget_left(r, speculative);
 }
 
 /*

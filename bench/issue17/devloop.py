@@ -43,6 +43,11 @@ ENGINES = {"pgvector": pg.Engine("pgvector hnsw", "hnsw", "t_pg", "t_pg_idx", "h
            "streamhnsw": pg.Engine("streamhnsw", "streamhnsw", "t_sh", "t_sh_idx",
                                    "streamhnsw.ef_search",
                                    {"streamhnsw.shared_cache": "off"}),
+           # the same index read by the previous release's read-ahead rules
+           "shmain": pg.Engine("streamhnsw (main's reader)", "streamhnsw", "t_sh", "t_sh_idx",
+                               "streamhnsw.ef_search",
+                               {"streamhnsw.shared_cache": "off",
+                                "streamhnsw.debug_reader_main": "on"}),
            # a second streamhnsw index on a copy of the rows (devloop.py clone):
            # the index built by the library installed now, beside the older one
            "streamhnsw2": pg.Engine("streamhnsw (new build)", "streamhnsw", "t_sh2", "t_sh2_idx",
@@ -173,7 +178,7 @@ def cmd_run(a):
     truth = np.load(STATE / "truth.npy")
     first = a.offset
     lits = pg.literals(queries[first:first + a.queries])
-    efs = {"pgvector": a.ef_pg, "streamhnsw": a.ef_sh, "streamhnsw2": a.ef_sh}
+    efs = {"pgvector": a.ef_pg, "streamhnsw": a.ef_sh, "streamhnsw2": a.ef_sh, "shmain": a.ef_sh}
     engines = [e for e in a.engines.split(",")]
     conns, evs = {}, {}
     for name in engines:
@@ -210,7 +215,7 @@ def cmd_run(a):
                 res[name]["reads"].append(d["reads"])
                 got = {r[0] for r in rows}
                 res[name]["recall"].append(len(got & set(truth[first + qi][:10].tolist())) / 10)
-                if name.startswith("streamhnsw") and not a.no_explain:
+                if name != "pgvector" and not a.no_explain:
                     evs[name](conn)
                     shim.set(enabled=True, delay_us=a.delay)
                     res[name]["io"].append(explain_io(conn, sql, lit))
