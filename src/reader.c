@@ -159,6 +159,8 @@ shnsw_reader_init(ShnswReader *r, Relation rel)
 	}
 	for (int k = 0; k < SHNSW_LANDED_RING; k++)
 		r->landed[k] = InvalidBlockNumber;
+	for (int k = 0; k < SHNSW_RANGE_OPS; k++)
+		r->ranges[k].start = InvalidBlockNumber;
 	shnsw_la_init(&r->la, r->target_ios, r->mode == SHNSW_IO_SYNC ? 0 : r->max_pins,
 				  shnsw_lookahead_window);
 	r->heap_nblocks = 0;
@@ -220,6 +222,170 @@ reader_landed(ShnswReader *r, ShnswInflight *s)
 }
 
 static void reader_release_landed(ShnswReader *r, int i);
+static void reader_ring_add(ShnswReader *r, BlockNumber blk);
+
+/* The range read holding blk, or -1. */
+static inline int
+reader_range_find(ShnswReader *r, BlockNumber blk)
+{
+	if (r->nranges == 0)
+		return -1;
+	for (int k = 0; k < SHNSW_RANGE_OPS; k++)
+	{
+		ShnswRangeRead *g = &r->ranges[k];
+
+		if (g->start != InvalidBlockNumber && blk >= g->start &&
+			blk < g->start + (BlockNumber) g->nblocks)
+			return k;
+	}
+	return -1;
+}
+
+/* Has range k's read completed (every buffer valid)? */
+static bool
+range_done(const ShnswRangeRead *g)
+{
+	for (int j = 0; j < g->nblocks; j++)
+	{
+		if (BufferIsLocal(g->bufs[j]) ||
+			!(pg_atomic_read_u32(&GetBufferDescriptor(g->bufs[j] - 1)->state) & BM_VALID))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * reader_range_finish completes range k's read (waiting for it, counted as
+ * a wait with count, if must_wait and it is not complete; else only if it
+ * is) and
+ * releases its pins: its pages are in shared buffers, remembered in the
+ * landed ring so that the search's use counts as a used guess. Returns
+ * false if the read was left in flight. Outside batch mode.
+ */
+static bool
+reader_range_finish(ShnswReader *r, int k, bool must_wait, bool count)
+{
+	ShnswRangeRead *g = &r->ranges[k];
+
+	Assert(!r->in_batch);
+	if (g->io)
+	{
+		if (!range_done(g))
+		{
+			instr_time	start,
+						elapsed;
+
+			if (!must_wait)
+				return false;
+			INSTR_TIME_SET_CURRENT(start);
+			WaitReadBuffers(&g->op);
+			INSTR_TIME_SET_CURRENT(elapsed);
+			INSTR_TIME_SUBTRACT(elapsed, start);
+			if (count)
+			{
+				r->stats.waits++;
+				if (g->gen == r->round_trips)
+				{
+					r->stats.serial_waits++;
+					r->stats.phase_serial[r->phase]++;
+					r->round_trips++;
+				}
+				r->stats.wait_ns += INSTR_TIME_GET_NANOSEC(elapsed);
+				if (INSTR_TIME_GET_NANOSEC(elapsed) > SHNSW_STALL_NS)
+					r->stats.stalls++;
+			}
+		}
+		else
+			WaitReadBuffers(&g->op);
+	}
+	for (int j = 0; j < g->nblocks; j++)
+	{
+		ReleaseBuffer(g->bufs[j]);
+		if (g->io)
+			reader_ring_add(r, g->start + j);
+	}
+	g->start = InvalidBlockNumber;
+	r->nranges--;
+	return true;
+}
+
+/*
+ * shnsw_reader_request_range reads blocks start .. start + n - 1 ahead as
+ * guesses, in runs of adjacent blocks of up to io_combine_limit pages, one
+ * I/O each (at most SHNSW_RANGE_OPS runs in flight, and within the
+ * backend's pin limit): the top layers' pages, which a build places side by
+ * side, cost a few I/Os instead of one each, and do not fill the I/O
+ * workers' queue ahead of the pages a search needs now. Pages cached
+ * already are skipped; so are blocks the table holds. In stream mode, and
+ * not while every access hits (as shnsw_reader_request).
+ */
+void
+shnsw_reader_request_range(ShnswReader *r, BlockNumber start, int n)
+{
+	if (r->mode != SHNSW_IO_STREAM || n <= 0 || shnsw_la_all_hits(&r->la))
+		return;
+	while (n > 0)
+	{
+		ShnswRangeRead *g = NULL;
+		int			nb;
+		uint32		limit;
+
+		for (int k = 0; k < SHNSW_RANGE_OPS && g == NULL; k++)
+			if (r->ranges[k].start == InvalidBlockNumber)
+				g = &r->ranges[k];
+		limit = GetAdditionalPinLimit();
+		if (g == NULL || limit == 0)
+			break;
+		if (reader_find(r, start) >= 0 || reader_range_find(r, start) >= 0)
+		{
+			start++;
+			n--;
+			continue;
+		}
+		nb = Min(n, Min(io_combine_limit, SHNSW_RANGE_MAX));
+		nb = Min(nb, (int) limit);
+		/* stop before a block the table holds: it is read already */
+		for (int j = 1; j < nb; j++)
+			if (reader_find(r, start + j) >= 0)
+			{
+				nb = j;
+				break;
+			}
+		if (!r->in_batch)
+		{
+			pgaio_enter_batchmode();
+			r->in_batch = true;
+		}
+		g->op.rel = r->rel;
+		g->op.smgr = RelationGetSmgr(r->rel);
+		g->op.persistence = r->rel->rd_rel->relpersistence;
+		g->op.forknum = MAIN_FORKNUM;
+		g->op.strategy = NULL;
+		for (int j = 0; j < nb; j++)
+			g->bufs[j] = InvalidBuffer;
+		g->io = StartReadBuffers(&g->op, g->bufs, start, &nb, 0);
+		g->start = start;
+		g->nblocks = nb;
+		g->gen = r->round_trips;
+		r->nranges++;
+		r->stats.spec_issued += nb;
+		if (g->io)
+		{
+			r->stats.spec_ios += nb;
+		}
+		else
+		{
+			/* cached: nothing to read ahead */
+			for (int j = 0; j < nb; j++)
+				ReleaseBuffer(g->bufs[j]);
+			g->start = InvalidBlockNumber;
+			r->nranges--;
+		}
+		start += nb;
+		n -= nb;
+	}
+	reader_leave_batch(r);
+}
 
 /*
  * reader_reap stops counting the reads seen complete, so that the budget
@@ -231,6 +397,9 @@ reader_reap(ShnswReader *r)
 	Assert(!r->in_batch);
 	if (r->mode != SHNSW_IO_STREAM)
 		return;
+	for (int k = 0; k < SHNSW_RANGE_OPS && r->nranges > 0; k++)
+		if (r->ranges[k].start != InvalidBlockNumber)
+			(void) reader_range_finish(r, k, false, false);
 	for (int i = 0; i < r->max_pins && r->ios_in_flight > 0; i++)
 	{
 		ShnswInflight *s = &r->slots[i];
@@ -385,9 +554,17 @@ static void
 reader_release_landed(ShnswReader *r, int i)
 {
 	BlockNumber blk = r->slots[i].blk;
-	int			k = r->landed_next;
 
 	reader_drop(r, i);
+	reader_ring_add(r, blk);
+}
+
+/* Remember blk, read speculatively and released, in the landed ring. */
+static void
+reader_ring_add(ShnswReader *r, BlockNumber blk)
+{
+	int			k = r->landed_next;
+
 	if (r->landed[k] != InvalidBlockNumber)
 		r->stats.spec_wasted++;		/* pushed out of the ring unused */
 	else
@@ -557,7 +734,8 @@ reader_pump(ShnswReader *r, bool wait_for_known)
 			!reader_budget(r, true))
 			break;
 		r->wish_next++;
-		if (reader_find(r, blk) >= 0 || reader_ring_find(r, blk, false))
+		if (reader_find(r, blk) >= 0 || reader_ring_find(r, blk, false) ||
+			reader_range_find(r, blk) >= 0)
 			continue;
 		s = &r->slots[reader_free_slot(r)];
 		r->nslots++;
@@ -626,6 +804,8 @@ shnsw_reader_request(ShnswReader *r, const BlockNumber *blocks, int n, bool spec
 
 		if (k > 0 && blocks[k - 1] == blk)
 			continue;
+		if (reader_range_find(r, blk) >= 0)
+			continue;			/* read ahead in a run: get() completes it */
 		i = reader_find(r, blk);
 		if (i >= 0)
 		{
@@ -691,6 +871,17 @@ shnsw_reader_get(ShnswReader *r, BlockNumber blk)
 			r->stats.spec_used++;
 		buf = reader_take(r, i, &miss);
 	}
+	if (i < 0 && r->nranges > 0)
+	{
+		int			k = reader_range_find(r, blk);
+
+		/* read ahead in a run: complete it; the page is then a hit below */
+		if (k >= 0)
+		{
+			reader_leave_batch(r);
+			(void) reader_range_finish(r, k, true, true);
+		}
+	}
 	if (i < 0 || r->mode == SHNSW_IO_PREFETCH)
 	{
 		int64		before = pgBufferUsage.shared_blks_read + pgBufferUsage.local_blks_read;
@@ -735,6 +926,9 @@ void
 shnsw_reader_end(ShnswReader *r)
 {
 	reader_leave_batch(r);
+	for (int k = 0; k < SHNSW_RANGE_OPS && r->nranges > 0; k++)
+		if (r->ranges[k].start != InvalidBlockNumber)
+			(void) reader_range_finish(r, k, true, false);
 	for (int i = 0; r->nslots > 0 && i < r->max_pins; i++)
 	{
 		if (r->slots[i].blk == InvalidBlockNumber)

@@ -96,6 +96,23 @@ typedef struct ShnswHeapAhead
 	ReadBuffersOperation op;
 } ShnswHeapAhead;
 
+/*
+ * A run of adjacent blocks read ahead as one I/O (the descent's pages:
+ * shnsw_reader_request_range); its pins are released once it completes.
+ */
+#define SHNSW_RANGE_OPS		4
+#define SHNSW_RANGE_MAX		16
+
+typedef struct ShnswRangeRead
+{
+	BlockNumber start;			/* InvalidBlockNumber: free */
+	int			nblocks;
+	bool		io;				/* WaitReadBuffers pending */
+	uint32		gen;			/* the reader's round_trips when started */
+	Buffer		bufs[SHNSW_RANGE_MAX];
+	ReadBuffersOperation op;
+} ShnswRangeRead;
+
 typedef struct ShnswReader
 {
 	Relation	rel;
@@ -129,6 +146,10 @@ typedef struct ShnswReader
 	int			nlanded;
 	int			landed_next;
 
+	/* runs of blocks read ahead as one I/O each */
+	ShnswRangeRead ranges[SHNSW_RANGE_OPS];
+	int			nranges;
+
 	/* heap blocks of the rows the scan returns next */
 	Relation	heap;
 	BlockNumber heap_nblocks;
@@ -148,6 +169,7 @@ shnsw_reader_phase(ShnswReader *r, ShnswReadPhase phase)
 
 extern void shnsw_reader_request(ShnswReader *r, const BlockNumber *blocks, int n, bool speculative);
 extern Buffer shnsw_reader_get(ShnswReader *r, BlockNumber blk);
+extern void shnsw_reader_request_range(ShnswReader *r, BlockNumber start, int n);
 extern void shnsw_reader_end(ShnswReader *r);
 
 /* Read the heap blocks of these rows ahead (in the order given). */
