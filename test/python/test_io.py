@@ -190,9 +190,11 @@ def test_round_trips_by_phase_add_up(io_cluster, scattered, eic):
                 assert sum(reads.values()) == node["streamhnsw Pages Read"], node
                 assert reads["Descent"] >= 1 and serial["Descent"] >= 1, node
                 assert reads["Search"] > 0 and reads["Re-rank"] > 0, node
-                # guesses, runs of the descent included, are each used or wasted
+                # guesses, runs of the descent included: EXPLAIN prints before
+                # the scan ends, so some may still be in flight or unused
+                # (streamhnsw_stats(), after the end, balances them: above)
                 assert (node["streamhnsw Speculative Used"] + node["streamhnsw Speculative Wasted"]
-                        == node["streamhnsw Speculative Reads"]), node
+                        <= node["streamhnsw Speculative Reads"]), node
             conn.execute("RESET streamhnsw.debug_reader_main")
 
 
