@@ -100,7 +100,7 @@ typedef struct ShnswHeapAhead
  * A run of adjacent blocks read ahead as one I/O (the descent's pages:
  * shnsw_reader_request_range); its pins are released once it completes.
  */
-#define SHNSW_RANGE_OPS		4
+#define SHNSW_RANGE_OPS		8
 #define SHNSW_RANGE_MAX		16
 
 typedef struct ShnswRangeRead
