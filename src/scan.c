@@ -96,6 +96,12 @@ typedef struct ShnswScanOpaqueData
 	int			rescap;
 	bool		returned_any;
 	double		last_distance;
+	int			dbg_src;		/* DEBUG: which term held the emit bound */
+	int			dbg_ret_src;
+	uint32		dbg_ret_ncands;
+	int			dbg_ret_rounds;
+	double		dbg_ret_bound;
+	double		dbg_bound;
 
 	/* rows re-ranked, not yet returned: a min-heap on (distance, ref) */
 	ShnswResult *held;
@@ -415,6 +421,7 @@ scan_emit_bound(ShnswScanOpaque so, bool *parked)
 	float		f;
 
 	*parked = false;
+	so->dbg_src = 0;
 	if (so->search_done || so->unbounded ||
 		shnsw_iterative_scan == SHNSW_ITERATIVE_RELAXED)
 		return bound;
@@ -430,6 +437,7 @@ scan_emit_bound(ShnswScanOpaque so, bool *parked)
 		f = shnsw_search_frontier(&so->search);
 		*parked = true;
 		so->take_edge = false;
+		so->dbg_src = 1;
 		if (!(isinf(f) && f > 0))
 			bound = scan_lower_bound(so, f);
 		/* and the box bound of codes that may stand for clamped values */
@@ -449,10 +457,16 @@ scan_emit_bound(ShnswScanOpaque so, bool *parked)
 	 * explore past them (a node that round 1 missed may be nearer).
 	 */
 	if (so->search.rounds == 1 && so->first_floor < bound)
+	{
 		bound = so->first_floor;
+		so->dbg_src = 3;
+	}
 	f = shnsw_search_frontier(&so->search);
 	if (!(isinf(f) && f > 0) && scan_lower_bound(so, f) < bound)
+	{
 		bound = scan_lower_bound(so, f);
+		so->dbg_src = 4;
+	}
 	*parked = bound == scan_lower_bound(so, shnsw_search_parked(&so->search));
 
 	/*
@@ -470,6 +484,7 @@ scan_emit_bound(ShnswScanOpaque so, bool *parked)
 		{
 			bound = shnsw_heap_top(u).d;
 			*parked = false;
+			so->dbg_src = 5;
 		}
 	}
 	return bound;
@@ -1479,12 +1494,19 @@ shnsw_gettuple(IndexScanDesc scan, ScanDirection dir)
 			{
 				/* found only after a farther row was returned */
 				so->stats.late_unplaced++;
+				elog(LOG, "DBGSKIP d=%.9g last=%.9g src=%d seen_then=%d cand=%u ncands_then=%u rounds_then=%d round_now=%d r.round=%d bound_then=%.9g",
+					 r.distance, so->last_distance, so->dbg_ret_src, r.cand < so->dbg_ret_ncands,
+					 r.cand, so->dbg_ret_ncands, so->dbg_ret_rounds, so->search.rounds, r.round, so->dbg_ret_bound);
 				if (shnsw_iterative_scan == SHNSW_ITERATIVE_STRICT)
 					continue;
 			}
 			else
 			{
 				so->last_distance = r.distance;
+				so->dbg_ret_src = so->dbg_src;
+				so->dbg_ret_ncands = so->search.ncands;
+				so->dbg_ret_rounds = so->search.rounds;
+				so->dbg_ret_bound = bound;
 				if (late)
 					so->stats.late_placed++;
 			}
