@@ -256,7 +256,9 @@ def test_strict_order_is_the_exact_order_of_what_it_returns(conn):
     scans = exact_checked = swept_first = skipping = 0
     try:
         conn.execute("SET enable_seqscan = off")
-        while scans < 3000 and time.time() - start < 120:
+        # a fixed count, not as many as a time allows: under CI's load a
+        # time cap left too few scans (the randomized test above)
+        while scans < 2000:
             metric = rng.choice(list(OPS))
             typ = rng.choice(["vector", "halfvec"])
             op = OPS[metric][0]
@@ -313,7 +315,7 @@ def test_strict_order_is_the_exact_order_of_what_it_returns(conn):
     print(f"\n{scans} randomized scans in {time.time() - start:.1f} s: {exact_checked} strict "
           f"scans proven and checked exact ({swept_first} swept first); {skipping} strict scans "
           f"found a row after a farther one", end="")
-    assert scans >= 1000 and exact_checked >= 100
+    assert exact_checked >= 100
 
 
 def _only_index(conn, table, keep):
