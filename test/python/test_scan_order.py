@@ -371,8 +371,11 @@ def test_filtered_recall_next_to_pgvector(conn, shape):
                           f"streamhnsw recall {out['streamhnsw'][0]:.3f} {out['streamhnsw'][1]:.1f} ms | "
                           f"pgvector strict_order recall {out['pgvector'][0]:.3f} {out['pgvector'][1]:.1f} ms",
                           end="")
-                    want = 0.99 if metric != "ip" else out["pgvector"][0]
-                    if out["streamhnsw"][0] < want:
+                    # every metric, inner product too: these tables are
+                    # within the default max_scan_tuples, so the scan sweeps
+                    # (inner product right after its first round); on larger
+                    # tables inner product falls short (tools/filter_compare.py)
+                    if out["streamhnsw"][0] < 0.99:
                         failures.append((metric, sel, k, out))
     finally:
         conn.execute(f"DROP TABLE {table}")
