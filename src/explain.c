@@ -73,9 +73,10 @@ explain_scan(const ShnswScanStats *st, ExplainState *es)
 						  st->image_fallback_nodes);
 		explain_text_line(es, "streamhnsw order: held back=" UINT64_FORMAT " late finds placed="
 						  UINT64_FORMAT " found after a farther row=" UINT64_FORMAT
-						  " parked rows re-ranked=" UINT64_FORMAT " swept nodes=" UINT64_FORMAT,
+						  " parked rows re-ranked=" UINT64_FORMAT " swept nodes=" UINT64_FORMAT
+						  " returned unproven=" UINT64_FORMAT,
 						  st->held_back, st->late_placed, st->late_unplaced, st->parked_reranked,
-						  st->swept);
+						  st->swept, st->unproven);
 		explain_text_line(es, "streamhnsw I/O: mode=%s pages hit=" UINT64_FORMAT " read=" UINT64_FORMAT
 						  " (synchronous=" UINT64_FORMAT " known=" UINT64_FORMAT ") reads ahead="
 						  UINT64_FORMAT " speculative=" UINT64_FORMAT " (reads=" UINT64_FORMAT
@@ -139,6 +140,7 @@ explain_scan(const ShnswScanStats *st, ExplainState *es)
 	ExplainPropertyInteger("streamhnsw Found After Farther Row", NULL, (int64) st->late_unplaced, es);
 	ExplainPropertyInteger("streamhnsw Parked Re-ranked", NULL, (int64) st->parked_reranked, es);
 	ExplainPropertyInteger("streamhnsw Swept Nodes", NULL, (int64) st->swept, es);
+	ExplainPropertyInteger("streamhnsw Returned Unproven", NULL, (int64) st->unproven, es);
 	ExplainPropertyFloat("streamhnsw Look-ahead Average", NULL, avg, 1, es);
 	for (int b = 0; b < SHNSW_LA_HIST_BUCKETS; b++)
 	{

@@ -105,6 +105,9 @@ typedef struct ShnswScanOpaqueData
 	int			held_rounds_cap;
 	int			oldest_held_round;
 	bool		search_done;	/* no round will re-rank more rows */
+	ShnswHeap	deferred;		/* a later round's results not yet re-ranked,
+								 * by navigation distance (scan_defer) */
+	bool		take_deferred;	/* the deferred nodes hold the emit bound */
 	ShnswHeap	unexpanded;		/* re-ranked nodes by exact distance, until
 								 * expanded (deleted ones: by their bound) */
 	int			ntaken;			/* nodes taken from the parked ones this round */
@@ -409,7 +412,7 @@ scan_check_bound(ShnswScanOpaque so, float est, double d)
  * raise it).
  */
 static double
-scan_emit_bound(ShnswScanOpaque so, bool *parked)
+scan_emit_bound_base(ShnswScanOpaque so, bool *parked)
 {
 	double		bound = get_float8_infinity();
 	float		f;
@@ -470,6 +473,34 @@ scan_emit_bound(ShnswScanOpaque so, bool *parked)
 		{
 			bound = shnsw_heap_top(u).d;
 			*parked = false;
+		}
+	}
+	return bound;
+}
+
+/*
+ * scan_emit_bound: held rows at most this far may be returned now: the
+ * least of scan_emit_bound_base and the bound of the nearest deferred node
+ * (a later round's result not yet re-ranked, scan_defer), in every order
+ * and also once the search is done, since those nodes are rows the scan
+ * has found. Sets so->take_deferred if that node holds the bound.
+ */
+static double
+scan_emit_bound(ShnswScanOpaque so, bool *parked)
+{
+	double		bound = scan_emit_bound_base(so, parked);
+
+	so->take_deferred = false;
+	if (so->deferred.n > 0)
+	{
+		double		b = shnsw_bound_lower(&so->bound, shnsw_heap_top(&so->deferred).d);
+
+		if (b < bound || isinf(bound))
+		{
+			bound = b;
+			*parked = false;
+			so->take_edge = false;
+			so->take_deferred = true;
 		}
 	}
 	return bound;
@@ -564,6 +595,7 @@ scan_setup(IndexScanDesc scan)
 	shnsw_shm_scan_begin(index, info, &snap, &so->ops, &so->stats, so->ctx);
 	shnsw_search_init(&so->search, &so->sq, &so->ops, info->m, 0);
 	shnsw_heap_init(&so->unexpanded, 64, false);
+	shnsw_heap_init(&so->deferred, 64, false);
 	so->first_floor = get_float8_infinity();
 	so->live = true;
 	shnsw_reader_phase(&so->reader, SHNSW_PHASE_DESCENT);
@@ -579,6 +611,49 @@ scan_setup(IndexScanDesc scan)
 }
 
 static int	scan_rerank(IndexScanDesc scan, int n);
+
+/* Sort candidate indexes by navigation distance, then by index. */
+static int
+cand_nav_cmp(const void *a, const void *b)
+{
+	const ShnswCand *x = &sort_cands[*(const uint32 *) a];
+	const ShnswCand *y = &sort_cands[*(const uint32 *) b];
+
+	if (x->d != y->d)
+		return x->d < y->d ? -1 : 1;
+	return *(const uint32 *) a < *(const uint32 *) b ? -1 :
+		*(const uint32 *) a > *(const uint32 *) b ? 1 : 0;
+}
+
+/*
+ * scan_defer: of a later round's n results (so->outbuf), keep the
+ * streamhnsw.ef_search nearest by navigation distance for re-ranking now
+ * and defer the rest: they wait in so->deferred, and the emit bound covers
+ * them by the lower bound of their navigation distances until they are
+ * re-ranked, nearest first, when that bound is the least
+ * (scan_take_deferred). Rows come out exactly as if every one had been
+ * re-ranked with its round, but a round of thousands re-ranks only the
+ * few a LIMIT needs: on clustered 100k x 768 (cosine, LIMIT 10, ef_search
+ * 40) the slowest queries ran 8 rounds and re-ranked 9,200 rows, each an
+ * exact vector read and a distance (src/README, Scans). Strict order
+ * only: relaxed order returns a round's rows as soon as they are
+ * re-ranked. Returns how many to re-rank now.
+ */
+static int
+scan_defer(ShnswScanOpaque so, int n)
+{
+	int			keep = Max(shnsw_ef_search, 1);
+
+	if (so->search.rounds <= 1 || n <= keep || so->unbounded ||
+		shnsw_iterative_scan != SHNSW_ITERATIVE_STRICT)
+		return n;
+	sort_cands = so->search.cands;
+	qsort(so->outbuf, n, sizeof(uint32), cand_nav_cmp);
+	sort_cands = NULL;
+	for (int i = keep; i < n; i++)
+		shnsw_heap_push(&so->deferred, so->search.cands[so->outbuf[i]].d, so->outbuf[i]);
+	return keep;
+}
 
 /* qsort comparator of uint64 */
 static int
@@ -958,14 +1033,12 @@ scan_next_round(IndexScanDesc scan)
 	 * every node: from then on nothing is returned on the graph's premise
 	 * (scan_emit_bound). The sweep reads every graph page of the index, so
 	 * under L2 and cosine a scan waits until its walk has seen
-	 * streamhnsw.sweep_threshold of the nodes; inner product, where the
-	 * premise often fails, sweeps instead of the second round (src/README,
-	 * Scans: the sweep).
+	 * streamhnsw.sweep_threshold of the nodes; inner product has swept
+	 * after its first round (below; src/README, Scans: the sweep).
 	 */
 	if (so->complete && !so->swept && so->search.rounds >= 1 &&
 		shnsw_iterative_scan == SHNSW_ITERATIVE_STRICT &&
-		(so->info->metric == SHNSW_METRIC_IP ||
-		 (double) so->search.ncands >= shnsw_sweep_threshold * (double) so->node_count))
+		(double) so->search.ncands >= shnsw_sweep_threshold * (double) so->node_count)
 		scan_sweep(scan);
 	shnsw_reader_phase(&so->reader, SHNSW_PHASE_SEARCH);
 	n = shnsw_search_next(&so->search, so->start, so->round_ef, so->outbuf);
@@ -985,6 +1058,7 @@ scan_next_round(IndexScanDesc scan)
 		scan_fold(so);			/* release read-ahead pins early */
 		return false;
 	}
+	n = scan_defer(so, n);
 	shnsw_reader_phase(&so->reader, SHNSW_PHASE_RERANK);
 	kept = scan_rerank(scan, n);
 	shnsw_reader_phase(&so->reader, SHNSW_PHASE_OTHER);
@@ -994,8 +1068,14 @@ scan_next_round(IndexScanDesc scan)
 	 * that no row at all is returned on the graph's premise (the first
 	 * round's rows included: a first round that settled in the wrong
 	 * region would otherwise return rows that later finds are nearer than).
+	 * Inner product always does: there the premise fails most (not a
+	 * metric: a node's neighbours can be nearer than it by any amount), and
+	 * the first round's nearer half, returned on it, missed nearer rows in
+	 * LIMIT 1 to 20 scans of 4,000 rows at the default ef_search; the sweep
+	 * costs 1.2x to 1.6x there on 20,000 x 128 (src/README, Scans).
 	 */
-	if (so->complete && !so->swept && shnsw_sweep_threshold == 0 &&
+	if (so->complete && !so->swept &&
+		(shnsw_sweep_threshold == 0 || so->info->metric == SHNSW_METRIC_IP) &&
 		shnsw_iterative_scan == SHNSW_ITERATIVE_STRICT)
 		scan_sweep(scan);
 	if (so->search.rounds == 1 && kept > 0)
@@ -1251,6 +1331,41 @@ scan_take_batch(IndexScanDesc scan)
 	return true;
 }
 
+/* deferred nodes re-ranked at a time, at most */
+#define SHNSW_DEFERRED_BATCH	16
+
+/*
+ * scan_take_deferred re-ranks the nearest deferred nodes (scan_defer):
+ * every one whose bound is below the nearest held row, at least one and at
+ * most SHNSW_DEFERRED_BATCH, their vectors read in storage order. Returns
+ * false if none is deferred.
+ */
+static bool
+scan_take_deferred(IndexScanDesc scan)
+{
+	ShnswScanOpaque so = (ShnswScanOpaque) scan->opaque;
+	double		limit = so->nheld > 0 ? so->held[0].distance : get_float8_infinity();
+	int			n = 0;
+
+	if (so->outcap < SHNSW_DEFERRED_BATCH)
+	{
+		so->outcap = SHNSW_DEFERRED_BATCH;
+		so->outbuf = so->outbuf ? repalloc(so->outbuf, sizeof(uint32) * so->outcap)
+			: palloc(sizeof(uint32) * so->outcap);
+	}
+	while (n < SHNSW_DEFERRED_BATCH && so->deferred.n > 0)
+	{
+		if (n > 0 && !(shnsw_bound_lower(&so->bound, shnsw_heap_top(&so->deferred).d) < limit))
+			break;
+		so->outbuf[n++] = (uint32) shnsw_heap_pop(&so->deferred).id;
+	}
+	so->take_deferred = false;
+	if (n == 0)
+		return false;
+	scan_rerank(scan, n);
+	return true;
+}
+
 /*
  * scan_heap_ahead runs before each row the scan returns: the executor is
  * done with the heap block of the row returned before (its read-ahead pin
@@ -1471,7 +1586,16 @@ shnsw_gettuple(IndexScanDesc scan, ScanDirection dir)
 	while (!so->done)
 	{
 		bool		parked = false;
-		double		bound = so->nheld > 0 ? scan_emit_bound(so, &parked) : 0;
+		double		bound;
+
+		/* no row held: the nearest deferred ones are rows found already */
+		if (so->nheld == 0 && so->deferred.n > 0)
+		{
+			CHECK_FOR_INTERRUPTS();
+			scan_take_deferred(scan);
+			continue;
+		}
+		bound = so->nheld > 0 ? scan_emit_bound(so, &parked) : 0;
 
 		/* NaN distances sort last, even after an infinite bound */
 		if (so->nheld > 0 && (distance_cmp(so->held[0].distance, bound) <= 0 ||
@@ -1495,6 +1619,17 @@ shnsw_gettuple(IndexScanDesc scan, ScanDirection dir)
 			}
 			if (r.round < so->search.rounds)
 				so->stats.held_back++;
+
+			/*
+			 * Before the sweep (or with a budget that does not cover the
+			 * index) a node the scan has not seen may still be nearer: the
+			 * row is returned on the graph walk's premise (src/README,
+			 * Scans). EXPLAIN counts these; a strict scan that returned
+			 * none returned the exact nearest rows in exact order.
+			 */
+			if (shnsw_iterative_scan == SHNSW_ITERATIVE_STRICT && !so->swept &&
+				!so->unbounded)
+				so->stats.unproven++;
 			so->returned_any = true;
 			scan_heap_ahead(scan, so);
 			so->heap_prev = ItemPointerGetBlockNumber(&r.tid);
@@ -1507,6 +1642,8 @@ shnsw_gettuple(IndexScanDesc scan, ScanDirection dir)
 			return true;
 		}
 		CHECK_FOR_INTERRUPTS();
+		if (so->take_deferred && scan_take_deferred(scan))
+			continue;
 		if (so->search_done)
 			so->done = true;
 		else if (parked && so->swept && !so->take_edge && scan_take_batch(scan))

@@ -312,6 +312,8 @@ typedef struct ShnswScanStats
 	uint64		late_unplaced;	/* rows found after a farther row was returned */
 	uint64		parked_reranked;	/* of reranked, parked nodes taken (scan_take) */
 	uint64		swept;			/* nodes the sweep found that the walk had not */
+	uint64		unproven;		/* strict rows returned before the scan had seen
+								 * every node: on the graph walk's premise */
 	ShnswReaderStats io;		/* the read pipeline's figures (reader.h) */
 	int			shared_graph;	/* SHNSW_SHM_*: did the scan search the image */
 	uint64		image_nodes;	/* node records read from the image */

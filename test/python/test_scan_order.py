@@ -199,6 +199,125 @@ def test_randomized_scans_ordered_without_duplicates(conn):
     print(f"\n{scans} randomized scans in {time.time() - start:.1f} s")
 
 
+def _exact(metric, x, q):
+    """Exact distances of rows x to q as pgvector's operators define them (float64)."""
+    x = x.astype(np.float64)
+    q = q.astype(np.float64)
+    if metric == "l2":
+        return np.sqrt(((x - q) ** 2).sum(axis=1))
+    if metric == "ip":
+        return -(x @ q)
+    return 1.0 - (x @ q) / (np.linalg.norm(x, axis=1) * np.linalg.norm(q))
+
+
+def test_strict_order_is_the_exact_order_of_what_it_returns(conn):
+    """
+    Thousands of randomized scans (metric, vector or halfvec, filter, LIMIT,
+    ef_search, budget, sweep threshold) over an index built on half the
+    rows, the other half inserted, some deleted and vacuumed. For every
+    strict scan, checked against distances computed here in float64:
+      - each returned distance is the row's exact distance, the list is in
+        non-decreasing order and has no duplicates: the exact order
+        restricted to what was returned;
+      - when the scan returned no row on the graph walk's premise (EXPLAIN's
+        "returned unproven=0": every row was returned after the scan had
+        seen every node), no matching row nearer than the last returned one
+        is missing, and the scan returned min(LIMIT, matching rows);
+      - with a budget covering the index and streamhnsw.sweep_threshold = 0,
+        or under inner product at any threshold, the scan sweeps before its
+        first row: no row is unproven.
+    Rows found after a farther row was returned ("found after a farther
+    row" > 0) can only come from rows returned unproven: the search had not
+    seen them when the farther row was returned (src/README, Scans).
+    """
+    n, dim = 4000, 8
+    rows, queries = data.clustered(n, dim, seed=61, n_queries=100)
+    conn.execute("DROP TABLE IF EXISTS sx")
+    conn.execute(f"CREATE TABLE sx (id bigint PRIMARY KEY, embedding vector({dim}), "
+                 f"h halfvec({dim}), c int)")
+
+    def insert(lo, hi):
+        conn.execute("INSERT INTO sx SELECT i, v::vector, v::vector::halfvec, (i * 7919) %% 1000 "
+                     "FROM unnest(%s::bigint[], %s::text[]) AS u(i, v)",
+                     (list(range(lo, hi)), [data.vector_literal(r) for r in rows[lo:hi]]))
+
+    insert(0, n // 2)
+    for metric, (op, vops, hops) in OPS.items():
+        conn.execute(f"CREATE INDEX sx_v_{metric} ON sx USING streamhnsw (embedding {vops})")
+        conn.execute(f"CREATE INDEX sx_h_{metric} ON sx USING streamhnsw (h {hops})")
+    insert(n // 2, n)
+    conn.execute("DELETE FROM sx WHERE id % 13 = 5")
+    conn.execute("VACUUM ANALYZE sx")
+    live = np.array([i for i in range(n) if i % 13 != 5])
+    cats = np.array([(int(i) * 7919) % 1000 for i in range(n)])
+    vecs = {"vector": rows, "halfvec": rows.astype(np.float16).astype(np.float32)}
+    rng = random.Random(61)
+    start = time.time()
+    scans = exact_checked = swept_first = skipping = 0
+    try:
+        conn.execute("SET enable_seqscan = off")
+        # a fixed count, not as many as a time allows: under CI's load a
+        # time cap left too few scans (the randomized test above)
+        while scans < 2000:
+            metric = rng.choice(list(OPS))
+            typ = rng.choice(["vector", "halfvec"])
+            op = OPS[metric][0]
+            col = "embedding" if typ == "vector" else "h"
+            qv = queries[rng.randrange(len(queries))]
+            q = data.vector_literal(qv)
+            cut = rng.choice([None, None, rng.randint(1, 1000), rng.randint(1, 30)])
+            limit = rng.choice([1, 10, 20, rng.randint(1, 300)])
+            ef = rng.choice([40, rng.randint(1, 100)])
+            budget = rng.choice([1000000, 1000000, 20000, rng.randint(1, 2000)])
+            threshold = rng.choice([None, None, "0", "0.05"])
+            strict = rng.random() < 0.85
+            where = f"WHERE c < {cut}" if cut is not None else ""
+            sql = (f"SELECT id, {col} {op} %s::{typ} FROM sx {where} "
+                   f"ORDER BY {col} {op} %s::{typ} LIMIT {limit}")
+            with conn.transaction(force_rollback=True):
+                set_local(conn, {"streamhnsw.ef_search": ef,
+                                 "streamhnsw.max_scan_tuples": budget,
+                                 "streamhnsw.iterative_scan":
+                                     "strict_order" if strict else "relaxed_order"})
+                if threshold is not None:
+                    set_local(conn, {"streamhnsw.sweep_threshold": threshold})
+                res = conn.execute(sql, (q, q)).fetchall()
+                line = order_line(conn, sql, (q, q)) if strict else None
+            scans += 1
+            ids = [r[0] for r in res]
+            assert len(ids) == len(set(ids)), "duplicate rows"
+            assert cut is None or all(cats[i] < cut for i in ids)
+            if not strict:
+                continue
+            qq = qv.astype(np.float16).astype(np.float32) if typ == "halfvec" else qv
+            got = np.array([r[1] for r in res])
+            if len(ids):
+                want = _exact(metric, vecs[typ][ids], qq)
+                assert np.allclose(got, want, rtol=1e-4, atol=1e-4), (metric, typ)
+            assert list(got) == sorted(got), (metric, typ, cut, limit, ef, budget, threshold)
+            unproven = int(line.split("returned unproven=")[1].split()[0])
+            skipping += int(line.split("found after a farther row=")[1].split()[0]) > 0
+            if budget >= n and (threshold == "0" or metric == "ip"):
+                assert unproven == 0, line
+                swept_first += 1
+            if unproven > 0:
+                continue
+            exact_checked += 1
+            match = live if cut is None else live[cats[live] < cut]
+            assert len(ids) == min(limit, len(match)), (metric, typ, cut, limit, line)
+            if len(ids):
+                d = _exact(metric, vecs[typ][match], qq)
+                nearer = set(match[d < want[-1] - 1e-4 * (1 + abs(want[-1]))].tolist())
+                assert nearer <= set(ids), (metric, typ, cut, limit, ef, budget, line)
+    finally:
+        conn.execute("RESET enable_seqscan")
+        conn.execute("DROP TABLE sx")
+    print(f"\n{scans} randomized scans in {time.time() - start:.1f} s: {exact_checked} strict "
+          f"scans proven and checked exact ({swept_first} swept first); {skipping} strict scans "
+          f"found a row after a farther one", end="")
+    assert exact_checked >= 100
+
+
 def _only_index(conn, table, keep):
     conn.execute("UPDATE pg_index SET indisvalid = (indexrelid = %s::regclass) "
                  "WHERE indrelid = %s::regclass", (keep, table))
@@ -252,8 +371,11 @@ def test_filtered_recall_next_to_pgvector(conn, shape):
                           f"streamhnsw recall {out['streamhnsw'][0]:.3f} {out['streamhnsw'][1]:.1f} ms | "
                           f"pgvector strict_order recall {out['pgvector'][0]:.3f} {out['pgvector'][1]:.1f} ms",
                           end="")
-                    want = 0.99 if metric != "ip" else out["pgvector"][0]
-                    if out["streamhnsw"][0] < want:
+                    # every metric, inner product too: these tables are
+                    # within the default max_scan_tuples, so the scan sweeps
+                    # (inner product right after its first round); on larger
+                    # tables inner product falls short (tools/filter_compare.py)
+                    if out["streamhnsw"][0] < 0.99:
                         failures.append((metric, sel, k, out))
     finally:
         conn.execute(f"DROP TABLE {table}")
