@@ -107,23 +107,40 @@ def clustered_f32(n, dim, seed, n_queries, chunk=50_000):
     return x[:n], x[n:]
 
 
-def default_build(c, am, table, queries, truth, log):
+class _NoticeCluster:
+    """The cluster, with connections that collect NOTICEs (DEBUG1 too) and
+    end statements after timeout_s (0: never)."""
+
+    def __init__(self, c, notices, timeout_s=0):
+        self.c, self.notices, self.timeout_s = c, notices, timeout_s
+
+    def connect(self, *a, **k):
+        opts = "-c client_min_messages=debug1"
+        if self.timeout_s:
+            opts += f" -c statement_timeout={int(self.timeout_s * 1000)}"
+        conn = self.c.connect(*a, options=opts, **k)
+        conn.add_notice_handler(lambda d: self.notices.append(d.message_primary))
+        return conn
+
+
+def default_build(c, am, table, queries, truth, log, timeout_s=0):
     """One CREATE INDEX at the server's settings, with progress, memory,
-    size, NOTICEs, the workers planned and recall@10 at ef_search 40."""
+    size, NOTICEs, the workers planned and recall@10 at ef_search 40.
+    A build still running after timeout_s is cancelled: the progress lines
+    logged every minute are then the result."""
     eng = pg.Engine(am, am, table, f"{table}_{am}_idx",
                     "hnsw.ef_search" if am == "hnsw" else "streamhnsw.ef_search", {})
     notices = []
-    orig = c.connect
-
-    def connect(*a, **k):          # NOTICEs of the building connection
-        conn = orig(*a, options="-c client_min_messages=debug1", **k)
-        conn.add_notice_handler(lambda d: notices.append(d.message_primary))
-        return conn
-    c.connect = connect
+    t0 = time.perf_counter()
     try:
-        b = pg.build_index(c, eng, "vector", "cosine", 16, 64, log=log, poll=60.0)
-    finally:
-        c.connect = orig
+        b = pg.build_index(_NoticeCluster(c, notices, timeout_s), eng, "vector", "cosine", 16,
+                           64, log=lambda m, flush=True: log(f"{table} {m}", flush=True),
+                           poll=60.0)
+    except Exception as e:  # psycopg.errors.QueryCanceled
+        return {"am": am, "cancelled_after_s": round(time.perf_counter() - t0),
+                "error": str(e).splitlines()[0],
+                "notices": [n for n in notices if "maintenance_work_mem" in n
+                            or "worker" in n]}
     with c.connect() as conn:
         conn.execute("SET streamhnsw.ef_search = 40")
         conn.execute("SET hnsw.ef_search = 40")
@@ -153,7 +170,15 @@ def default_build(c, am, table, queries, truth, log):
 
 
 def defaults_main(args) -> None:
+    import datetime as dt
+    import threading
     log = print
+    timeout_s = 0
+    if args.stop_at:
+        now = dt.datetime.now(dt.timezone.utc)
+        hh, mm = (int(x) for x in args.stop_at.split(":"))
+        stop = now.replace(hour=hh, minute=mm, second=0, microsecond=0)
+        timeout_s = max(60.0, (stop - now).total_seconds())
     settings = {**pg.DEFAULT_SETTINGS, "maintenance_work_mem": "64MB",
                 "max_parallel_maintenance_workers": 2}
     with Cluster(name="shnsw-builddef", settings=settings) as c:
@@ -170,21 +195,43 @@ def defaults_main(args) -> None:
             log(f"{n} x {dim}: data and ground truth in {time.perf_counter() - t:.0f} s",
                 flush=True)
             table = f"bd{n}x{dim}"
-            with c.connect() as conn:
-                data.load(conn, table, rows)
-                conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = off)")
-                conn.execute(f"VACUUM (FREEZE, ANALYZE) {table}")
+            ams = args.am.split(",")
+            tables = [f"{table}_{am}" for am in ams] if args.concurrent else [table]
+            for tb in tables:
+                with c.connect() as conn:
+                    data.load(conn, tb, rows)
+                    conn.execute(f"ALTER TABLE {tb} SET (autovacuum_enabled = off)")
+                    conn.execute(f"VACUUM (FREEZE, ANALYZE) {tb}")
             del rows
-            for am in args.am.split(","):
+            if args.concurrent:
+                # both engines at once, each on its own copy: the same load for both
+                out = {}
+                th = [threading.Thread(target=lambda am=am, tb=tb: out.__setitem__(
+                    am, default_build(c, am, tb, queries, truth, log, timeout_s)))
+                    for am, tb in zip(ams, tables)]
+                for t in th:
+                    t.start()
+                for t in th:
+                    t.join()
+                for am in ams:
+                    r = {"rows": n, "dim": dim, "seed": args.seed, "queries": len(queries),
+                         "concurrent": True, **out[am]}
+                    log(json.dumps(r), flush=True)
+                    if args.out:
+                        with open(args.out, "a") as f:
+                            f.write(json.dumps(r) + "\n")
+                continue
+            for am in ams:
                 log(f"{n} x {dim}: CREATE INDEX USING {am} ...", flush=True)
                 r = {"rows": n, "dim": dim, "seed": args.seed, "queries": len(queries),
-                     **default_build(c, am, table, queries, truth, log)}
+                     **default_build(c, am, table, queries, truth, log, timeout_s)}
                 log(json.dumps(r), flush=True)
                 if args.out:
                     with open(args.out, "a") as f:
                         f.write(json.dumps(r) + "\n")
-            with c.connect() as conn:
-                conn.execute(f"DROP TABLE {table}")
+            for tb in tables:
+                with c.connect() as conn:
+                    conn.execute(f"DROP TABLE {tb}")
 
 
 def main() -> None:
@@ -192,6 +239,11 @@ def main() -> None:
     ap.add_argument("--defaults", default=None, metavar="NxD,...",
                     help="default-settings builds of these clustered sets (see above)")
     ap.add_argument("--queries", type=int, default=1000)
+    ap.add_argument("--concurrent", action="store_true",
+                    help="--defaults: build both engines at the same time, each on its own "
+                         "copy of the table (same load for both on a shared machine)")
+    ap.add_argument("--stop-at", default=None, metavar="HH:MM",
+                    help="--defaults: cancel builds still running at this UTC time")
     ap.add_argument("--out", default=None)
     ap.add_argument("--rows", type=int, default=50000)
     ap.add_argument("--dim", type=int, default=128)
