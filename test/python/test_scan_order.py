@@ -162,7 +162,9 @@ def test_randomized_scans_ordered_without_duplicates(conn):
     start = time.time()
     scans = 0
     try:
-        while scans < 6000 and time.time() - start < 45:
+        # a fixed count, not a time budget: under load (CI beside other
+        # work) a 45 s budget once ran only 388 scans and failed
+        while scans < 2000:
             metric = rng.choice(list(OPS))
             op = OPS[metric][0]
             q = data.vector_literal(queries[rng.randrange(len(queries))])
@@ -195,7 +197,6 @@ def test_randomized_scans_ordered_without_duplicates(conn):
         conn.execute("RESET enable_seqscan")
         conn.execute("DROP TABLE rnd")
     print(f"\n{scans} randomized scans in {time.time() - start:.1f} s")
-    assert scans >= 1000
 
 
 def _only_index(conn, table, keep):
