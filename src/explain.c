@@ -24,6 +24,7 @@
 static explain_per_node_hook_type prev_explain_per_node_hook = NULL;
 
 static const char *const io_mode_names[] = {"sync", "prefetch", "stream"};
+static const char *const phase_names[SHNSW_NPHASES] = {"Descent", "Search", "Re-rank", "Other"};
 static const char *const hist_labels[SHNSW_LA_HIST_BUCKETS] = {
 	"0", "1", "2-3", "4-7", "8-15", "16-31", "32-63", "64+"
 };
@@ -86,6 +87,15 @@ explain_scan(const ShnswScanStats *st, ExplainState *es)
 						  st->io.spec_used, st->io.spec_wasted, st->io.spec_evicted, st->io.waits, st->io.stalls,
 						  st->io.wait_ns / 1e6, st->io.waits + st->io.sync_reads,
 						  st->io.serial_waits + st->io.sync_reads);
+		if (es->verbose)
+			explain_text_line(es, "streamhnsw serial round trips by phase: descent=" UINT64_FORMAT
+							  " search=" UINT64_FORMAT " re-rank=" UINT64_FORMAT " other="
+							  UINT64_FORMAT " (reads " UINT64_FORMAT "/" UINT64_FORMAT "/"
+							  UINT64_FORMAT "/" UINT64_FORMAT ")",
+							  st->io.phase_serial[0], st->io.phase_serial[1],
+							  st->io.phase_serial[2], st->io.phase_serial[3],
+							  st->io.phase_reads[0], st->io.phase_reads[1],
+							  st->io.phase_reads[2], st->io.phase_reads[3]);
 		if (st->io.heap_prefetched > 0)
 			explain_text_line(es, "streamhnsw heap: blocks read ahead=" UINT64_FORMAT " (reads="
 							  UINT64_FORMAT ")", st->io.heap_prefetched, st->io.heap_reads);
@@ -115,6 +125,15 @@ explain_scan(const ShnswScanStats *st, ExplainState *es)
 						   (int64) (st->io.waits + st->io.sync_reads), es);
 	ExplainPropertyInteger("streamhnsw Serial Round Trips", NULL,
 						   (int64) (st->io.serial_waits + st->io.sync_reads), es);
+	for (int p = 0; p < SHNSW_NPHASES; p++)
+	{
+		char		label[64];
+
+		snprintf(label, sizeof(label), "streamhnsw Serial %s", phase_names[p]);
+		ExplainPropertyInteger(label, NULL, (int64) st->io.phase_serial[p], es);
+		snprintf(label, sizeof(label), "streamhnsw Reads %s", phase_names[p]);
+		ExplainPropertyInteger(label, NULL, (int64) st->io.phase_reads[p], es);
+	}
 	ExplainPropertyInteger("streamhnsw Held Back", NULL, (int64) st->held_back, es);
 	ExplainPropertyInteger("streamhnsw Late Finds Placed", NULL, (int64) st->late_placed, es);
 	ExplainPropertyInteger("streamhnsw Found After Farther Row", NULL, (int64) st->late_unplaced, es);

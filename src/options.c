@@ -23,6 +23,8 @@ int			shnsw_lookahead_window = SHNSW_DEFAULT_LOOKAHEAD_WINDOW;
 int			shnsw_heap_prefetch = SHNSW_DEFAULT_HEAP_PREFETCH;
 bool		shnsw_debug_discard_caches = false;
 bool		shnsw_debug_list_conflicts = false;
+int			shnsw_debug_io_cap = -1;
+bool		shnsw_debug_reader_main = false;
 int			shnsw_iterative_scan = SHNSW_ITERATIVE_STRICT;
 double		shnsw_sweep_threshold = SHNSW_DEFAULT_SWEEP_THRESHOLD;
 
@@ -109,6 +111,16 @@ shnsw_init_options(void)
 							 NULL,
 							 &shnsw_debug_list_conflicts, false,
 							 PGC_SUSET, GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamhnsw.debug_io_cap",
+							"Caps a scan's reads in flight (developer setting, for A/B measurements).",
+							"-1: from io_method and io_workers (reader.c); 0: no cap beyond effective_io_concurrency.",
+							&shnsw_debug_io_cap, -1, -1, 1024,
+							PGC_USERSET, GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
+	DefineCustomBoolVariable("streamhnsw.debug_reader_main",
+							 "Reads ahead by the rules of the previous release (developer setting, for A/B measurements).",
+							 "No cap on reads in flight beyond effective_io_concurrency each for known and speculative reads, no borrowing between them.",
+							 &shnsw_debug_reader_main, false,
+							 PGC_USERSET, GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("streamhnsw");
 }
 

@@ -92,6 +92,7 @@
 #include "miscadmin.h"
 #include "portability/instr_time.h"
 #include "storage/aio.h"
+#include "storage/io_worker.h"
 #include "storage/buf_internals.h"
 #include "storage/bufmgr.h"
 #include "utils/rel.h"
@@ -102,8 +103,38 @@
 /* a wait shorter than this means the read had already completed */
 #define SHNSW_STALL_NS	20000
 
+/*
+ * Room this scan may take in the I/O workers' shared submission queue
+ * (io_method = worker), beyond one read per worker: see reader_io_cap.
+ */
+#define SHNSW_WORKER_QUEUE_ROOM	16
+
 /* at most this many heap blocks read ahead of the executor */
 #define SHNSW_HEAP_AHEAD_MAX	32
+
+/*
+ * reader_io_cap: how many reads a scan keeps in flight at most, known and
+ * speculative together. With io_method = worker each I/O worker performs
+ * one read at a time; reads beyond io_workers wait in a shared FIFO queue
+ * (so a known read started after a burst of guesses waits behind them), and
+ * once that queue (64 entries in PostgreSQL 18) is full, the backend that
+ * submits performs the read itself, synchronously, before it goes on. So
+ * 2 x effective_io_concurrency reads in flight at effective_io_concurrency
+ * 64 made the scan read a good part of its guesses synchronously. The cap
+ * is io_workers plus some room in the queue; known reads are never held
+ * back by it (reader_budget), guesses are.
+ */
+static int
+reader_io_cap(int target_ios)
+{
+	if (shnsw_debug_reader_main)
+		return 2 * target_ios;
+	if (shnsw_debug_io_cap >= 0)
+		return shnsw_debug_io_cap > 0 ? shnsw_debug_io_cap : 2 * target_ios;
+	if (io_method == IOMETHOD_WORKER)
+		return Min(2 * target_ios, io_workers + SHNSW_WORKER_QUEUE_ROOM);
+	return 2 * target_ios;
+}
 
 void
 shnsw_reader_init(ShnswReader *r, Relation rel)
@@ -116,6 +147,8 @@ shnsw_reader_init(ShnswReader *r, Relation rel)
 	r->target_ios = get_tablespace_io_concurrency(rel->rd_rel->reltablespace);
 	if (r->target_ios == 0)
 		r->mode = SHNSW_IO_SYNC;	/* effective_io_concurrency = 0: no read-ahead */
+	r->io_cap = Max(reader_io_cap(r->target_ios), 1);
+	r->main_rules = shnsw_debug_reader_main;
 	pins = Min(shnsw_max_read_ahead, (int) GetAdditionalPinLimit());
 	r->max_pins = Max(pins, 0);
 	if (r->mode != SHNSW_IO_SYNC && r->max_pins > 0)
@@ -126,6 +159,8 @@ shnsw_reader_init(ShnswReader *r, Relation rel)
 	}
 	for (int k = 0; k < SHNSW_LANDED_RING; k++)
 		r->landed[k] = InvalidBlockNumber;
+	for (int k = 0; k < SHNSW_RANGE_OPS; k++)
+		r->ranges[k].start = InvalidBlockNumber;
 	shnsw_la_init(&r->la, r->target_ios, r->mode == SHNSW_IO_SYNC ? 0 : r->max_pins,
 				  shnsw_lookahead_window);
 	r->heap_nblocks = 0;
@@ -187,6 +222,170 @@ reader_landed(ShnswReader *r, ShnswInflight *s)
 }
 
 static void reader_release_landed(ShnswReader *r, int i);
+static void reader_ring_add(ShnswReader *r, BlockNumber blk);
+
+/* The range read holding blk, or -1. */
+static inline int
+reader_range_find(ShnswReader *r, BlockNumber blk)
+{
+	if (r->nranges == 0)
+		return -1;
+	for (int k = 0; k < SHNSW_RANGE_OPS; k++)
+	{
+		ShnswRangeRead *g = &r->ranges[k];
+
+		if (g->start != InvalidBlockNumber && blk >= g->start &&
+			blk < g->start + (BlockNumber) g->nblocks)
+			return k;
+	}
+	return -1;
+}
+
+/* Has range k's read completed (every buffer valid)? */
+static bool
+range_done(const ShnswRangeRead *g)
+{
+	for (int j = 0; j < g->nblocks; j++)
+	{
+		if (BufferIsLocal(g->bufs[j]) ||
+			!(pg_atomic_read_u32(&GetBufferDescriptor(g->bufs[j] - 1)->state) & BM_VALID))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * reader_range_finish completes range k's read (waiting for it, counted as
+ * a wait with count, if must_wait and it is not complete; else only if it
+ * is) and
+ * releases its pins: its pages are in shared buffers, remembered in the
+ * landed ring so that the search's use counts as a used guess. Returns
+ * false if the read was left in flight. Outside batch mode.
+ */
+static bool
+reader_range_finish(ShnswReader *r, int k, bool must_wait, bool count)
+{
+	ShnswRangeRead *g = &r->ranges[k];
+
+	Assert(!r->in_batch);
+	if (g->io)
+	{
+		if (!range_done(g))
+		{
+			instr_time	start,
+						elapsed;
+
+			if (!must_wait)
+				return false;
+			INSTR_TIME_SET_CURRENT(start);
+			WaitReadBuffers(&g->op);
+			INSTR_TIME_SET_CURRENT(elapsed);
+			INSTR_TIME_SUBTRACT(elapsed, start);
+			if (count)
+			{
+				r->stats.waits++;
+				if (g->gen == r->round_trips)
+				{
+					r->stats.serial_waits++;
+					r->stats.phase_serial[r->phase]++;
+					r->round_trips++;
+				}
+				r->stats.wait_ns += INSTR_TIME_GET_NANOSEC(elapsed);
+				if (INSTR_TIME_GET_NANOSEC(elapsed) > SHNSW_STALL_NS)
+					r->stats.stalls++;
+			}
+		}
+		else
+			WaitReadBuffers(&g->op);
+	}
+	for (int j = 0; j < g->nblocks; j++)
+	{
+		ReleaseBuffer(g->bufs[j]);
+		if (g->io)
+			reader_ring_add(r, g->start + j);
+	}
+	g->start = InvalidBlockNumber;
+	r->nranges--;
+	return true;
+}
+
+/*
+ * shnsw_reader_request_range reads blocks start .. start + n - 1 ahead as
+ * guesses, in runs of adjacent blocks of up to io_combine_limit pages, one
+ * I/O each (at most SHNSW_RANGE_OPS runs in flight, and within the
+ * backend's pin limit): the top layers' pages, which a build places side by
+ * side, cost a few I/Os instead of one each, and do not fill the I/O
+ * workers' queue ahead of the pages a search needs now. Pages cached
+ * already are skipped; so are blocks the table holds. In stream mode, and
+ * not while every access hits (as shnsw_reader_request).
+ */
+void
+shnsw_reader_request_range(ShnswReader *r, BlockNumber start, int n)
+{
+	if (r->mode != SHNSW_IO_STREAM || n <= 0 || shnsw_la_all_hits(&r->la))
+		return;
+	while (n > 0)
+	{
+		ShnswRangeRead *g = NULL;
+		int			nb;
+		uint32		limit;
+
+		for (int k = 0; k < SHNSW_RANGE_OPS && g == NULL; k++)
+			if (r->ranges[k].start == InvalidBlockNumber)
+				g = &r->ranges[k];
+		limit = GetAdditionalPinLimit();
+		if (g == NULL || limit == 0)
+			break;
+		if (reader_find(r, start) >= 0 || reader_range_find(r, start) >= 0)
+		{
+			start++;
+			n--;
+			continue;
+		}
+		nb = Min(n, Min(io_combine_limit, SHNSW_RANGE_MAX));
+		nb = Min(nb, (int) limit);
+		/* stop before a block the table holds: it is read already */
+		for (int j = 1; j < nb; j++)
+			if (reader_find(r, start + j) >= 0)
+			{
+				nb = j;
+				break;
+			}
+		if (!r->in_batch)
+		{
+			pgaio_enter_batchmode();
+			r->in_batch = true;
+		}
+		g->op.rel = r->rel;
+		g->op.smgr = RelationGetSmgr(r->rel);
+		g->op.persistence = r->rel->rd_rel->relpersistence;
+		g->op.forknum = MAIN_FORKNUM;
+		g->op.strategy = NULL;
+		for (int j = 0; j < nb; j++)
+			g->bufs[j] = InvalidBuffer;
+		g->io = StartReadBuffers(&g->op, g->bufs, start, &nb, 0);
+		g->start = start;
+		g->nblocks = nb;
+		g->gen = r->round_trips;
+		r->nranges++;
+		r->stats.spec_issued += nb;
+		if (g->io)
+		{
+			r->stats.spec_ios += nb;
+		}
+		else
+		{
+			/* cached: nothing to read ahead */
+			for (int j = 0; j < nb; j++)
+				ReleaseBuffer(g->bufs[j]);
+			g->start = InvalidBlockNumber;
+			r->nranges--;
+		}
+		start += nb;
+		n -= nb;
+	}
+	reader_leave_batch(r);
+}
 
 /*
  * reader_reap stops counting the reads seen complete, so that the budget
@@ -198,6 +397,9 @@ reader_reap(ShnswReader *r)
 	Assert(!r->in_batch);
 	if (r->mode != SHNSW_IO_STREAM)
 		return;
+	for (int k = 0; k < SHNSW_RANGE_OPS && r->nranges > 0; k++)
+		if (r->ranges[k].start != InvalidBlockNumber)
+			(void) reader_range_finish(r, k, false, false);
 	for (int i = 0; i < r->max_pins && r->ios_in_flight > 0; i++)
 	{
 		ShnswInflight *s = &r->slots[i];
@@ -234,6 +436,7 @@ reader_wait(ShnswReader *r, ShnswInflight *s)
 		{
 			/* started after the last round trip ended: a new one */
 			r->stats.serial_waits++;
+			r->stats.phase_serial[r->phase]++;
 			r->round_trips++;
 		}
 		r->stats.wait_ns += INSTR_TIME_GET_NANOSEC(elapsed);
@@ -351,9 +554,17 @@ static void
 reader_release_landed(ShnswReader *r, int i)
 {
 	BlockNumber blk = r->slots[i].blk;
-	int			k = r->landed_next;
 
 	reader_drop(r, i);
+	reader_ring_add(r, blk);
+}
+
+/* Remember blk, read speculatively and released, in the landed ring. */
+static void
+reader_ring_add(ShnswReader *r, BlockNumber blk)
+{
+	int			k = r->landed_next;
+
 	if (r->landed[k] != InvalidBlockNumber)
 		r->stats.spec_wasted++;		/* pushed out of the ring unused */
 	else
@@ -449,20 +660,34 @@ reader_wait_oldest(ShnswReader *r)
  * Is there budget for one more read? Known and speculative reads have a
  * budget each, effective_io_concurrency reads in flight: a guess never
  * holds back a page the search needs now, and a hop of more known pages
- * than the budget still leaves the guesses theirs. Looks for completed
- * reads if the budget seems spent.
+ * than the budget still leaves the guesses theirs. Guesses also stop at the
+ * scan's cap on all its reads in flight (reader_io_cap). Known reads past
+ * their own budget may use what the guesses leave of the cap: a hop of 18
+ * pages at effective_io_concurrency 16, or a re-rank of 40 vector pages
+ * (when nothing is guessed), starts more of them at once. Looks for
+ * completed reads if the budget seems spent.
  */
+static inline bool
+reader_budget_left(ShnswReader *r, bool speculative)
+{
+	int			known = r->ios_in_flight - r->ios_spec;
+
+	if (speculative)
+		return r->ios_spec < r->target_ios && r->ios_in_flight < r->io_cap;
+	if (known < Min(r->target_ios, r->io_cap))
+		return true;
+	/* past its own budget, a known read may take what guesses leave */
+	return !r->main_rules && r->ios_in_flight < r->io_cap;
+}
+
 static bool
 reader_budget(ShnswReader *r, bool speculative)
 {
-	int			counted = speculative ? r->ios_spec : r->ios_in_flight - r->ios_spec;
-
-	if (counted < r->target_ios)
+	if (reader_budget_left(r, speculative))
 		return true;
 	reader_leave_batch(r);
 	reader_reap(r);
-	counted = speculative ? r->ios_spec : r->ios_in_flight - r->ios_spec;
-	return counted < r->target_ios;
+	return reader_budget_left(r, speculative);
 }
 
 /*
@@ -509,7 +734,8 @@ reader_pump(ShnswReader *r, bool wait_for_known)
 			!reader_budget(r, true))
 			break;
 		r->wish_next++;
-		if (reader_find(r, blk) >= 0 || reader_ring_find(r, blk, false))
+		if (reader_find(r, blk) >= 0 || reader_ring_find(r, blk, false) ||
+			reader_range_find(r, blk) >= 0)
 			continue;
 		s = &r->slots[reader_free_slot(r)];
 		r->nslots++;
@@ -578,6 +804,8 @@ shnsw_reader_request(ShnswReader *r, const BlockNumber *blocks, int n, bool spec
 
 		if (k > 0 && blocks[k - 1] == blk)
 			continue;
+		if (reader_range_find(r, blk) >= 0)
+			continue;			/* read ahead in a run: get() completes it */
 		i = reader_find(r, blk);
 		if (i >= 0)
 		{
@@ -643,6 +871,17 @@ shnsw_reader_get(ShnswReader *r, BlockNumber blk)
 			r->stats.spec_used++;
 		buf = reader_take(r, i, &miss);
 	}
+	if (i < 0 && r->nranges > 0)
+	{
+		int			k = reader_range_find(r, blk);
+
+		/* read ahead in a run: complete it; the page is then a hit below */
+		if (k >= 0)
+		{
+			reader_leave_batch(r);
+			(void) reader_range_finish(r, k, true, true);
+		}
+	}
 	if (i < 0 || r->mode == SHNSW_IO_PREFETCH)
 	{
 		int64		before = pgBufferUsage.shared_blks_read + pgBufferUsage.local_blks_read;
@@ -660,9 +899,11 @@ shnsw_reader_get(ShnswReader *r, BlockNumber blk)
 	if (miss)
 	{
 		r->stats.pages_read++;
+		r->stats.phase_reads[r->phase]++;
 		if (sync && r->mode != SHNSW_IO_PREFETCH)
 		{
 			r->stats.sync_reads++;
+			r->stats.phase_serial[r->phase]++;
 			r->round_trips++;
 		}
 	}
@@ -685,6 +926,9 @@ void
 shnsw_reader_end(ShnswReader *r)
 {
 	reader_leave_batch(r);
+	for (int k = 0; k < SHNSW_RANGE_OPS && r->nranges > 0; k++)
+		if (r->ranges[k].start != InvalidBlockNumber)
+			(void) reader_range_finish(r, k, true, false);
 	for (int i = 0; r->nslots > 0 && i < r->max_pins; i++)
 	{
 		if (r->slots[i].blk == InvalidBlockNumber)
@@ -862,6 +1106,11 @@ shnsw_reader_stats_add(ShnswReaderStats *dst, const ShnswReaderStats *src,
 	dst->la_distance_sum += src->la_distance_sum;
 	for (int b = 0; b < SHNSW_LA_HIST_BUCKETS; b++)
 		dst->la_hist[b] += src->la_hist[b];
+	for (int p = 0; p < SHNSW_NPHASES; p++)
+	{
+		dst->phase_serial[p] += src->phase_serial[p];
+		dst->phase_reads[p] += src->phase_reads[p];
+	}
 	if (la != NULL)
 	{
 		dst->la_samples += la->samples;

@@ -22,6 +22,20 @@
 
 #include "lookahead.h"
 
+/*
+ * What the scan is doing when a read is waited for or made synchronously
+ * (the scan sets it: shnsw_reader_phase), so that the serial round trips
+ * can be told apart by where they come from.
+ */
+typedef enum ShnswReadPhase
+{
+	SHNSW_PHASE_DESCENT,		/* entry point and upper layers */
+	SHNSW_PHASE_SEARCH,			/* layer-0 rounds */
+	SHNSW_PHASE_RERANK,			/* exact vectors of a round's results */
+	SHNSW_PHASE_OTHER,			/* parked rows taken, sweeps, TID lists */
+	SHNSW_NPHASES
+} ShnswReadPhase;
+
 /* What a reader did (summed over the searches of a scan). */
 typedef struct ShnswReaderStats
 {
@@ -49,6 +63,8 @@ typedef struct ShnswReaderStats
 	uint64		la_samples;
 	uint64		la_distance_sum;
 	uint64		la_hist[SHNSW_LA_HIST_BUCKETS];
+	uint64		phase_serial[SHNSW_NPHASES];	/* serial round trips by phase */
+	uint64		phase_reads[SHNSW_NPHASES]; /* pages read by phase */
 } ShnswReaderStats;
 
 /* speculative pages remembered after their read completed */
@@ -80,11 +96,30 @@ typedef struct ShnswHeapAhead
 	ReadBuffersOperation op;
 } ShnswHeapAhead;
 
+/*
+ * A run of adjacent blocks read ahead as one I/O (the descent's pages:
+ * shnsw_reader_request_range); its pins are released once it completes.
+ */
+#define SHNSW_RANGE_OPS		8
+#define SHNSW_RANGE_MAX		16
+
+typedef struct ShnswRangeRead
+{
+	BlockNumber start;			/* InvalidBlockNumber: free */
+	int			nblocks;
+	bool		io;				/* WaitReadBuffers pending */
+	uint32		gen;			/* the reader's round_trips when started */
+	Buffer		bufs[SHNSW_RANGE_MAX];
+	ReadBuffersOperation op;
+} ShnswRangeRead;
+
 typedef struct ShnswReader
 {
 	Relation	rel;
 	int			mode;
 	int			target_ios;		/* effective_io_concurrency */
+	int			io_cap;			/* all reads in flight, at most (reader.c) */
+	bool		main_rules;		/* streamhnsw.debug_reader_main */
 	int			max_pins;
 	ShnswInflight *slots;
 	int			nslots;			/* slots in use */
@@ -96,6 +131,7 @@ typedef struct ShnswReader
 	uint32		round_trips;	/* serial round trips so far (serial_waits +
 								 * sync_reads) */
 	bool		in_batch;		/* inside pgaio_enter_batchmode(): no waits */
+	ShnswReadPhase phase;		/* what the scan is doing (statistics only) */
 	ShnswLookahead la;
 	ShnswReaderStats stats;
 
@@ -110,6 +146,10 @@ typedef struct ShnswReader
 	int			nlanded;
 	int			landed_next;
 
+	/* runs of blocks read ahead as one I/O each */
+	ShnswRangeRead ranges[SHNSW_RANGE_OPS];
+	int			nranges;
+
 	/* heap blocks of the rows the scan returns next */
 	Relation	heap;
 	BlockNumber heap_nblocks;
@@ -119,8 +159,17 @@ typedef struct ShnswReader
 } ShnswReader;
 
 extern void shnsw_reader_init(ShnswReader *r, Relation rel);
+
+/* The scan says what it is doing, for the per-phase round trips. */
+static inline void
+shnsw_reader_phase(ShnswReader *r, ShnswReadPhase phase)
+{
+	r->phase = phase;
+}
+
 extern void shnsw_reader_request(ShnswReader *r, const BlockNumber *blocks, int n, bool speculative);
 extern Buffer shnsw_reader_get(ShnswReader *r, BlockNumber blk);
+extern void shnsw_reader_request_range(ShnswReader *r, BlockNumber start, int n);
 extern void shnsw_reader_end(ShnswReader *r);
 
 /* Read the heap blocks of these rows ahead (in the order given). */

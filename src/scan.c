@@ -566,6 +566,7 @@ scan_setup(IndexScanDesc scan)
 	shnsw_heap_init(&so->unexpanded, 64, false);
 	so->first_floor = get_float8_infinity();
 	so->live = true;
+	shnsw_reader_phase(&so->reader, SHNSW_PHASE_DESCENT);
 	so->start = shnsw_search_descend(&so->search, snap.entry, snap.entry_level, 0);
 	so->round_ef = shnsw_ef_search;
 	so->vecbuf = palloc(info->vec_size);
@@ -966,6 +967,7 @@ scan_next_round(IndexScanDesc scan)
 		(so->info->metric == SHNSW_METRIC_IP ||
 		 (double) so->search.ncands >= shnsw_sweep_threshold * (double) so->node_count))
 		scan_sweep(scan);
+	shnsw_reader_phase(&so->reader, SHNSW_PHASE_SEARCH);
 	n = shnsw_search_next(&so->search, so->start, so->round_ef, so->outbuf);
 	if (so->search.rounds == 1)
 		so->search.max_discovered = so->search.ncands + (uint32) shnsw_max_scan_tuples;
@@ -975,6 +977,7 @@ scan_next_round(IndexScanDesc scan)
 	{
 		/* the walk is exhausted: nodes it never reached are still rows */
 		scan_sweep(scan);
+		shnsw_reader_phase(&so->reader, SHNSW_PHASE_SEARCH);
 		n = shnsw_search_next(&so->search, so->start, so->round_ef, so->outbuf);
 	}
 	if (n == 0)
@@ -982,7 +985,9 @@ scan_next_round(IndexScanDesc scan)
 		scan_fold(so);			/* release read-ahead pins early */
 		return false;
 	}
+	shnsw_reader_phase(&so->reader, SHNSW_PHASE_RERANK);
 	kept = scan_rerank(scan, n);
+	shnsw_reader_phase(&so->reader, SHNSW_PHASE_OTHER);
 
 	/*
 	 * streamhnsw.sweep_threshold = 0: sweep before any row is returned, so

@@ -74,6 +74,8 @@ extern int	shnsw_lookahead_window;
 extern int	shnsw_heap_prefetch;
 extern bool shnsw_debug_discard_caches;
 extern bool shnsw_debug_list_conflicts;
+extern int	shnsw_debug_io_cap;
+extern bool shnsw_debug_reader_main;
 extern int	shnsw_iterative_scan;
 
 /* streamhnsw.io_mode */

@@ -30,7 +30,7 @@ import numpy as np
 
 from shnsw import data as shdata
 from shnsw.bench import datasets, pg
-from shnsw.bench.shim import Shim
+from shnsw.bench.shim import Shim, diff as shim_diff
 from shnsw.cluster import Cluster
 
 STATE = Path(os.environ.get("SHNSW_DEVLOOP_DIR", "/tmp/cold3-dev"))
@@ -43,6 +43,11 @@ ENGINES = {"pgvector": pg.Engine("pgvector hnsw", "hnsw", "t_pg", "t_pg_idx", "h
            "streamhnsw": pg.Engine("streamhnsw", "streamhnsw", "t_sh", "t_sh_idx",
                                    "streamhnsw.ef_search",
                                    {"streamhnsw.shared_cache": "off"}),
+           # the same index read by the previous release's read-ahead rules
+           "shmain": pg.Engine("streamhnsw (main's reader)", "streamhnsw", "t_sh", "t_sh_idx",
+                               "streamhnsw.ef_search",
+                               {"streamhnsw.shared_cache": "off",
+                                "streamhnsw.debug_reader_main": "on"}),
            # a second streamhnsw index on a copy of the rows (devloop.py clone):
            # the index built by the library installed now, beside the older one
            "streamhnsw2": pg.Engine("streamhnsw (new build)", "streamhnsw", "t_sh2", "t_sh2_idx",
@@ -70,6 +75,8 @@ def load_dataset(name: str, rows: int, dim: int):
         return Chunks(rows)
     if name == "sentences":
         return datasets.sentences(n_rows=rows, n_queries=2000, n_inserts=1000)
+    if name == "glove":
+        return datasets.glove()
     return datasets.synthetic(rows, dim, "cosine")
 
 
@@ -148,7 +155,8 @@ def cmd_restart(a):
 SH_FIELDS = ("Nodes Expanded", "Pages Hit", "Pages Read", "Synchronous Reads", "Waits",
              "Serial Round Trips",
              "Reads Ahead", "Speculative Reads", "Speculative Used", "Speculative Wasted",
-             "Re-ranked")
+             "Re-ranked", "Serial Descent", "Serial Search", "Serial Re-rank", "Serial Other",
+             "Reads Descent", "Reads Search", "Reads Re-rank", "Reads Other")
 
 
 def explain_io(conn, sql, lit) -> dict:
@@ -170,7 +178,7 @@ def cmd_run(a):
     truth = np.load(STATE / "truth.npy")
     first = a.offset
     lits = pg.literals(queries[first:first + a.queries])
-    efs = {"pgvector": a.ef_pg, "streamhnsw": a.ef_sh, "streamhnsw2": a.ef_sh}
+    efs = {"pgvector": a.ef_pg, "streamhnsw": a.ef_sh, "streamhnsw2": a.ef_sh, "shmain": a.ef_sh}
     engines = [e for e in a.engines.split(",")]
     conns, evs = {}, {}
     for name in engines:
@@ -185,7 +193,7 @@ def cmd_run(a):
     out = []
     load = os.getloadavg()
     for eic in [int(x) for x in a.eic.split(",")]:
-        res = {n: {"lat": [], "recall": [], "io": []} for n in engines}
+        res = {n: {"lat": [], "recall": [], "io": [], "busy": [], "reads": []} for n in engines}
         for name in engines:
             pg.apply_gucs(conns[name], {"effective_io_concurrency": eic})
         for qi, lit in enumerate(lits):
@@ -194,13 +202,20 @@ def cmd_run(a):
                 sql = pg.query_sql(eng, "vector", "cosine", 10)
                 evs[name](conn)
                 shim.set(enabled=True, delay_us=a.delay)
+                before = shim.counters()
                 t = time.perf_counter()
                 rows = conn.execute(sql, (lit,)).fetchall()
                 res[name]["lat"].append((time.perf_counter() - t) * 1e3)
+                d = shim_diff(shim.counters(), before)
                 shim.set(enabled=False)
+                # storage busy time in injected delays: the serial round
+                # trips storage saw (the shim's busy counters), all reads
+                # of the query (index, heap, catalog) included
+                res[name]["busy"].append(d["busy_ns"] / 1e3 / a.delay if a.delay else 0.0)
+                res[name]["reads"].append(d["reads"])
                 got = {r[0] for r in rows}
                 res[name]["recall"].append(len(got & set(truth[first + qi][:10].tolist())) / 10)
-                if name.startswith("streamhnsw") and not a.no_explain:
+                if name != "pgvector" and not a.no_explain:
                     evs[name](conn)
                     shim.set(enabled=True, delay_us=a.delay)
                     res[name]["io"].append(explain_io(conn, sql, lit))
@@ -210,7 +225,9 @@ def cmd_run(a):
         for name in engines:
             line[name] = {"ef": efs.get(name, a.ef_sh), "p50_ms": statistics.median(res[name]["lat"]),
                           "recall": statistics.mean(res[name]["recall"]),
-                          "lat": res[name]["lat"]}
+                          "lat": res[name]["lat"],
+                          "storage_serial": statistics.median(res[name]["busy"]),
+                          "storage_reads": statistics.median(res[name]["reads"])}
             io = res[name]["io"]
             if io:
                 med = {k: statistics.median(x[k] for x in io) for k in SH_FIELDS}
@@ -224,7 +241,9 @@ def cmd_run(a):
         out.append(line)
         msg = f"eic {eic:3d} io_workers {workers}:"
         for name in engines:
-            msg += f"  {name} p50 {line[name]['p50_ms']:.1f} ms (recall {line[name]['recall']:.3f})"
+            msg += (f"  {name} p50 {line[name]['p50_ms']:.1f} ms (recall {line[name]['recall']:.3f},"
+                    f" storage serial {line[name]['storage_serial']:.0f},"
+                    f" reads {line[name]['storage_reads']:.0f})")
         for name in [n for n in engines if n != "pgvector" and "pgvector" in line]:
             msg += f"  {name} ratio {line['pgvector']['p50_ms'] / line[name]['p50_ms']:.1f}x"
         for name in [n for n in engines if "io" in line[n]]:
@@ -234,7 +253,11 @@ def cmd_run(a):
                     f"{io['Synchronous Reads']:.0f} read {io['Pages Read']:.0f} "
                     f"exp {io['Nodes Expanded']:.0f} pages/exp {io['pages_per_expansion']:.2f} "
                     f"reads/exp {io['reads_per_expansion']:.2f} spec {io['Speculative Reads']:.0f}"
-                    f"/{io['Speculative Used']:.0f}")
+                    f"/{io['Speculative Used']:.0f}"
+                    f"\n      serial by phase: descent {io['Serial Descent']:.1f} search "
+                    f"{io['Serial Search']:.1f} re-rank {io['Serial Re-rank']:.1f} other "
+                    f"{io['Serial Other']:.1f}; reads {io['Reads Descent']:.0f}/"
+                    f"{io['Reads Search']:.0f}/{io['Reads Re-rank']:.0f}/{io['Reads Other']:.0f}")
         msg += f"  (load {load[0]:.1f})"
         print(msg, flush=True)
     if a.out:
@@ -247,7 +270,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("setup")
-    s.add_argument("--dataset", default="sentences", choices=["sentences", "synthetic", "chunks"])
+    s.add_argument("--dataset", default="sentences", choices=["sentences", "synthetic", "chunks", "glove"])
     s.add_argument("--rows", type=int, default=100_000)
     s.add_argument("--dim", type=int, default=384)
     rb = sub.add_parser("rebuild")

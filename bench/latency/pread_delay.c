@@ -61,7 +61,24 @@ struct shim_ctl
 	uint64_t	sleep_ns;		/* total time slept */
 	uint64_t	other_reads;	/* read calls on files outside the directory */
 	uint64_t	pad;
+	/*
+	 * Storage busy time (a control file of at least 96 bytes): the time
+	 * during which at least one delayed read was under way, and how many
+	 * such busy periods began. busy_ns / delay is the number of injected
+	 * latencies that did not overlap: the serial round trips storage saw,
+	 * whatever the CPU did between them (a loaded machine stretches the
+	 * gaps, not the busy time).
+	 */
+	uint64_t	busy_ns;
+	uint64_t	bursts;
+	int64_t		inflight;		/* delayed reads under way now */
+	uint64_t	busy_start_ns;	/* when inflight last went from 0 to 1 */
+	int32_t		lock;			/* spinlock over the four fields above */
+	int32_t		pad2;
+	uint64_t	pad3[3];
 };
+
+#define SHIM_CTL_V1_SIZE 64		/* a control file without the busy fields */
 
 typedef ssize_t (*pread_fn) (int, void *, size_t, off_t);
 typedef ssize_t (*preadv_fn) (int, const struct iovec *, int, off_t);
@@ -76,6 +93,7 @@ static preadv2_fn real_preadv64v2;
 
 static struct shim_ctl *ctl;
 static struct shim_ctl local_ctl;	/* used when there is no control file */
+static int	ctl_has_busy;		/* the control file holds the busy fields */
 static char prefix[4096];
 static size_t prefix_len;
 
@@ -111,13 +129,21 @@ shim_init(void)
 
 		if (fd >= 0)
 		{
-			void	   *p = mmap(NULL, sizeof(struct shim_ctl),
-								 PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+			struct stat st;
+			size_t		len = SHIM_CTL_V1_SIZE;
+			void	   *p;
 
+			/* an older control file is shorter: map only what it has */
+			if (fstat(fd, &st) == 0 && st.st_size >= (off_t) sizeof(struct shim_ctl))
+				len = sizeof(struct shim_ctl);
+			p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 			close(fd);
 			if (p != MAP_FAILED &&
 				((struct shim_ctl *) p)->magic == SHIM_MAGIC)
+			{
 				ctl = (struct shim_ctl *) p;
+				ctl_has_busy = len == sizeof(struct shim_ctl);
+			}
 		}
 	}
 
@@ -145,6 +171,36 @@ fd_matches(int fd)
 	return strstr(path, "/base/") != NULL;
 }
 
+static uint64_t
+now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t) t.tv_sec * 1000000000ULL + (uint64_t) t.tv_nsec;
+}
+
+/* A delayed read begins (delta 1) or ends (-1): keep the busy time. */
+static void
+busy_change(int delta)
+{
+	uint64_t	now;
+
+	if (!ctl_has_busy)
+		return;
+	now = now_ns();
+	while (__atomic_exchange_n(&ctl->lock, 1, __ATOMIC_ACQUIRE))
+		;
+	if (delta > 0 && ctl->inflight++ == 0)
+	{
+		ctl->busy_start_ns = now;
+		ctl->bursts++;
+	}
+	else if (delta < 0 && ctl->inflight > 0 && --ctl->inflight == 0)
+		ctl->busy_ns += now - ctl->busy_start_ns;
+	__atomic_store_n(&ctl->lock, 0, __ATOMIC_RELEASE);
+}
+
 /* Called before a read: returns 1 if this read is to be counted. */
 static int
 before_read(int fd)
@@ -167,6 +223,7 @@ before_read(int fd)
 					ts;
 
 		save = errno;
+		busy_change(1);
 		clock_gettime(CLOCK_MONOTONIC, &start);
 		ts.tv_sec = delay_us / 1000000;
 		ts.tv_nsec = (delay_us % 1000000) * 1000;
@@ -178,6 +235,7 @@ before_read(int fd)
 									   (end.tv_nsec - start.tv_nsec)),
 						   __ATOMIC_RELAXED);
 		errno = save;
+		return 2;				/* delayed: after_read ends its busy time */
 	}
 	return 1;
 }
@@ -187,6 +245,13 @@ after_read(int counted, ssize_t r)
 {
 	if (counted)
 	{
+		if (counted == 2)
+		{
+			int			save = errno;
+
+			busy_change(-1);
+			errno = save;
+		}
 		__atomic_fetch_add(&ctl->reads, 1, __ATOMIC_RELAXED);
 		if (r > 0)
 			__atomic_fetch_add(&ctl->bytes, (uint64_t) r, __ATOMIC_RELAXED);

@@ -79,3 +79,26 @@ def test_latency_shim_delays_each_read(env):
     added = sum(s[0] for s in slow) - sum(b[0] for b in base)
     expected = sum(s[1] for s in slow) * delay / 1e6
     assert 0.9 * expected < added < 1.6 * expected, (added, expected)
+
+
+def test_shim_counts_storage_busy_time(env):
+    """The shim's busy counters: pgvector reads one page at a time, so each
+    delayed read is a busy period of its own, and the busy time is at least
+    the delays of all reads and at most the query's wall time."""
+    c, shim, eng, lits = env
+    delay = 1000
+    with c.connect() as conn:
+        ev = pg.Evictor(conn, c.datadir, eng)
+        sql = pg.query_sql(eng, "vector", "l2", 10)
+        ev(conn)
+        shim.set(enabled=True, delay_us=delay)
+        before = shim.counters()
+        t = time.perf_counter()
+        conn.execute(sql, (lits[5],)).fetchall()
+        el = time.perf_counter() - t
+        d = diff(shim.counters(), before)
+        shim.set(enabled=False, delay_us=0)
+    assert d["reads"] > 10, d
+    assert d["bursts"] >= 0.9 * d["reads"], d
+    assert d["bursts"] <= d["reads"], d
+    assert 0.9 * d["reads"] * delay * 1000 <= d["busy_ns"] <= el * 1e9, (d, el)

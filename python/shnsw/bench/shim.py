@@ -25,9 +25,11 @@ from ..cluster import ROOT
 SRC = ROOT / "bench" / "latency" / "pread_delay.c"
 LIB = ROOT / "bench" / "latency" / "pread_delay.so"
 MAGIC = 0x53484E5357505244
-FMT = "<Qqq QQQQQ"          # magic, delay_us, enabled, reads, bytes, sleep_ns, other, pad
-SIZE = struct.calcsize(FMT)
-FIELDS = ("magic", "delay_us", "enabled", "reads", "bytes", "sleep_ns", "other_reads")
+FMT = "<Qqq QQQQQ QQqQ ii QQQ"   # magic, delay_us, enabled, reads, bytes, sleep_ns, other,
+                                # pad; busy_ns, bursts, inflight, busy_start_ns, lock, pad
+SIZE = struct.calcsize(FMT)     # 128 bytes
+FIELDS = ("magic", "delay_us", "enabled", "reads", "bytes", "sleep_ns", "other_reads", "pad",
+          "busy_ns", "bursts")
 
 
 def ensure_built() -> Path:
@@ -46,6 +48,10 @@ class Shim:
     def __init__(self, ctl_path: Path):
         self.ctl_path = Path(ctl_path)
         self._f = open(self.ctl_path, "r+b")
+        if os.fstat(self._f.fileno()).st_size < SIZE:
+            # a control file of an older shim: grow it (zeros); a server
+            # started with it sees the busy fields once it is restarted
+            self._f.truncate(SIZE)
         self._mm = mmap.mmap(self._f.fileno(), SIZE)
 
     @classmethod
@@ -55,7 +61,7 @@ class Shim:
         os.chmod(d, 0o755)
         p = d / "ctl"
         with open(p, "wb") as f:
-            f.write(struct.pack(FMT, MAGIC, 0, 0, 0, 0, 0, 0, 0))
+            f.write(struct.pack(FMT, MAGIC, *([0] * 16)))
         os.chmod(p, 0o666)
         s = cls(p)
         s.lib = lib
@@ -99,4 +105,5 @@ class Shim:
 
 
 def diff(after: dict, before: dict) -> dict:
-    return {k: after[k] - before[k] for k in ("reads", "bytes", "sleep_ns", "other_reads")}
+    return {k: after[k] - before[k]
+            for k in ("reads", "bytes", "sleep_ns", "other_reads", "busy_ns", "bursts")}
