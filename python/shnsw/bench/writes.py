@@ -166,11 +166,37 @@ def plan(cfg, n_rows) -> dict:
                      "after re-insert": np.concatenate([after_vacuum, reins])}}
 
 
+def sentence_chunks(n_rows, n_queries, n_inserts, seed, log) -> datasets.Dataset:
+    """The real sentence embeddings as far as they are embedded: the stored
+    chunks of 10,000 (in the corpus's seeded order) that cover n_rows +
+    n_queries + n_inserts vectors, split with a seeded permutation into
+    rows, held-out queries and rows to insert. For a run while the full
+    set is still being embedded; its name says how many rows it has."""
+    import glob
+    files = sorted(glob.glob(str(datasets.DATA_DIR / "sentences-*-minilm-s42" / "chunk-*.npy")))
+    need = n_rows + n_queries + n_inserts
+    x = np.vstack([np.load(f) for f in files[:(need + 9999) // 10000]]).astype(np.float32)
+    if len(x) < need:
+        raise SystemExit(f"only {len(x)} sentence vectors embedded so far, {need} needed")
+    x = x[:need]
+    perm = np.random.default_rng(seed).permutation(need)
+    rows = np.ascontiguousarray(x[np.sort(perm[:n_rows])])
+    queries = np.ascontiguousarray(x[np.sort(perm[n_rows:n_rows + n_queries])])
+    inserts = np.ascontiguousarray(x[np.sort(perm[n_rows + n_queries:])])
+    log(f"  data: {need} stored sentence vectors ({len(files)} chunks)", flush=True)
+    return datasets.Dataset(f"sentences (stored chunks) {n_rows}x{x.shape[1]}",
+                            f"sentence-chunks-n{n_rows}-s{seed}", "cosine", rows, queries,
+                            inserts, np.zeros((n_queries, 10), dtype=np.int64),
+                            {"source": "stored chunks of the sentence embeddings", "seed": seed})
+
+
 def run(cfg, log) -> dict:
     P = plan(cfg, cfg["rows"])
     # Held out: the queries, and every row inserted later (ids rows, rows + 1, ...).
     n_later = len(P["insert_1"]) + len(P[f"insert_{cfg['clients']}"]) + len(P["reinsert"])
-    if cfg.get("dataset", "synthetic") == "sentences":
+    if cfg.get("dataset") == "sentence-chunks":
+        ds = sentence_chunks(cfg["rows"], cfg["queries"], n_later, cfg["seed"], log)
+    elif cfg.get("dataset", "synthetic") == "sentences":
         # the cached real set holds 1,000 held-out rows; more would mean embedding again
         ds = datasets.sentences(cfg["rows"], cfg["queries"], 1000, cfg["seed"], log=log)
     else:
@@ -375,9 +401,11 @@ def parse(argv=None) -> tuple:
                                  description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="\n".join(__doc__.splitlines()[1:]))
-    ap.add_argument("--dataset", choices=["synthetic", "sentences"], default="synthetic",
+    ap.add_argument("--dataset", choices=["synthetic", "sentences", "sentence-chunks"],
+                    default="synthetic",
                     help="sentences: the real 384-d sentence embeddings (cosine; --rows "
-                         "100000 --queries 2000 use the cached set)")
+                         "100000 --queries 2000 use the cached set); sentence-chunks: the "
+                         "same embeddings from the stored chunks, as many as --rows asks")
     ap.add_argument("--rows", type=int, default=100_000)
     ap.add_argument("--dim", type=int, default=128)
     ap.add_argument("--metric", choices=["l2", "cosine", "ip"], default="cosine")
@@ -410,7 +438,7 @@ def parse(argv=None) -> tuple:
             ap.error(f"--server-set expects NAME=VALUE, got {kv!r}")
         k, v = kv.split("=", 1)
         settings[k.strip()] = v.strip()
-    if a.dataset == "sentences":
+    if a.dataset in ("sentences", "sentence-chunks"):
         a.metric = "cosine"
     cfg = {k: getattr(a, k) for k in ("dataset", "rows", "dim", "metric", "seed", "queries", "inserts",
                                       "clients", "delete_frac", "m", "ef_construction",
