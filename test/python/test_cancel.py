@@ -26,6 +26,8 @@ import time
 import psycopg
 import pytest
 
+from harness.horizon import wait_for_quiet_horizon
+
 CANCEL_LIMIT = 1.5
 LATENCIES: dict = {}
 
@@ -117,6 +119,7 @@ def test_cancel(cluster, big):
 
         # VACUUM repairing after half the rows are deleted
         admin.execute(f"DELETE FROM {big} WHERE id % 2 = 0")
+        wait_for_quiet_horizon(admin)
         r = Running(cluster, f"VACUUM {big}")
         wait_busy(admin, r.pid, 2.0)
         r.cancel_and_wait(admin, "vacuum")

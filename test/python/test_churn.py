@@ -4,6 +4,8 @@ keeps its size."""
 
 import numpy as np
 
+from harness.horizon import wait_for_quiet_horizon
+
 
 def size(conn, index):
     return conn.execute("SELECT pg_relation_size(%s)", (index,)).fetchone()[0]
@@ -37,6 +39,7 @@ def test_churn_keeps_the_size_bounded(conn):
     for cycle in range(10):
         gone = rng.choice(live, size=n // 2, replace=False)
         conn.execute("DELETE FROM churn WHERE id = ANY(%s)", (gone.tolist(),))
+        wait_for_quiet_horizon(conn)
         conn.execute("VACUUM churn")
         new = np.arange(next_id, next_id + n // 2)
         next_id += n // 2
