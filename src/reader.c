@@ -255,6 +255,26 @@ range_done(const ShnswRangeRead *g)
 }
 
 /*
+ * reader_count_wait counts a wait of elapsed on a read started in round
+ * trip gen: a read started after the last round trip ended makes a new,
+ * serial one (charged to the current phase).
+ */
+static void
+reader_count_wait(ShnswReader *r, uint32 gen, instr_time elapsed)
+{
+	r->stats.waits++;
+	if (gen == r->round_trips)
+	{
+		r->stats.serial_waits++;
+		r->stats.phase_serial[r->phase]++;
+		r->round_trips++;
+	}
+	r->stats.wait_ns += INSTR_TIME_GET_NANOSEC(elapsed);
+	if (INSTR_TIME_GET_NANOSEC(elapsed) > SHNSW_STALL_NS)
+		r->stats.stalls++;
+}
+
+/*
  * reader_range_finish completes range k's read (waiting for it, counted as
  * a wait with count, if must_wait and it is not complete; else only if it
  * is) and
@@ -282,18 +302,7 @@ reader_range_finish(ShnswReader *r, int k, bool must_wait, bool count)
 			INSTR_TIME_SET_CURRENT(elapsed);
 			INSTR_TIME_SUBTRACT(elapsed, start);
 			if (count)
-			{
-				r->stats.waits++;
-				if (g->gen == r->round_trips)
-				{
-					r->stats.serial_waits++;
-					r->stats.phase_serial[r->phase]++;
-					r->round_trips++;
-				}
-				r->stats.wait_ns += INSTR_TIME_GET_NANOSEC(elapsed);
-				if (INSTR_TIME_GET_NANOSEC(elapsed) > SHNSW_STALL_NS)
-					r->stats.stalls++;
-			}
+				reader_count_wait(r, g->gen, elapsed);
 		}
 		else
 			WaitReadBuffers(&g->op);
@@ -431,17 +440,7 @@ reader_wait(ShnswReader *r, ShnswInflight *s)
 		WaitReadBuffers(&s->op);
 		INSTR_TIME_SET_CURRENT(elapsed);
 		INSTR_TIME_SUBTRACT(elapsed, start);
-		r->stats.waits++;
-		if (s->gen == r->round_trips)
-		{
-			/* started after the last round trip ended: a new one */
-			r->stats.serial_waits++;
-			r->stats.phase_serial[r->phase]++;
-			r->round_trips++;
-		}
-		r->stats.wait_ns += INSTR_TIME_GET_NANOSEC(elapsed);
-		if (INSTR_TIME_GET_NANOSEC(elapsed) > SHNSW_STALL_NS)
-			r->stats.stalls++;
+		reader_count_wait(r, s->gen, elapsed);
 	}
 	else
 		WaitReadBuffers(&s->op);

@@ -1010,6 +1010,18 @@ scan_sweep(IndexScanDesc scan)
 	pfree(seen);
 }
 
+/* Make so->outbuf hold at least n candidate indexes. */
+static void
+scan_outbuf_room(ShnswScanOpaque so, int n)
+{
+	if (so->outcap < n)
+	{
+		so->outcap = n;
+		so->outbuf = so->outbuf ? repalloc(so->outbuf, sizeof(uint32) * n)
+			: palloc(sizeof(uint32) * n);
+	}
+}
+
 /*
  * scan_next_round runs one search round, re-ranks its candidates exactly and
  * adds them to the held rows. Returns false when the search is exhausted.
@@ -1021,12 +1033,7 @@ scan_next_round(IndexScanDesc scan)
 	int			n,
 				kept;
 
-	if (so->outcap < so->round_ef)
-	{
-		so->outcap = so->round_ef;
-		so->outbuf = so->outbuf ? repalloc(so->outbuf, sizeof(uint32) * so->outcap)
-			: palloc(sizeof(uint32) * so->outcap);
-	}
+	scan_outbuf_room(so, so->round_ef);
 
 	/*
 	 * Strict order sweeps instead of the next round, when the budget covers
@@ -1305,12 +1312,7 @@ scan_take_batch(IndexScanDesc scan)
 	double		limit = so->nheld > 0 ? so->held[0].distance : get_float8_infinity();
 	int			n = 0;
 
-	if (so->outcap < SHNSW_SWEPT_BATCH)
-	{
-		so->outcap = SHNSW_SWEPT_BATCH;
-		so->outbuf = so->outbuf ? repalloc(so->outbuf, sizeof(uint32) * so->outcap)
-			: palloc(sizeof(uint32) * so->outcap);
-	}
+	scan_outbuf_room(so, SHNSW_SWEPT_BATCH);
 	while (n < SHNSW_SWEPT_BATCH)
 	{
 		float		f = shnsw_search_parked(&so->search);
@@ -1347,12 +1349,7 @@ scan_take_deferred(IndexScanDesc scan)
 	double		limit = so->nheld > 0 ? so->held[0].distance : get_float8_infinity();
 	int			n = 0;
 
-	if (so->outcap < SHNSW_DEFERRED_BATCH)
-	{
-		so->outcap = SHNSW_DEFERRED_BATCH;
-		so->outbuf = so->outbuf ? repalloc(so->outbuf, sizeof(uint32) * so->outcap)
-			: palloc(sizeof(uint32) * so->outcap);
-	}
+	scan_outbuf_room(so, SHNSW_DEFERRED_BATCH);
 	while (n < SHNSW_DEFERRED_BATCH && so->deferred.n > 0)
 	{
 		if (n > 0 && !(shnsw_bound_lower(&so->bound, shnsw_heap_top(&so->deferred).d) < limit))

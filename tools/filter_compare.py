@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 
 from shnsw import data  # noqa: E402
-from shnsw.cluster import Cluster  # noqa: E402
+from shnsw.cluster import Cluster, open_kept  # noqa: E402
 
 OPS = {"l2": ("<->", "vector_l2_ops"), "cosine": ("<=>", "vector_cosine_ops"),
        "ip": ("<#>", "vector_ip_ops")}
@@ -70,23 +70,7 @@ def shape_data(name: str, n_queries: int):
 
 
 def open_cluster(d: Path) -> Cluster:
-    c = Cluster(settings=SETTINGS, base_dir=d, name="filter")
-    portfile = d / "port"
-    if c.datadir.exists() and (c.datadir / "postmaster.pid").exists() and portfile.exists():
-        c.port = int(portfile.read_text())
-        c.running = True
-        try:
-            c.execute("SELECT 1")
-            return c
-        except Exception:
-            c.running = False
-    if not c.datadir.exists():
-        c.init()
-    else:
-        c.write_conf({"port": c.port})
-    portfile.write_text(str(c.port))
-    c.start()
-    c.execute("CREATE EXTENSION IF NOT EXISTS streamhnsw CASCADE")
+    c = open_kept(d, SETTINGS, "filter")
     return c
 
 

@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 
 from shnsw import data  # noqa: E402
-from shnsw.cluster import Cluster  # noqa: E402
+from shnsw.cluster import Cluster, open_kept  # noqa: E402
 
 SETTINGS = {"shared_buffers": "2GB", "maintenance_work_mem": "1GB", "io_method": "worker",
             "io_workers": 8, "effective_io_concurrency": 16, "jit": "off",
@@ -65,24 +65,7 @@ def dataset(name: str, n_queries: int):
 
 
 def open_cluster(d: Path) -> Cluster:
-    c = Cluster(settings=SETTINGS, base_dir=d, name="order")
-    pidfile = c.datadir / "postmaster.pid"
-    portfile = d / "port"
-    if c.datadir.exists() and pidfile.exists() and portfile.exists():
-        c.port = int(portfile.read_text())
-        c.running = True
-        try:
-            c.execute("SELECT 1")
-            return c
-        except Exception:
-            c.running = False
-    if not c.datadir.exists():
-        c.init()
-    else:
-        c.write_conf({"port": c.port})
-    portfile.write_text(str(c.port))
-    c.start()
-    c.execute("CREATE EXTENSION IF NOT EXISTS streamhnsw CASCADE")
+    c = open_kept(d, SETTINGS, "order")
     c.execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
     return c
 

@@ -248,3 +248,28 @@ class Cluster:
                 return f.read().decode(errors="replace")
         except FileNotFoundError:
             return ""
+
+
+def open_kept(base_dir: Path, settings: dict, name: str) -> Cluster:
+    """A cluster kept in base_dir across runs of a tool: reconnected to if
+    it is still running (its port is remembered in base_dir/port), else
+    started again, or created; streamhnsw (and pgvector) installed. The
+    tool stops it when asked (Cluster.stop)."""
+    c = Cluster(settings=settings, base_dir=base_dir, name=name)
+    portfile = Path(base_dir) / "port"
+    if c.datadir.exists() and (c.datadir / "postmaster.pid").exists() and portfile.exists():
+        c.port = int(portfile.read_text())
+        c.running = True
+        try:
+            c.execute("SELECT 1")
+            return c
+        except Exception:
+            c.running = False
+    if not c.datadir.exists():
+        c.init()
+    else:
+        c.write_conf({"port": c.port})
+    portfile.write_text(str(c.port))
+    c.start()
+    c.execute("CREATE EXTENSION IF NOT EXISTS streamhnsw CASCADE")
+    return c
