@@ -34,6 +34,7 @@ from shnsw.cluster import Cluster
 from harness.durability import (OPS, CrashCycles, Model, Workload, copy_rows,
                               check_index, crash, exact_match_missing, index_ids,
                               known_bug)
+from harness.horizon import wait_for_quiet_horizon
 from harness.replica import Standby
 
 EF_CHECK = 1000
@@ -409,6 +410,7 @@ def test_cache_generation_tracks_changes(conn):
     g1 = meta(conn, "cg_idx")["cache_generation"]
     assert g1 > g0
     conn.execute("DELETE FROM cg WHERE id < 50")
+    wait_for_quiet_horizon(conn)
     conn.execute("VACUUM cg")
     g2 = meta(conn, "cg_idx")["cache_generation"]
     assert g2 > g1
