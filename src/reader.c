@@ -255,6 +255,25 @@ range_done(const ShnswRangeRead *g)
 }
 
 /*
+ * reader_op_begin prepares op to read the index's main fork, in the
+ * reader's I/O batch (entered on the first read started).
+ */
+static void
+reader_op_begin(ShnswReader *r, ReadBuffersOperation *op)
+{
+	if (!r->in_batch)
+	{
+		pgaio_enter_batchmode();
+		r->in_batch = true;
+	}
+	op->rel = r->rel;
+	op->smgr = RelationGetSmgr(r->rel);
+	op->persistence = r->rel->rd_rel->relpersistence;
+	op->forknum = MAIN_FORKNUM;
+	op->strategy = NULL;
+}
+
+/*
  * reader_count_wait counts a wait of elapsed on a read started in round
  * trip gen: a read started after the last round trip ended makes a new,
  * serial one (charged to the current phase).
@@ -360,16 +379,7 @@ shnsw_reader_request_range(ShnswReader *r, BlockNumber start, int n)
 				nb = j;
 				break;
 			}
-		if (!r->in_batch)
-		{
-			pgaio_enter_batchmode();
-			r->in_batch = true;
-		}
-		g->op.rel = r->rel;
-		g->op.smgr = RelationGetSmgr(r->rel);
-		g->op.persistence = r->rel->rd_rel->relpersistence;
-		g->op.forknum = MAIN_FORKNUM;
-		g->op.strategy = NULL;
+		reader_op_begin(r, &g->op);
 		for (int j = 0; j < nb; j++)
 			g->bufs[j] = InvalidBuffer;
 		g->io = StartReadBuffers(&g->op, g->bufs, start, &nb, 0);
@@ -462,16 +472,7 @@ reader_start(ShnswReader *r, ShnswInflight *s)
 		s->io = PrefetchBuffer(r->rel, MAIN_FORKNUM, s->blk).initiated_io;
 	else
 	{
-		if (!r->in_batch)
-		{
-			pgaio_enter_batchmode();
-			r->in_batch = true;
-		}
-		s->op.rel = r->rel;
-		s->op.smgr = RelationGetSmgr(r->rel);
-		s->op.persistence = r->rel->rd_rel->relpersistence;
-		s->op.forknum = MAIN_FORKNUM;
-		s->op.strategy = NULL;
+		reader_op_begin(r, &s->op);
 		s->io = StartReadBuffer(&s->op, &s->buf, s->blk, 0);
 	}
 	s->started = true;
