@@ -1824,6 +1824,25 @@ shnsw_search_descend(ShnswSearch *s, ShnswRef entry, int entry_level, int stop_l
 	return s->cands[cur].ref;
 }
 
+/*
+ * A greedy step on SQ8 codes can take the wrong turn where two clusters are
+ * about as near: on pgvector's 4000 x 64 clustered l2 build case one query
+ * in 100 started layer 0 in the wrong cluster and found none of its rows at
+ * ef_search 10 and 20. A beam of a few nodes on layer 1 (about 1 % more
+ * distances) picks the start among more than one local minimum.
+ */
+ShnswRef
+shnsw_search_start(ShnswSearch *s, ShnswRef entry, int entry_level)
+{
+	ShnswRef	start = shnsw_search_descend(s, entry, entry_level, 1);
+	uint32_t	best[SHNSW_START_EF];
+
+	if (entry_level >= 1 &&
+		shnsw_search_upper_layer(s, start, 1, SHNSW_START_EF, best) > 0)
+		start = s->cands[best[0]].ref;
+	return start;
+}
+
 int
 shnsw_search_upper_layer(ShnswSearch *s, ShnswRef entry, int layer, int ef, uint32_t *out)
 {

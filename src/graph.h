@@ -321,6 +321,15 @@ extern void shnsw_search_pool_end_xact(void);
 extern void shnsw_search_set_target(ShnswSearch *s, ShnswRef target);
 
 /*
+ * Where a scan's layer-0 search starts: greedy descent from the entry point
+ * to layer 1, then layer 1 searched with a beam of SHNSW_START_EF. The
+ * insert's findability check starts the same way, so that the node it
+ * makes findable is found by the search a scan makes.
+ */
+#define SHNSW_START_EF 4
+extern ShnswRef shnsw_search_start(ShnswSearch *s, ShnswRef entry, int entry_level);
+
+/*
  * Greedy descent from the entry point through layers entry_level..1.
  * Returns the reference of the best node found, which seeds layer 0.
  */

@@ -106,8 +106,8 @@ search_for_code(ShnswLinker *lk, const uint8 *ecode, float *q, Sq8Query *sq, Shn
 
 /*
  * search_finds searches for node e's own vector (its code, decoded) as a
- * scan does: greedy through the upper layers from the entry point,
- * then layer 0 at width ef. Returns true if the search reaches e; if not,
+ * scan does: from where a scan's layer-0 search starts
+ * (shnsw_search_start), layer 0 at width ef. Returns true if the search reaches e; if not,
  * *nearest is the nearest live node it reached (SHNSW_INVALID_REF if none),
  * the node from which a link to e makes this search find it. Holds no lock
  * on return.
@@ -127,7 +127,7 @@ search_finds(ShnswLinker *lk, ShnswRef e, const uint8 *ecode, ShnswRef entry,
 	*nearest = SHNSW_INVALID_REF;
 	search_for_code(lk, ecode, q, &sq, &s);
 	shnsw_search_set_target(&s, e);
-	n = shnsw_search_next(&s, shnsw_search_descend(&s, entry, entry_level, 0), ef, out);
+	n = shnsw_search_next(&s, shnsw_search_start(&s, entry, entry_level), ef, out);
 	found = s.target_seen;
 	for (int k = 0; k < n && !found; k++)
 	{

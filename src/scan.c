@@ -608,7 +608,7 @@ scan_setup(IndexScanDesc scan)
 	so->first_floor = get_float8_infinity();
 	so->live = true;
 	shnsw_reader_phase(&so->reader, SHNSW_PHASE_DESCENT);
-	so->start = shnsw_search_descend(&so->search, snap.entry, snap.entry_level, 0);
+	so->start = shnsw_search_start(&so->search, snap.entry, snap.entry_level);
 	so->round_ef = shnsw_ef_search;
 	so->vecbuf = palloc(info->vec_size);
 	/* the budget covers every node ever placed: sweep (scan_sweep) */
