@@ -373,8 +373,8 @@ def test_filtered_recall_next_to_pgvector(conn, shape):
                           end="")
                     # every metric, inner product too: these tables are
                     # within the default max_scan_tuples, so the scan sweeps
-                    # (inner product right after its first round); on larger
-                    # tables inner product falls short (tools/filter_compare.py)
+                    # (inner product right after its first round); larger
+                    # tables: test_scan_budget.py, tools/filter_compare.py
                     if out["streamhnsw"][0] < 0.99:
                         failures.append((metric, sel, k, out))
     finally:
