@@ -111,9 +111,12 @@ shnsw_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 	/*
 	 * When a scan sweeps the whole index (scan.c, scan_next_round): a
 	 * distance for every node and every index page read once, in order.
-	 *  - the budget covers the index (strict order): inner product after its
-	 *    first round, L2 and cosine once the walk has seen
-	 *    streamhnsw.sweep_threshold of the nodes (0: after the first round);
+	 *  - the budget covers the index (strict order): L2 and cosine once the
+	 *    walk has seen streamhnsw.sweep_threshold of the nodes (0: after the
+	 *    first round). Inner product sweeps after its first round there, but
+	 *    is charged for it only when the first round does not serve the
+	 *    LIMIT: a small index (the budget covers it) is read in a few pages,
+	 *    and a LIMIT 10 on it stays an index scan, as before;
 	 *  - inner product, when the first round does not serve the LIMIT;
 	 *  - any scan whose walk would spend streamhnsw.max_scan_tuples.
 	 * The last two only when the sweep fits in memory (shnsw_sweep_fits);
@@ -123,7 +126,7 @@ shnsw_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 	fits = shnsw_sweep_fits(tuples);
 	strict = shnsw_iterative_scan == SHNSW_ITERATIVE_STRICT;
 	first_round = returned <= shnsw_ef_search / 2.0;
-	if (strict && covers && (shnsw_sweep_threshold == 0 || metric == SHNSW_METRIC_IP))
+	if (strict && covers && shnsw_sweep_threshold == 0)
 		sweep = true;			/* after the first round */
 	else if (first_round)
 		sweep = false;			/* the first round serves the LIMIT */
