@@ -53,6 +53,29 @@ explain_text_line(ExplainState *es, const char *fmt,...)
 	appendStringInfoChar(es->str, '\n');
 }
 
+/*
+ * Names of the reasons a scan swept the index (ShnswSweepReason), as
+ * EXPLAIN prints them.
+ */
+const char *const shnsw_sweep_reason_names[SHNSW_SWEEP_NREASONS] = {
+	"first round (sweep_threshold 0)",
+	"inner product",
+	"sweep_threshold reached",
+	"walk ended",
+	"max_scan_tuples spent",
+};
+
+/* explain_sweeps: how many sweeps the scan ran, for any reason */
+static uint64
+explain_sweeps(const ShnswScanStats *st)
+{
+	uint64		n = 0;
+
+	for (int r = 0; r < SHNSW_SWEEP_NREASONS; r++)
+		n += st->sweeps[r];
+	return n;
+}
+
 /* explain_scan prints one scan's figures, as text lines or properties. */
 static void
 explain_scan(const ShnswScanStats *st, ExplainState *es)
@@ -77,6 +100,18 @@ explain_scan(const ShnswScanStats *st, ExplainState *es)
 						  " returned unproven=" UINT64_FORMAT,
 						  st->held_back, st->late_placed, st->late_unplaced, st->parked_reranked,
 						  st->swept, st->unproven);
+		if (st->swept > 0 || explain_sweeps(st) > 0)
+		{
+			StringInfoData why;
+
+			initStringInfo(&why);
+			for (int r = 0; r < SHNSW_SWEEP_NREASONS; r++)
+				if (st->sweeps[r] > 0)
+					appendStringInfo(&why, "%s%s=" UINT64_FORMAT, why.len ? " " : "",
+									 shnsw_sweep_reason_names[r], st->sweeps[r]);
+			explain_text_line(es, "streamhnsw sweeps: %s", why.data);
+			pfree(why.data);
+		}
 		explain_text_line(es, "streamhnsw I/O: mode=%s pages hit=" UINT64_FORMAT " read=" UINT64_FORMAT
 						  " (synchronous=" UINT64_FORMAT " known=" UINT64_FORMAT ") reads ahead="
 						  UINT64_FORMAT " speculative=" UINT64_FORMAT " (reads=" UINT64_FORMAT
@@ -141,6 +176,13 @@ explain_scan(const ShnswScanStats *st, ExplainState *es)
 	ExplainPropertyInteger("streamhnsw Parked Re-ranked", NULL, (int64) st->parked_reranked, es);
 	ExplainPropertyInteger("streamhnsw Swept Nodes", NULL, (int64) st->swept, es);
 	ExplainPropertyInteger("streamhnsw Returned Unproven", NULL, (int64) st->unproven, es);
+	for (int r = 0; r < SHNSW_SWEEP_NREASONS; r++)
+	{
+		char		label[64];
+
+		snprintf(label, sizeof(label), "streamhnsw Sweeps (%s)", shnsw_sweep_reason_names[r]);
+		ExplainPropertyInteger(label, NULL, (int64) st->sweeps[r], es);
+	}
 	ExplainPropertyFloat("streamhnsw Look-ahead Average", NULL, avg, 1, es);
 	for (int b = 0; b < SHNSW_LA_HIST_BUCKETS; b++)
 	{

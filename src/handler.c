@@ -62,7 +62,12 @@ shnsw_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 				pages,
 				page_cost;
 	bool		limited = root->limit_tuples > 0 || root->tuple_fraction > 0.0;
-	bool		sweep;
+	bool		sweep,
+				covers,
+				fits,
+				strict,
+				first_round;
+	double		walk_pages = 0;
 	ShnswMetric metric;
 
 	if (path->indexorderbys == NIL || !limited)
@@ -99,29 +104,45 @@ shnsw_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 
 	/* re-ranked rows; the search's distances (one per node record read) */
 	reranked = Max((double) shnsw_ef_search, returned > shnsw_ef_search ? 2 * returned : returned);
-	if (reranked > shnsw_ef_search + (double) shnsw_max_scan_tuples)
-		reranked = tuples;
 	reranked = Min(reranked, tuples);
 	visited = reranked * Max(m, (double) shnsw_ef_search * 2 * m / Max(reranked, 1.0)) +
 		log(tuples) / log(Max(m, 2)) * m;
 
 	/*
-	 * A strict scan whose walk would see streamhnsw.sweep_threshold of the
-	 * nodes sweeps the whole index when the budget covers it (scan.c, scan_sweep): a distance for
-	 * every node and every index page read once, in order.
+	 * When a scan sweeps the whole index (scan.c, scan_next_round): a
+	 * distance for every node and every index page read once, in order.
+	 *  - the budget covers the index (strict order): L2 and cosine once the
+	 *    walk has seen streamhnsw.sweep_threshold of the nodes (0: after the
+	 *    first round). Inner product sweeps after its first round there, but
+	 *    is charged for it only when the first round does not serve the
+	 *    LIMIT: a small index (the budget covers it) is read in a few pages,
+	 *    and a LIMIT 10 on it stays an index scan, as before;
+	 *  - inner product, when the first round does not serve the LIMIT;
+	 *  - any scan whose walk would spend streamhnsw.max_scan_tuples.
+	 * The last two only when the sweep fits in memory (shnsw_sweep_fits);
+	 * else the walk ends at the budget, every node it saw re-ranked.
 	 */
-	if (shnsw_sweep_threshold == 0)
+	covers = (double) shnsw_max_scan_tuples >= tuples;
+	fits = shnsw_sweep_fits(tuples);
+	strict = shnsw_iterative_scan == SHNSW_ITERATIVE_STRICT;
+	first_round = returned <= shnsw_ef_search / 2.0;
+	if (strict && covers && shnsw_sweep_threshold == 0)
 		sweep = true;			/* after the first round */
-	else if (returned <= shnsw_ef_search / 2.0)
+	else if (first_round)
 		sweep = false;			/* the first round serves the LIMIT */
-	else if (metric == SHNSW_METRIC_IP)
+	else if (strict && metric == SHNSW_METRIC_IP && fits)
 		sweep = true;			/* at the second round */
+	else if (strict && covers && visited >= shnsw_sweep_threshold * tuples)
+		sweep = true;
 	else
-		sweep = visited >= shnsw_sweep_threshold * tuples;
-	sweep = sweep && shnsw_iterative_scan == SHNSW_ITERATIVE_STRICT &&
-		(double) shnsw_max_scan_tuples >= tuples;
+		sweep = fits && visited > shnsw_max_scan_tuples + (double) shnsw_ef_search * m;
 	if (sweep)
-		visited = tuples;
+	{
+		walk_pages = Min(visited, (double) shnsw_max_scan_tuples) / m;
+		visited = tuples + Min(visited, (double) shnsw_max_scan_tuples);
+	}
+	else if (reranked > shnsw_ef_search + (double) shnsw_max_scan_tuples)
+		reranked = tuples;		/* past the budget: every node seen, re-ranked */
 	MemSet(&costs, 0, sizeof(costs));
 	costs.numIndexTuples = Min(visited, tuples);
 	genericcostestimate(root, path, loop_count, &costs);
@@ -139,7 +160,7 @@ shnsw_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 	if (sweep)
 	{
 		pages = Max(index->pages, 1);
-		page_cost = pages * seq_page_cost;
+		page_cost = pages * seq_page_cost + ceil(walk_pages) * random_page_cost;
 	}
 	costs.indexTotalCost += page_cost - costs.numIndexPages * random_page_cost;
 	costs.numIndexPages = pages;

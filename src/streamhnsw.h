@@ -299,6 +299,21 @@ extern void shnsw_retrain(Relation index);
 extern void shnsw_train_from_first(Relation index, ShnswIndexInfo *info, const float *nav);
 
 /* ---------- what a scan did (EXPLAIN, streamhnsw_stats()) ---------- */
+
+/* why a scan swept the index (scan.c, scan_sweep; EXPLAIN names them) */
+typedef enum ShnswSweepReason
+{
+	SHNSW_SWEEP_FIRST_ROUND,	/* streamhnsw.sweep_threshold = 0 */
+	SHNSW_SWEEP_INNER_PRODUCT,	/* inner product, after its first round */
+	SHNSW_SWEEP_THRESHOLD,		/* the walk saw sweep_threshold of the nodes */
+	SHNSW_SWEEP_WALK_ENDED,		/* the walk found no more nodes */
+	SHNSW_SWEEP_BUDGET,			/* the walk spent max_scan_tuples */
+	SHNSW_SWEEP_NREASONS
+} ShnswSweepReason;
+
+extern const char *const shnsw_sweep_reason_names[SHNSW_SWEEP_NREASONS];
+extern bool shnsw_sweep_fits(double nodes);
+
 typedef struct ShnswScanStats
 {
 	int			io_mode;
@@ -312,6 +327,7 @@ typedef struct ShnswScanStats
 	uint64		late_unplaced;	/* rows found after a farther row was returned */
 	uint64		parked_reranked;	/* of reranked, parked nodes taken (scan_take) */
 	uint64		swept;			/* nodes the sweep found that the walk had not */
+	uint64		sweeps[SHNSW_SWEEP_NREASONS];	/* sweeps, by why (scan_sweep) */
 	uint64		unproven;		/* strict rows returned before the scan had seen
 								 * every node: on the graph walk's premise */
 	ShnswReaderStats io;		/* the read pipeline's figures (reader.h) */

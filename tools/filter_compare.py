@@ -7,7 +7,7 @@ Keeps one cluster in --dir (created on first use, reused by later runs;
 --stop stops it). Shapes (each one table, with a streamhnsw and a pgvector
 hnsw index per metric, m 16, ef_construction 64, default build settings):
 
-  d3    50,000 rows of vector(3), uniform in [0,1)^3 (the issue's shape)
+  d3    100,000 rows of vector(3), uniform in [0,1)^3 (the issue's shape)
   d128  30,000 rows of 128-d clustered data (shnsw.data.clustered, seed 5)
 
 Every row has c = id % 500, so the filters are
@@ -63,7 +63,7 @@ def log(*a):
 def shape_data(name: str, n_queries: int):
     if name == "d3":
         rng = np.random.default_rng(3)
-        return rng.random((50_000, 3), dtype=np.float32), rng.random((n_queries, 3), dtype=np.float32)
+        return rng.random((100_000, 3), dtype=np.float32), rng.random((n_queries, 3), dtype=np.float32)
     if name == "d128":
         return data.clustered(30_000, 128, seed=5, n_queries=n_queries)
     raise SystemExit(f"unknown shape {name}")
@@ -107,39 +107,57 @@ def pct(xs, f):
     return xs[min(len(xs) - 1, int(f * len(xs)))]
 
 
-def recall(conn, name: str, queries: np.ndarray) -> list:
+def parse_variants(specs: list) -> list:
+    """--variant NAME=SETTING[;SETTING...]: streamhnsw runs under each, side by side."""
+    out = []
+    for spec in specs or ["streamhnsw="]:
+        name, _, gucs = spec.partition("=")
+        out.append((name, [g for g in gucs.split(";") if g.strip()]))
+    return out
+
+
+def cells(filters: list, limits_filtered: list, limits_all: list):
+    for sel, filt in FILTERS:
+        if sel not in filters:
+            continue
+        for k in (limits_all if filt == "true" else limits_filtered):
+            yield sel, filt, k
+
+
+def recall(conn, name: str, queries: np.ndarray, variants: list, filters: list,
+           limits_filtered: list, limits_all: list, metrics: list) -> list:
     t = f"fc_{name}"
     lits = [data.vector_literal(q) for q in queries]
+    engines = [(v, f"{t}_s_{{}}", g) for v, g in variants]
+    engines.append(("pgvector", f"{t}_p_{{}}", ["hnsw.iterative_scan = strict_order"]))
     out = []
-    for metric, (op, _) in OPS.items():
-        for sel, filt in (("2%", "c < 10"), ("0.2%", "c < 1")):
-            for k in (10, 20):
-                sql = f"SELECT id FROM {t} WHERE {filt} ORDER BY embedding {op} %s::vector LIMIT {k}"
-                with conn.transaction(force_rollback=True):
-                    conn.execute("SET LOCAL enable_indexscan = off")
-                    truth = [{r[0] for r in conn.execute(sql, (lit,)).fetchall()} for lit in lits]
-                res = {am: {"hits": 0, "n": 0, "ms": []} for am in ("streamhnsw", "pgvector")}
-                for lit, tr in zip(lits, truth):
-                    for am, idx, guc in (("streamhnsw", f"{t}_s_{metric}", None),
-                                         ("pgvector", f"{t}_p_{metric}",
-                                          "hnsw.iterative_scan = strict_order")):
-                        with conn.transaction(force_rollback=True):
-                            only_index(conn, t, idx)
-                            conn.execute("SET LOCAL enable_seqscan = off")
-                            if guc:
-                                conn.execute("SET LOCAL " + guc)
-                            t0 = time.perf_counter()
-                            got = [r[0] for r in conn.execute(sql, (lit,)).fetchall()]
-                            res[am]["ms"].append((time.perf_counter() - t0) * 1000)
-                        res[am]["hits"] += len(set(got) & tr)
-                        res[am]["n"] += len(tr)
-                row = f"| {name} | {metric} | {sel} | {k} |"
-                for am in ("streamhnsw", "pgvector"):
-                    r = res[am]
-                    row += (f" {r['hits'] / r['n']:.3f} | {statistics.median(r['ms']):.1f} / "
-                            f"{pct(r['ms'], 0.9):.1f} |")
-                print(row, flush=True)
-                out.append(row)
+    for metric in metrics:
+        op = OPS[metric][0]
+        for sel, filt, k in cells(filters, limits_filtered, limits_all):
+            sql = f"SELECT id FROM {t} WHERE {filt} ORDER BY embedding {op} %s::vector LIMIT {k}"
+            with conn.transaction(force_rollback=True):
+                conn.execute("SET LOCAL enable_indexscan = off")
+                truth = [{r[0] for r in conn.execute(sql, (lit,)).fetchall()} for lit in lits]
+            res = {e[0]: {"hits": 0, "n": 0, "ms": []} for e in engines}
+            for lit, tr in zip(lits, truth):
+                for am, idx, gucs in engines:
+                    with conn.transaction(force_rollback=True):
+                        only_index(conn, t, idx.format(metric))
+                        conn.execute("SET LOCAL enable_seqscan = off")
+                        for g in gucs:
+                            conn.execute("SET LOCAL " + g)
+                        t0 = time.perf_counter()
+                        got = [r[0] for r in conn.execute(sql, (lit,)).fetchall()]
+                        res[am]["ms"].append((time.perf_counter() - t0) * 1000)
+                    res[am]["hits"] += len(set(got) & tr)
+                    res[am]["n"] += len(tr)
+            row = f"| {name} | {metric} | {sel} | {k} |"
+            for am, _, _ in engines:
+                r = res[am]
+                row += (f" {r['hits'] / max(r['n'], 1):.3f} | {statistics.median(r['ms']):.1f} / "
+                        f"{pct(r['ms'], 0.9):.1f} |")
+            print(row, flush=True)
+            out.append(row)
     return out
 
 
@@ -167,12 +185,25 @@ def main():
     ap.add_argument("--dir", default="/tmp/filter-pg")
     ap.add_argument("--shapes", default="d3,d128")
     ap.add_argument("--queries", type=int, default=20)
+    ap.add_argument("--metrics", default="l2,cosine,ip")
+    ap.add_argument("--filters", default="2%,0.2%",
+                    help="of 100%%,10%%,2%%,0.2%% (100%% is no WHERE clause)")
+    ap.add_argument("--limits", default="10,20", help="LIMITs of the filtered queries")
+    ap.add_argument("--limits-all", default="10,100", help="LIMITs of the unfiltered ones")
+    ap.add_argument("--variant", action="append",
+                    help="NAME=SETTING[;SETTING]: a streamhnsw column run under these "
+                         "settings (repeatable; default: one column at default settings)")
+    ap.add_argument("--no-plans", action="store_true")
     ap.add_argument("--stop", action="store_true")
     a = ap.parse_args()
     c = open_cluster(Path(a.dir))
     if a.stop:
         c.stop()
         return
+    variants = parse_variants(a.variant)
+    filters = a.filters.split(",")
+    lim = [int(x) for x in a.limits.split(",")]
+    lim_all = [int(x) for x in a.limits_all.split(",")]
     with c.connect() as conn:
         shapes = {}
         for name in a.shapes.split(","):
@@ -180,11 +211,15 @@ def main():
             ensure(conn, name, rows)
             conn.execute(f"SELECT count(*) FROM fc_{name}")
             shapes[name] = queries
-        print("| shape | metric | filter | LIMIT | streamhnsw recall | streamhnsw ms p50 / p90 | "
-              "pgvector strict_order recall | pgvector ms p50 / p90 |")
-        print("|---|---|---|---|---|---|---|---|")
+        head = "| shape | metric | filter | LIMIT |"
+        for v, _ in variants + [("pgvector strict_order", None)]:
+            head += f" {v} recall | {v} ms p50 / p90 |"
+        print(head)
+        print("|---" * (4 + 2 * (len(variants) + 1)) + "|")
         for name, queries in shapes.items():
-            recall(conn, name, queries)
+            recall(conn, name, queries, variants, filters, lim, lim_all, a.metrics.split(","))
+        if a.no_plans:
+            return
         print()
         print("| shape | filter | streamhnsw | pgvector (iterative scan off) | pgvector strict_order |")
         print("|---|---|---|---|---|")
