@@ -24,8 +24,8 @@
  * done the leader alone links again any marked too late for that, makes
  * every node reachable, lays the
  * graph out and writes it, reading it from the DSM chunk, then ends
- * parallel mode; rows that did not fit are inserted afterwards, as in a
- * serial build.
+ * parallel mode; rows that did not fit are inserted afterwards by the
+ * leader and new workers (shnsw_parallel_insert, at the end of this file).
  *
  * Why the scan stays serial: it is a few percent of a build (the linking is
  * the rest), and one scan in heap order keeps the serial build's rules as
