@@ -36,6 +36,7 @@
 #include "postgres.h"
 
 #include "access/tableam.h"
+#include "access/xloginsert.h"
 #include "commands/progress.h"
 #include "miscadmin.h"
 #include "portability/instr_time.h"
@@ -629,7 +630,13 @@ static void
 build_write_pages(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswLayout *l,
 				  const float *lo, const float *scale, ForkNumber fork)
 {
-	BulkWriteState *bulk = smgr_bulk_start_rel(bs->index, fork);
+	/*
+	 * A build that inserts rows afterwards logs every page once at its end
+	 * (build_insert_rest), these included: not twice.
+	 */
+	BulkWriteState *bulk = fork == MAIN_FORKNUM && bs->spilled ?
+		smgr_bulk_start_smgr(RelationGetSmgr(bs->index), fork, false) :
+		smgr_bulk_start_rel(bs->index, fork);
 	BlockNumber blk = SHNSW_METAPAGE_BLKNO;
 
 	if (bs->nmem > 0 && !g->use_codes)
@@ -836,6 +843,14 @@ build_insert_rest(ShnswBuildState *bs, Relation heap, Relation index, IndexInfo 
 									 nrest, bs->vec_size, &leader_rows);
 	/* forget the index info the inserts cached */
 	shnsw_forget_index_info(index);
+
+	/*
+	 * The inserts changed pages in place without WAL (shnsw_xlog_direct),
+	 * and the graph's pages were written without it: log every page once,
+	 * now that nothing else changes them (as pgvector does).
+	 */
+	if (RelationNeedsWAL(index))
+		log_newpage_range(index, MAIN_FORKNUM, 0, RelationGetNumberOfBlocks(index), true);
 	ereport(NOTICE,
 			(errmsg("streamhnsw build placed %u rows in memory and inserted %u rows into the written index after them, in %d %s",
 					bs->nmem, nrest, 1 + launched, launched > 0 ? "processes" : "process")));

@@ -547,32 +547,46 @@ par_insert_loop(ShnswParInsertShared *sh, BufFile *file, Relation heap, Relation
 	MemoryContext rowctx = AllocSetContextCreate(CurrentMemoryContext,
 												 "streamhnsw build insert",
 												 ALLOCSET_DEFAULT_SIZES);
-	MemoryContext old;
+	MemoryContext old = CurrentMemoryContext;
 	int64		pos = -1;
 	uint32		mine = 0;
 
-	for (;;)
+	/*
+	 * The pages are changed in place, without WAL: the leader logs every
+	 * page once when all rows are in (build.c, build_insert_rest).
+	 */
+	shnsw_xlog_direct(RelationGetRelid(index));
+	PG_TRY();
 	{
-		uint32		k = pg_atomic_fetch_add_u32(&sh->next, 1);
-		ItemPointerData tid;
-		Datum		values[1];
-		bool		isnull[1] = {false};
-		uint32		done;
+		for (;;)
+		{
+			uint32		k = pg_atomic_fetch_add_u32(&sh->next, 1);
+			ItemPointerData tid;
+			Datum		values[1];
+			bool		isnull[1] = {false};
+			uint32		done;
 
-		if (k >= sh->nrows)
-			break;
-		CHECK_FOR_INTERRUPTS();
-		rest_read(file, k, sh->vec_size, &pos, &tid, img);
-		values[0] = PointerGetDatum(img);
-		old = MemoryContextSwitchTo(rowctx);
-		shnsw_insert(index, values, isnull, &tid, heap, UNIQUE_CHECK_NO, false, indexInfo);
-		MemoryContextSwitchTo(old);
-		MemoryContextReset(rowctx);
-		mine++;
-		done = pg_atomic_add_fetch_u32(&sh->done, 1);
-		if (progress && (mine & 15) == 0)
-			pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, done);
+			if (k >= sh->nrows)
+				break;
+			CHECK_FOR_INTERRUPTS();
+			rest_read(file, k, sh->vec_size, &pos, &tid, img);
+			values[0] = PointerGetDatum(img);
+			MemoryContextSwitchTo(rowctx);
+			shnsw_insert(index, values, isnull, &tid, heap, UNIQUE_CHECK_NO, false, indexInfo);
+			MemoryContextSwitchTo(old);
+			MemoryContextReset(rowctx);
+			mine++;
+			done = pg_atomic_add_fetch_u32(&sh->done, 1);
+			if (progress && (mine & 15) == 0)
+				pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, done);
+		}
 	}
+	PG_FINALLY();
+	{
+		shnsw_xlog_direct(InvalidOid);
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(old);
 	MemoryContextDelete(rowctx);
 	pfree(img);
 	return mine;
