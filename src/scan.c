@@ -52,8 +52,11 @@
 
 #include "streamhnsw.h"
 
-/* parked nodes whose vectors scan_take_ahead reads ahead */
-#define SHNSW_TAKE_AHEAD	15
+/*
+ * parked nodes whose vectors scan_take_ahead reads ahead, at most: those
+ * that must be re-ranked before the nearest held row may be returned
+ */
+#define SHNSW_TAKE_AHEAD	64
 
 /* A re-ranked row. */
 typedef struct ShnswResult
@@ -111,6 +114,9 @@ typedef struct ShnswScanOpaqueData
 	ShnswHeap	unexpanded;		/* re-ranked nodes by exact distance, until
 								 * expanded (deleted ones: by their bound) */
 	int			ntaken;			/* nodes taken from the parked ones this round */
+	int			take_ahead_left;	/* takes before scan_take_ahead looks again */
+	ShnswPair  *take_near;		/* scan_take_ahead's work array */
+	int			take_near_cap;
 	double		first_floor;	/* until a second round: the first round's
 								 * median exact distance */
 
@@ -267,6 +273,9 @@ shnsw_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys, int 
 	so->heldcap = 0;
 	so->held_per_round = NULL;
 	so->held_rounds_cap = 0;
+	so->take_near = NULL;
+	so->take_near_cap = 0;
+	so->take_ahead_left = 0;
 	so->first = true;
 	so->done = false;
 	so->nresults = so->next = 0;
@@ -1053,6 +1062,7 @@ scan_next_round(IndexScanDesc scan)
 		so->search.max_discovered = so->search.ncands + (uint32) shnsw_max_scan_tuples;
 	so->round_ef = Min(so->round_ef * 2, SHNSW_MAX_EF_SEARCH * 4);
 	so->ntaken = 0;
+	so->take_ahead_left = 0;
 	if (n == 0 && so->complete && !so->swept)
 	{
 		/* the walk is exhausted: nodes it never reached are still rows */
@@ -1233,30 +1243,67 @@ scan_rerank(IndexScanDesc scan, int n)
 	return kept;
 }
 
+/* qsort comparator of ShnswPair, nearest first */
+static int
+pair_cmp(const void *a, const void *b)
+{
+	float		x = ((const ShnswPair *) a)->d,
+				y = ((const ShnswPair *) b)->d;
+
+	return (x > y) - (x < y);
+}
+
 /*
  * scan_take_ahead asks the reader, speculatively, for the vector pages of
- * the nodes parked nearest (the top of the search's parked heap: the next
- * ones scan_take would re-rank), so that taking them one at a time does not
- * cost a serial read each on a cold index.
+ * the parked nodes whose bound is below the nearest held row, nearest
+ * first: scan_take re-ranks them one at a time, and every one must be
+ * re-ranked before that row may be returned (unless one of them turns out
+ * nearer still, which only lowers the limit). Taking the top of the
+ * parked heap's array instead (its first entries are not the nearest in
+ * order) cost a serial read about every 15 re-ranks: on 768-d clustered
+ * data a cold LIMIT 10 re-ranked 60 to 160 parked rows in 7 to 11 serial
+ * round trips. The reader bounds the pages asked for by its look-ahead
+ * distance.
  */
 static void
 scan_take_ahead(ShnswScanOpaque so)
 {
 	BlockNumber blks[2 * SHNSW_TAKE_AHEAD];
-	int			n = 0;
+	int			n = 0,
+				nnear = 0;
 	const ShnswHeap *d = &so->search.D;
+	double		limit = so->nheld > 0 ? so->held[0].distance : get_float8_infinity();
 
-	if (!so->live)
+	so->take_ahead_left = 1;
+	if (!so->live || d->n == 0)
 		return;
-	for (int i = 0; i < d->n && i < SHNSW_TAKE_AHEAD; i++)
+	if (so->take_near_cap < d->n)
+	{
+		so->take_near_cap = Max(d->n, 2 * so->take_near_cap);
+		so->take_near = so->take_near ?
+			repalloc(so->take_near, sizeof(ShnswPair) * so->take_near_cap) :
+			MemoryContextAlloc(so->ctx, sizeof(ShnswPair) * so->take_near_cap);
+	}
+	for (int i = 0; i < d->n; i++)
 	{
 		ShnswCand  *c = &so->search.cands[d->a[i].id];
 
-		if (c->state & SHNSW_CAND_EMITTED || c->node_flags & SHNSW_NODE_DELETED)
-			continue;
+		if (!(c->state & SHNSW_CAND_EMITTED || c->node_flags & SHNSW_NODE_DELETED) &&
+			scan_lower_bound(so, d->a[i].d) < limit)
+			so->take_near[nnear++] = d->a[i];
+	}
+	qsort(so->take_near, nnear, sizeof(ShnswPair), pair_cmp);
+	nnear = Min(nnear, SHNSW_TAKE_AHEAD);
+	for (int i = 0; i < nnear; i++)
+	{
+		ShnswCand  *c = &so->search.cands[so->take_near[i].id];
+
 		n += shnsw_vector_blocks(c->vec_block, c->vec_offset, so->info->vec_size, blks + n);
 	}
 	shnsw_reader_request(&so->reader, blks, n, true);
+
+	/* look again when half of them are taken: the limit may have fallen */
+	so->take_ahead_left = Max(nnear / 2, 1);
 }
 
 /*
@@ -1287,7 +1334,8 @@ scan_take(IndexScanDesc scan)
 	if (idx < 0)
 		return false;
 	so->ntaken++;
-	scan_take_ahead(so);
+	if (--so->take_ahead_left <= 0)
+		scan_take_ahead(so);
 	so->outbuf[0] = (uint32) idx;
 	scan_rerank(scan, 1);
 	if (!(so->search.cands[idx].node_flags & SHNSW_NODE_DELETED))
