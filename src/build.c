@@ -15,9 +15,10 @@
  * through aminsert, by the leader and, in a parallel build, its workers at
  * once (slower, but the build always finishes).
  *
- * The temporary file holds one fixed-size record per row: its heap TID and
- * its exact image. Only rows of the in-memory part keep anything in memory
- * (TID, file position, node); the rest are read back in sequence.
+ * The temporary files hold one fixed-size record per row, its heap TID and
+ * its exact image: one file for the rows of the in-memory part (which also
+ * keep their TID, file position and node in memory), another for the rest
+ * (build_rest_open), which keep nothing in memory.
  *
  * The pages are laid out in breadth-first order of layer 0 from the entry
  * point, so a node's neighbours tend to share its page:
@@ -852,8 +853,9 @@ build_insert_rest(ShnswBuildState *bs, Relation heap, Relation index, IndexInfo 
 	if (RelationNeedsWAL(index))
 		log_newpage_range(index, MAIN_FORKNUM, 0, RelationGetNumberOfBlocks(index), true);
 	ereport(NOTICE,
-			(errmsg("streamhnsw build placed %u rows in memory and inserted %u rows into the written index after them, in %d %s",
-					bs->nmem, nrest, 1 + launched, launched > 0 ? "processes" : "process")));
+			(errmsg_plural("streamhnsw build placed %u rows in memory and inserted %u rows into the written index after them, in %d process",
+						   "streamhnsw build placed %u rows in memory and inserted %u rows into the written index after them, in %d processes",
+						   1 + launched, bs->nmem, nrest, 1 + launched)));
 	elog(DEBUG1, "streamhnsw: %d insert workers launched; the leader inserted %u of %u rows (%.2f s)",
 		 launched, leader_rows, nrest, phase_secs_since(start));
 }
