@@ -11,12 +11,14 @@
  * fit in maintenance_work_mem, on the SQ8 codes instead (4x smaller; codes
  * are re-derived from the temporary file). If even that does not fit, the
  * graph is built on the rows that fit, written, and the remaining rows are
- * read back from the temporary file and inserted into the written index
- * one by one through aminsert (slower, but the build always finishes).
+ * read back from a file of their own and inserted into the written index
+ * through aminsert, by the leader and, in a parallel build, its workers at
+ * once (slower, but the build always finishes).
  *
- * The temporary file holds one fixed-size record per row: its heap TID and
- * its exact image. Only rows of the in-memory part keep anything in memory
- * (TID, file position, node); the rest are read back in sequence.
+ * The temporary files hold one fixed-size record per row, its heap TID and
+ * its exact image: one file for the rows of the in-memory part (which also
+ * keep their TID, file position and node in memory), another for the rest
+ * (build_rest_open), which keep nothing in memory.
  *
  * The pages are laid out in breadth-first order of layer 0 from the entry
  * point, so a node's neighbours tend to share its page:
@@ -35,11 +37,14 @@
 #include "postgres.h"
 
 #include "access/tableam.h"
+#include "access/xloginsert.h"
 #include "commands/progress.h"
 #include "miscadmin.h"
 #include "portability/instr_time.h"
 #include "storage/buffile.h"
 #include "storage/bulk_write.h"
+#include "storage/dsm.h"
+#include "storage/sharedfileset.h"
 #include "utils/backend_progress.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -72,8 +77,9 @@ typedef struct ShnswBuildState
 	BufFile    *exact;			/* records: heap TID, then exact image */
 	int		   *exact_file;		/* BufFileTell position of each record */
 	off_t	   *exact_off;		/* (in-memory rows only) */
-	int			spill_file;		/* position of the first spilled record */
-	off_t		spill_off;
+	BufFile    *rest;			/* the spilled rows' records, in heap order */
+	dsm_segment *rest_seg;		/* holds rest_fs (parallel builds) */
+	SharedFileSet *rest_fs;		/* rest's file set: workers read it */
 
 	int			nworkers;		/* parallel workers planned (0: serial) */
 	Size		budget;			/* maintenance_work_mem in bytes */
@@ -101,6 +107,17 @@ phase_secs(ShnswBuildState *bs)
 	INSTR_TIME_SET_CURRENT(now);
 	INSTR_TIME_SUBTRACT(now, bs->phase_start);
 	INSTR_TIME_SET_CURRENT(bs->phase_start);
+	return INSTR_TIME_GET_DOUBLE(now);
+}
+
+/* Seconds since then. */
+static double
+phase_secs_since(instr_time then)
+{
+	instr_time	now;
+
+	INSTR_TIME_SET_CURRENT(now);
+	INSTR_TIME_SUBTRACT(now, then);
 	return INSTR_TIME_GET_DOUBLE(now);
 }
 
@@ -153,6 +170,29 @@ build_grow(ShnswBuildState *bs)
 }
 
 /*
+ * build_rest_open creates the file of the rows that did not fit: one
+ * record each (heap TID, exact image), read back by record number by
+ * whichever process inserts the row. A build planned parallel puts it in a
+ * file set its workers can open; the set lives in a DSM segment of its own
+ * (its files go when the segment is detached, at the end of the build or
+ * at its abort), created now because the workers' chunk is sized only
+ * after the scan.
+ */
+static void
+build_rest_open(ShnswBuildState *bs)
+{
+	if (bs->nworkers > 0)
+	{
+		bs->rest_seg = dsm_create(sizeof(SharedFileSet), 0);
+		bs->rest_fs = (SharedFileSet *) dsm_segment_address(bs->rest_seg);
+		SharedFileSetInit(bs->rest_fs, bs->rest_seg);
+		bs->rest = BufFileCreateFileSet(&bs->rest_fs->fs, shnsw_rest_file_name());
+	}
+	else
+		bs->rest = BufFileCreateTemp(false);
+}
+
+/*
  * build_callback receives each live heap tuple: validates the value, keeps
  * what the build needs, and updates the SQ8 ranges.
  */
@@ -186,9 +226,9 @@ build_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull,
 
 	if (bs->spilled)
 	{
-		/* past the in-memory part: only the temporary file keeps the row */
-		BufFileWrite(bs->exact, tid, sizeof(ItemPointerData));
-		BufFileWrite(bs->exact, v, bs->vec_size);
+		/* past the in-memory part: only the file of remaining rows keeps it */
+		BufFileWrite(bs->rest, tid, sizeof(ItemPointerData));
+		BufFileWrite(bs->rest, v, bs->vec_size);
 		bs->n++;
 		MemoryContextReset(bs->tmpctx);
 		if ((bs->n & 1023) == 0)
@@ -217,15 +257,15 @@ build_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull,
 		 */
 		bs->spilled = true;
 		bs->nmem = bs->n;
-		BufFileTell(bs->exact, &bs->spill_file, &bs->spill_off);
+		build_rest_open(bs);
 		ereport(NOTICE,
 				(errmsg("streamhnsw graph no longer fits into maintenance_work_mem after %u rows; inserting the remaining rows into the written index",
 						bs->n),
 				 errdetail("Building will take significantly more time."),
 				 errhint("Increase maintenance_work_mem to at least %zu MB to build the whole graph in memory.",
 						 build_memory(bs, (uint32) Max(bs->reltuples, bs->n + 1.0), true) / (1024 * 1024) + 1)));
-		BufFileWrite(bs->exact, tid, sizeof(ItemPointerData));
-		BufFileWrite(bs->exact, v, bs->vec_size);
+		BufFileWrite(bs->rest, tid, sizeof(ItemPointerData));
+		BufFileWrite(bs->rest, v, bs->vec_size);
 		bs->n++;
 		MemoryContextReset(bs->tmpctx);
 		return;
@@ -591,7 +631,13 @@ static void
 build_write_pages(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswLayout *l,
 				  const float *lo, const float *scale, ForkNumber fork)
 {
-	BulkWriteState *bulk = smgr_bulk_start_rel(bs->index, fork);
+	/*
+	 * A build that inserts rows afterwards logs every page once at its end
+	 * (build_insert_rest), these included: not twice.
+	 */
+	BulkWriteState *bulk = fork == MAIN_FORKNUM && bs->spilled ?
+		smgr_bulk_start_smgr(RelationGetSmgr(bs->index), fork, false) :
+		smgr_bulk_start_rel(bs->index, fork);
 	BlockNumber blk = SHNSW_METAPAGE_BLKNO;
 
 	if (bs->nmem > 0 && !g->use_codes)
@@ -772,46 +818,46 @@ build_graph_parallel(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswParallelBuild
 }
 
 /*
- * build_insert_rest inserts the rows that did not fit, in heap order,
- * through aminsert: the written index is a complete index of the in-memory
- * part, with the quantizer trained on every row (quant_rows covers them
- * all, so these inserts never retrain it). One memory context reset per
- * row.
+ * build_insert_rest inserts the rows that did not fit through aminsert,
+ * in the leader and (a parallel build) its workers (buildpar.c,
+ * shnsw_parallel_insert): the written index is a complete index of the
+ * in-memory part, with the quantizer trained on every row (quant_rows
+ * covers them all, so these inserts never retrain it).
  */
 static void
-build_insert_rest(ShnswBuildState *bs, Relation heap, Relation index, IndexInfo *indexInfo,
-				  MemoryContext buildctx)
+build_insert_rest(ShnswBuildState *bs, Relation heap, Relation index, IndexInfo *indexInfo)
 {
-	char	   *img = palloc(bs->vec_size);	/* aligned, unlike in the record */
-	MemoryContext rowctx = AllocSetContextCreate(buildctx, "streamhnsw build insert",
-												 ALLOCSET_DEFAULT_SIZES);
 	uint32		nrest = bs->n - bs->nmem;
+	uint32		leader_rows;
+	int			launched;
+	instr_time	start;
 
+	INSTR_TIME_SET_CURRENT(start);
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, SHNSW_PHASE_INSERT);
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_TOTAL, nrest);
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, 0);
-	if (BufFileSeek(bs->exact, bs->spill_file, bs->spill_off, SEEK_SET) != 0)
-		elog(ERROR, "streamhnsw: could not seek in temporary file");
-	for (uint32 i = 0; i < nrest; i++)
-	{
-		ItemPointerData tid;
-		Datum		values[1];
-		bool		isnull[1] = {false};
-
-		CHECK_FOR_INTERRUPTS();
-		BufFileReadExact(bs->exact, &tid, sizeof(ItemPointerData));
-		BufFileReadExact(bs->exact, img, bs->vec_size);
-		values[0] = PointerGetDatum(img);
-		MemoryContextSwitchTo(rowctx);
-		shnsw_insert(index, values, isnull, &tid, heap, UNIQUE_CHECK_NO, false, indexInfo);
-		MemoryContextSwitchTo(buildctx);
-		MemoryContextReset(rowctx);
-		if ((i & 63) == 0)
-			pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, i);
-	}
-	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, nrest);
+	/* written out and read-only from here: the workers open it */
+	if (bs->rest_fs != NULL)
+		BufFileExportFileSet(bs->rest);
+	launched = shnsw_parallel_insert(heap, index, indexInfo, bs->nworkers, bs->rest,
+									 bs->rest_fs != NULL ? &bs->rest_fs->fs : NULL,
+									 nrest, bs->vec_size, &leader_rows);
 	/* forget the index info the inserts cached */
 	shnsw_forget_index_info(index);
+
+	/*
+	 * The inserts changed pages in place without WAL (shnsw_xlog_direct),
+	 * and the graph's pages were written without it: log every page once,
+	 * now that nothing else changes them (as pgvector does).
+	 */
+	if (RelationNeedsWAL(index))
+		log_newpage_range(index, MAIN_FORKNUM, 0, RelationGetNumberOfBlocks(index), true);
+	ereport(NOTICE,
+			(errmsg_plural("streamhnsw build placed %u rows in memory and inserted %u rows into the written index after them, in %d process",
+						   "streamhnsw build placed %u rows in memory and inserted %u rows into the written index after them, in %d processes",
+						   1 + launched, bs->nmem, nrest, 1 + launched)));
+	elog(DEBUG1, "streamhnsw: %d insert workers launched; the leader inserted %u of %u rows (%.2f s)",
+		 launched, leader_rows, nrest, phase_secs_since(start));
 }
 
 /*
@@ -900,15 +946,20 @@ shnsw_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	bs.exact_off = NULL;
 
 	/*
-	 * Insert the rows that did not fit, in heap order, through aminsert:
-	 * the written index is a complete index of the in-memory part, with the
-	 * quantizer trained on every row (quant_rows covers them all, so these
-	 * inserts never retrain it).
+	 * Insert the rows that did not fit through aminsert, in the leader and
+	 * (parallel builds) the workers: the written index is a complete index
+	 * of the in-memory part. The in-memory rows' file is no longer needed.
 	 */
-	if (bs.spilled)
-		build_insert_rest(&bs, heap, index, indexInfo, buildctx);
-
 	BufFileClose(bs.exact);
+	bs.exact = NULL;
+	if (bs.spilled)
+	{
+		build_insert_rest(&bs, heap, index, indexInfo);
+		BufFileClose(bs.rest);
+		if (bs.rest_seg != NULL)
+			dsm_detach(bs.rest_seg);	/* deletes the file */
+	}
+
 	result->heap_tuples = reltuples;
 	result->index_tuples = bs.n;
 

@@ -24,8 +24,8 @@
  * done the leader alone links again any marked too late for that, makes
  * every node reachable, lays the
  * graph out and writes it, reading it from the DSM chunk, then ends
- * parallel mode; rows that did not fit are inserted afterwards, as in a
- * serial build.
+ * parallel mode; rows that did not fit are inserted afterwards by the
+ * leader and new workers (shnsw_parallel_insert, at the end of this file).
  *
  * Why the scan stays serial: it is a few percent of a build (the linking is
  * the rest), and one scan in heap order keeps the serial build's rules as
@@ -49,19 +49,24 @@
 #include "postgres.h"
 
 #include "access/parallel.h"
+#include "access/table.h"
 #include "access/xact.h"
+#include "catalog/index.h"
 #include "commands/progress.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "portability/instr_time.h"
 #include "port/atomics.h"
+#include "storage/buffile.h"
 #include "storage/lwlock.h"
 #include "storage/shm_toc.h"
 #include "utils/backend_progress.h"
+#include "utils/memutils.h"
 
 #include "streamhnsw.h"
 
 #define SHNSW_PAR_KEY_SHARED	UINT64CONST(0xA000000000000001)
+#define SHNSW_PAR_KEY_INSERT	UINT64CONST(0xA000000000000002)
 
 /* The shared chunk: this header, then the arrays at the offsets it names. */
 typedef struct ShnswParallelShared
@@ -106,6 +111,7 @@ struct ShnswParallelBuild
 static int	shnsw_build_tranche = 0;
 
 PGDLLEXPORT void shnsw_parallel_build_main(dsm_segment *seg, shm_toc *toc);
+PGDLLEXPORT void shnsw_parallel_insert_main(dsm_segment *seg, shm_toc *toc);
 
 /*
  * A node linked while more than this many nodes per process were claimed
@@ -468,4 +474,200 @@ shnsw_parallel_build_main(dsm_segment *seg, shm_toc *toc)
 	(void) par_link_loop(sh, &g, false);
 	(void) par_relink_loop(sh, &g);
 	shnsw_build_free(&g);
+}
+
+
+/*
+ * Parallel insertion of the rows that did not fit.
+ *
+ * The graph of the in-memory rows is written (every page, through the bulk
+ * writer, synced) and its shared chunk is gone before this starts: a second
+ * parallel context, with a small chunk, is set up only then, so no worker
+ * can see the index before the flush is complete; its workers read the
+ * written pages through shared buffers like any backend. The rows wait in
+ * the build's file of remaining rows (build.c), one fixed-size record each
+ * (heap TID, exact image), in a file set the workers open read-only. Every
+ * process claims rows one at a time from an atomic counter and inserts each
+ * through aminsert (shnsw_insert), so they take exactly the locks of
+ * concurrent INSERTs (src/README, Locking): the quantizer is trained on
+ * every row and the index is not empty, so the insert lock is only ever
+ * taken shared. An error in a worker reaches the leader at its next
+ * CHECK_FOR_INTERRUPTS (or when it waits for the workers) and fails the
+ * build; a cancel ends the leader's transaction, which terminates the
+ * workers.
+ */
+typedef struct ShnswParInsertShared
+{
+	Oid			heaprelid;
+	Oid			indexrelid;
+	bool		concurrent;		/* CREATE INDEX CONCURRENTLY (heap lock mode) */
+	uint32		nrows;
+	int			vec_size;
+	FileSet		fileset;		/* the leader's; the file is only read */
+	pg_atomic_uint32 next;		/* next row to insert */
+	pg_atomic_uint32 done;		/* rows inserted, by every process */
+} ShnswParInsertShared;
+
+#define SHNSW_REST_FILE "streamhnsw_rest"
+
+/* The file set's name of the build's file of remaining rows. */
+const char *
+shnsw_rest_file_name(void)
+{
+	return SHNSW_REST_FILE;
+}
+
+/* Read record k (heap TID, then the exact image) of the file of remaining rows. */
+static void
+rest_read(BufFile *file, uint32 k, int vec_size, int64 *pos, ItemPointer tid, char *img)
+{
+	int64		want = (int64) k * (int64) (sizeof(ItemPointerData) + vec_size);
+
+	if (want != *pos &&
+		(BufFileSeekBlock(file, want / BLCKSZ) != 0 ||
+		 BufFileSeek(file, 0, (off_t) (want % BLCKSZ), SEEK_CUR) != 0))
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("streamhnsw: could not seek in the build's temporary file")));
+	BufFileReadExact(file, tid, sizeof(ItemPointerData));
+	BufFileReadExact(file, img, vec_size);
+	*pos = want + sizeof(ItemPointerData) + vec_size;
+}
+
+/*
+ * Claim rows and insert them until none is left; the leader (progress true)
+ * reports the rows every process has inserted. One memory context reset a
+ * row. Returns how many this process inserted.
+ */
+static uint32
+par_insert_loop(ShnswParInsertShared *sh, BufFile *file, Relation heap, Relation index,
+				IndexInfo *indexInfo, bool progress)
+{
+	char	   *img = palloc(sh->vec_size);	/* aligned, unlike in the record */
+	MemoryContext rowctx = AllocSetContextCreate(CurrentMemoryContext,
+												 "streamhnsw build insert",
+												 ALLOCSET_DEFAULT_SIZES);
+	MemoryContext old = CurrentMemoryContext;
+	int64		pos = -1;
+	uint32		mine = 0;
+
+	/*
+	 * The pages are changed in place, without WAL: the leader logs every
+	 * page once when all rows are in (build.c, build_insert_rest).
+	 */
+	shnsw_xlog_direct(RelationGetRelid(index));
+	PG_TRY();
+	{
+		for (;;)
+		{
+			uint32		k = pg_atomic_fetch_add_u32(&sh->next, 1);
+			ItemPointerData tid;
+			Datum		values[1];
+			bool		isnull[1] = {false};
+			uint32		done;
+
+			if (k >= sh->nrows)
+				break;
+			CHECK_FOR_INTERRUPTS();
+			rest_read(file, k, sh->vec_size, &pos, &tid, img);
+			values[0] = PointerGetDatum(img);
+			MemoryContextSwitchTo(rowctx);
+			shnsw_insert(index, values, isnull, &tid, heap, UNIQUE_CHECK_NO, false, indexInfo);
+			MemoryContextSwitchTo(old);
+			MemoryContextReset(rowctx);
+			mine++;
+			done = pg_atomic_add_fetch_u32(&sh->done, 1);
+			if (progress && (mine & 15) == 0)
+				pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, done);
+		}
+	}
+	PG_FINALLY();
+	{
+		shnsw_xlog_direct(InvalidOid);
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(rowctx);
+	pfree(img);
+	return mine;
+}
+
+/*
+ * shnsw_parallel_insert inserts the nrows records of file (the build's file
+ * of remaining rows, named shnsw_rest_file_name() in fileset) into the
+ * written index, in the leader and up to nworkers workers. With no file set
+ * (a serial build: the file is the leader's own) or no worker requested,
+ * the leader inserts them alone, in order. Returns the number of workers
+ * launched; *leader_rows is how many rows the leader inserted.
+ */
+int
+shnsw_parallel_insert(Relation heap, Relation index, IndexInfo *indexInfo, int nworkers,
+					  BufFile *file, const FileSet *fileset, uint32 nrows, int vec_size,
+					  uint32 *leader_rows)
+{
+	ParallelContext *pcxt = NULL;
+	ShnswParInsertShared *sh;
+	int			launched = 0;
+
+	if (nworkers > 0 && fileset != NULL)
+	{
+		EnterParallelMode();
+		pcxt = CreateParallelContext("streamhnsw", "shnsw_parallel_insert_main", nworkers);
+		shm_toc_estimate_chunk(&pcxt->estimator, sizeof(ShnswParInsertShared));
+		shm_toc_estimate_keys(&pcxt->estimator, 1);
+		InitializeParallelDSM(pcxt);
+		sh = shm_toc_allocate(pcxt->toc, sizeof(ShnswParInsertShared));
+	}
+	else
+		sh = palloc0(sizeof(ShnswParInsertShared));
+	sh->heaprelid = RelationGetRelid(heap);
+	sh->indexrelid = RelationGetRelid(index);
+	sh->concurrent = indexInfo->ii_Concurrent;
+	sh->nrows = nrows;
+	sh->vec_size = vec_size;
+	if (fileset != NULL)
+		sh->fileset = *fileset;
+	pg_atomic_init_u32(&sh->next, 0);
+	pg_atomic_init_u32(&sh->done, 0);
+
+	if (pcxt != NULL)
+	{
+		shm_toc_insert(pcxt->toc, SHNSW_PAR_KEY_INSERT, sh);
+		LaunchParallelWorkers(pcxt);
+		launched = pcxt->nworkers_launched;
+	}
+	*leader_rows = par_insert_loop(sh, file, heap, index, indexInfo, true);
+	if (pcxt != NULL)
+	{
+		/* each worker has at most the row it claimed last to finish */
+		WaitForParallelWorkersToFinish(pcxt);
+		DestroyParallelContext(pcxt);
+		ExitParallelMode();
+	}
+	else
+		pfree(sh);
+	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, nrows);
+	return launched;
+}
+
+/*
+ * shnsw_parallel_insert_main is an insert worker's entry point: open the
+ * relations (the leader holds their locks; group locking lets a worker take
+ * the same ones) and the file of remaining rows, and insert rows until none
+ * is left.
+ */
+void
+shnsw_parallel_insert_main(dsm_segment *seg, shm_toc *toc)
+{
+	ShnswParInsertShared *sh = shm_toc_lookup(toc, SHNSW_PAR_KEY_INSERT, false);
+	LOCKMODE	heap_mode = sh->concurrent ? ShareUpdateExclusiveLock : ShareLock;
+	Relation	heap = table_open(sh->heaprelid, heap_mode);
+	Relation	index = index_open(sh->indexrelid, RowExclusiveLock);
+	IndexInfo  *indexInfo = BuildIndexInfo(index);
+	BufFile    *file = BufFileOpenFileSet(&sh->fileset, SHNSW_REST_FILE, O_RDONLY, false);
+
+	(void) par_insert_loop(sh, file, heap, index, indexInfo, false);
+	BufFileClose(file);
+	index_close(index, RowExclusiveLock);
+	table_close(heap, heap_mode);
 }

@@ -213,7 +213,15 @@ typedef struct TrackedXlog
 	bool		has_meta;
 	uint64		meta_lsn;		/* the metapage's LSN and generation before */
 	uint64		meta_gen;
+	bool		direct;			/* pages changed in place, no WAL (below) */
 } TrackedXlog;
+
+/*
+ * The index whose changes this backend writes in place, without WAL: a
+ * build's insert phase (shnsw_xlog_direct), which logs every page at its
+ * end; InvalidOid otherwise.
+ */
+static Oid	direct_relid = InvalidOid;
 
 static TrackedXlog tracked[4];
 
@@ -2040,11 +2048,33 @@ tracked_find(GenericXLogState *state)
 	return NULL;
 }
 
+/*
+ * shnsw_xlog_direct makes this backend's changes of index relid (a build's
+ * insert phase; InvalidOid ends it) go straight into the buffers under the
+ * caller's exclusive locks, marked dirty at "finish", with no WAL record
+ * and no page copy: the index is not visible to any other backend before
+ * the build's transaction commits, the build WAL-logs every page once when
+ * it is done (log_newpage_range), and an error aborts the build, dropping
+ * the index, so a change left half made by an error is never seen. Such a
+ * change cannot be abandoned (shnsw_xlog_abort raises an error): no caller
+ * an insert runs does that.
+ */
+void
+shnsw_xlog_direct(Oid relid)
+{
+	direct_relid = relid;
+}
+
 GenericXLogState *
 shnsw_xlog_start(Relation relation)
 {
-	GenericXLogState *state = GenericXLogStart(relation);
+	GenericXLogState *state;
 	TrackedXlog *t;
+	bool		direct = OidIsValid(direct_relid) &&
+		RelationGetRelid(relation) == direct_relid;
+
+	/* a direct change's state is only a distinct address to track it by */
+	state = direct ? (GenericXLogState *) palloc(1) : GenericXLogStart(relation);
 
 	/*
 	 * A state an error abandoned (no finish or abort) may have had this
@@ -2060,6 +2090,7 @@ shnsw_xlog_start(Relation relation)
 	memset(t, 0, sizeof(*t));
 	t->state = state;
 	t->rel = relation;
+	t->direct = direct;
 	return state;
 }
 
@@ -2068,6 +2099,16 @@ shnsw_xlog_register_buffer(GenericXLogState *state, Buffer buffer, int flags)
 {
 	TrackedXlog *t = tracked_find(state);
 
+	if (t != NULL && t->direct)
+	{
+		/* as GenericXLogRegisterBuffer would, refuse a fifth page */
+		for (int i = 0; i < t->nbuf; i++)
+			if (t->bufs[i] == buffer)
+				return BufferGetPage(buffer);
+		if (t->nbuf >= MAX_GENERIC_XLOG_PAGES)
+			elog(ERROR, "maximum number %d of generic xlog buffers is exceeded",
+				 MAX_GENERIC_XLOG_PAGES);
+	}
 	if (t != NULL && t->nbuf < MAX_GENERIC_XLOG_PAGES)
 	{
 		t->bufs[t->nbuf++] = buffer;
@@ -2080,6 +2121,8 @@ shnsw_xlog_register_buffer(GenericXLogState *state, Buffer buffer, int flags)
 			t->meta_gen = PageIsNew(page) ? 0 : ShnswPageGetMeta(page)->cache_generation;
 		}
 	}
+	if (t != NULL && t->direct)
+		return BufferGetPage(buffer);
 	return GenericXLogRegisterBuffer(state, buffer, flags);
 }
 
@@ -2088,6 +2131,8 @@ shnsw_xlog_abort(GenericXLogState *state)
 {
 	TrackedXlog *t = tracked_find(state);
 
+	if (t != NULL && t->direct)
+		elog(ERROR, "streamhnsw: a change written in place cannot be abandoned");
 	GenericXLogAbort(state);
 	if (t != NULL)
 		t->state = NULL;
@@ -2187,8 +2232,20 @@ XLogRecPtr
 shnsw_xlog_finish(GenericXLogState *state)
 {
 	TrackedXlog *t = tracked_find(state);
-	XLogRecPtr	lsn = GenericXLogFinish(state);
+	XLogRecPtr	lsn;
 
+	if (t != NULL && t->direct)
+	{
+		/* the pages were changed in place (shnsw_xlog_direct) */
+		for (int i = 0; i < t->nbuf; i++)
+			MarkBufferDirty(t->bufs[i]);
+		t->state = NULL;
+		pfree(state);
+		if (!RelationUsesLocalBuffers(t->rel))
+			write_through(t);
+		return InvalidXLogRecPtr;
+	}
+	lsn = GenericXLogFinish(state);
 	if (t != NULL)
 	{
 		t->state = NULL;

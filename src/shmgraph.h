@@ -70,6 +70,9 @@ extern const char *shnsw_shm_status_name(int status);
  */
 extern bool shnsw_shm_cut_waiting(Relation index);
 
+/* a build's insert phase: changes of relid written in place, no WAL */
+extern void shnsw_xlog_direct(Oid relid);
+
 /* write-through wrappers (see above) */
 extern GenericXLogState *shnsw_xlog_start(Relation relation);
 extern Page shnsw_xlog_register_buffer(GenericXLogState *state, Buffer buffer, int flags);

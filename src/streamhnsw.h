@@ -474,6 +474,13 @@ extern ShnswParallelBuild *shnsw_parallel_begin(int nworkers, int dims, int m, i
 												uint64 seed, ShnswBuildGraph *g);
 extern int	shnsw_parallel_link(ShnswParallelBuild *pb, ShnswBuildGraph *g);
 extern void shnsw_parallel_end(ShnswParallelBuild *pb);
+struct BufFile;
+struct FileSet;
+extern const char *shnsw_rest_file_name(void);
+extern int	shnsw_parallel_insert(Relation heap, Relation index, IndexInfo *indexInfo,
+								  int nworkers, struct BufFile *file,
+								  const struct FileSet *fileset, uint32 nrows, int vec_size,
+								  uint32 *leader_rows);
 
 /* ---------- insert.c ---------- */
 extern bool shnsw_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid,

@@ -111,11 +111,14 @@ class _NoticeCluster:
     """The cluster, with connections that collect NOTICEs (DEBUG1 too) and
     end statements after timeout_s (0: never)."""
 
-    def __init__(self, c, notices, timeout_s=0):
+    def __init__(self, c, notices, timeout_s=0, settings=None):
         self.c, self.notices, self.timeout_s = c, notices, timeout_s
+        self.settings = settings or {}
 
     def connect(self, *a, **k):
         opts = "-c client_min_messages=debug1"
+        for name, value in self.settings.items():
+            opts += f" -c {name}={value}"
         if self.timeout_s:
             opts += f" -c statement_timeout={int(self.timeout_s * 1000)}"
         conn = self.c.connect(*a, options=opts, **k)
@@ -123,7 +126,7 @@ class _NoticeCluster:
         return conn
 
 
-def default_build(c, am, table, queries, truth, log, timeout_s=0):
+def default_build(c, am, table, queries, truth, log, timeout_s=0, settings=None):
     """One CREATE INDEX at the server's settings, with progress, memory,
     size, NOTICEs, the workers planned and recall@10 at ef_search 40.
     A build still running after timeout_s is cancelled: the progress lines
@@ -133,7 +136,8 @@ def default_build(c, am, table, queries, truth, log, timeout_s=0):
     notices = []
     t0 = time.perf_counter()
     try:
-        b = pg.build_index(_NoticeCluster(c, notices, timeout_s), eng, "vector", "cosine", 16,
+        b = pg.build_index(_NoticeCluster(c, notices, timeout_s, settings), eng, "vector",
+                           "cosine", 16,
                            64, log=lambda m, flush=True: log(f"{table} {m}", flush=True),
                            poll=60.0)
     except Exception as e:  # psycopg.errors.QueryCanceled
@@ -166,7 +170,7 @@ def default_build(c, am, table, queries, truth, log, timeout_s=0):
             "table_mb": round(b["table_bytes"] / 2**20, 1),
             "recall10_ef40": round(rec, 4), "queries_s": round(len(queries) / qsecs, 1),
             "notices": [n for n in notices if "maintenance_work_mem" in n or "worker" in n
-                        or "build phases" in n]}
+                        or "build phases" in n or "rows in memory" in n]}
 
 
 def defaults_main(args) -> None:
@@ -234,6 +238,76 @@ def defaults_main(args) -> None:
                     conn.execute(f"DROP TABLE {tb}")
 
 
+SETS = {
+    # name: loader of a stored set (SHNSW_DATA_DIR), cosine
+    "sentences": lambda: __import__("shnsw.bench.datasets", fromlist=["x"]).sentences(
+        n_rows=100_000),
+    "synthetic768": lambda: __import__("shnsw.bench.datasets", fromlist=["x"]).synthetic(
+        100_000, 768),
+}
+
+
+def sets_main(args) -> None:
+    """--sets: stored sets at several (maintenance_work_mem, workers) pairs,
+    both engines at once on their own copy of the table (the same load for
+    both), at the benchmark server's settings otherwise."""
+    import datetime as dt
+    import threading
+    log = print
+    timeout_s = 0
+    if args.stop_at:
+        now = dt.datetime.now(dt.timezone.utc)
+        hh, mm = (int(x) for x in args.stop_at.split(":"))
+        stop = now.replace(hour=hh, minute=mm, second=0, microsecond=0)
+        timeout_s = max(60.0, (stop - now).total_seconds())
+    if args.build_timeout:
+        timeout_s = args.build_timeout
+    configs = [(c.split(":")[0], int(c.split(":")[1])) for c in args.configs.split(",")]
+    ams = args.am.split(",")
+    with Cluster(name="shnsw-buildsets", settings=dict(pg.DEFAULT_SETTINGS)) as c:
+        c.execute("CREATE EXTENSION streamhnsw CASCADE")
+        for name in args.sets.split(","):
+            ds = SETS[name]()
+            rows = ds.rows[:args.rows] if args.rows else ds.rows
+            if len(rows) != len(ds.rows):
+                truth = data.ground_truth(rows, ds.queries, 10, metric="cosine", batch=64)
+            else:
+                truth = ds.truth[:, :10]
+            n, dim = rows.shape
+            tables = {am: f"bs_{name}_{am}" for am in ams}
+            for tb in tables.values():
+                with c.connect() as conn:
+                    data.load(conn, tb, rows)
+                    conn.execute(f"ALTER TABLE {tb} SET (autovacuum_enabled = off, "
+                                 "parallel_workers = 2)")
+                    conn.execute(f"VACUUM (FREEZE, ANALYZE) {tb}")
+            for mwm, workers in configs:
+                settings = {"maintenance_work_mem": mwm,
+                            "max_parallel_maintenance_workers": workers}
+                out = {}
+                th = [threading.Thread(target=lambda am=am: out.__setitem__(
+                    am, default_build(c, am, tables[am], ds.queries, truth, log, timeout_s,
+                                      settings)))
+                      for am in ams]
+                for t in th:
+                    t.start()
+                for t in th:
+                    t.join()
+                for am in ams:
+                    with open("/proc/loadavg") as f:
+                        load = f.read().split()[:3]
+                    r = {"set": name, "rows": n, "dim": dim, "mwm": mwm, "workers": workers,
+                         "concurrent_with": [a for a in ams if a != am], "loadavg": load,
+                         **out[am]}
+                    log(json.dumps(r), flush=True)
+                    if args.out:
+                        with open(args.out, "a") as f:
+                            f.write(json.dumps(r) + "\n")
+            for tb in tables.values():
+                with c.connect() as conn:
+                    conn.execute(f"DROP TABLE {tb}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--defaults", default=None, metavar="NxD,...",
@@ -245,7 +319,16 @@ def main() -> None:
     ap.add_argument("--stop-at", default=None, metavar="HH:MM",
                     help="--defaults: cancel builds still running at this UTC time")
     ap.add_argument("--out", default=None)
-    ap.add_argument("--rows", type=int, default=50000)
+    ap.add_argument("--sets", default=None, metavar="NAME,...",
+                    help="stored sets (sentences: 100k x 384, synthetic768: 100k x 768), "
+                         "built at each of --configs with both engines at once")
+    ap.add_argument("--configs", default="64MB:0,64MB:2,256MB:2,1GB:2",
+                    metavar="MWM:WORKERS,...",
+                    help="--sets: maintenance_work_mem and max_parallel_maintenance_workers")
+    ap.add_argument("--build-timeout", type=float, default=0,
+                    help="--sets: cancel a build still running after this many seconds")
+    ap.add_argument("--rows", type=int, default=50000,
+                    help="rows (--sets: the first this many of the set; 0: all)")
     ap.add_argument("--dim", type=int, default=128)
     ap.add_argument("--mwm", default="1MB,8MB,64MB,1GB")
     ap.add_argument("--am", default="streamhnsw,hnsw")
@@ -255,6 +338,9 @@ def main() -> None:
     args = ap.parse_args()
     if args.defaults:
         defaults_main(args)
+        return
+    if args.sets:
+        sets_main(args)
         return
 
     with Cluster(name="shnsw-buildmem", settings={"shared_buffers": "256MB",

@@ -357,17 +357,27 @@ def compare(primary_conn, standby_conn, queries, op="<->", k=10):
         assert len(a) == k
 
 
-def test_standby_returns_what_the_primary_returns():
+@pytest.mark.parametrize("mem", ["default", "1MB"])
+def test_standby_returns_what_the_primary_returns(mem):
     """pg_basebackup + streaming replication over 127.0.0.1: after the build,
     inserts, and deletes + VACUUM, the standby answers every query with the
-    same ids and distances, its metapage matches, and verify passes there."""
+    same ids and distances, its metapage matches, and verify passes there.
+    At maintenance_work_mem 1MB the build (two workers) inserts most rows
+    after writing the graph, without WAL, and logs every page at its end."""
     rows, queries = data.clustered(6000, 32, seed=17, n_queries=40)
     with Cluster(name="shnsw-primary", listen_tcp=True) as p:
         p.execute("CREATE EXTENSION streamhnsw CASCADE")
         with p.connect() as pc:
             data.load(pc, "rep", rows[:4000])
+            pc.execute("ALTER TABLE rep SET (parallel_workers = 2)")
         with Standby(p) as s, p.connect() as pc, s.connect() as sc:
+            notices = []
+            pc.add_notice_handler(lambda d: notices.append(d.message_primary))
+            if mem != "default":
+                pc.execute(f"SET maintenance_work_mem = '{mem}'")
             pc.execute("CREATE INDEX rep_idx ON rep USING streamhnsw (embedding)")
+            pc.execute("RESET maintenance_work_mem")
+            assert any("inserted" in n for n in notices) == (mem != "default"), notices
             plan = sc.execute("EXPLAIN (COSTS OFF) SELECT id FROM rep ORDER BY embedding "
                               "<-> %s::vector LIMIT 10", (data.vector_literal(queries[0]),))
             phases = []
