@@ -173,16 +173,22 @@ def default_build(c, am, table, queries, truth, log, timeout_s=0, settings=None)
                         or "build phases" in n or "rows in memory" in n]}
 
 
-def defaults_main(args) -> None:
+def stop_at_seconds(stop_at: str | None) -> float:
+    """Seconds from now until --stop-at HH:MM (UTC, today), at least 60; 0
+    (no limit) without it."""
     import datetime as dt
+    if not stop_at:
+        return 0
+    now = dt.datetime.now(dt.timezone.utc)
+    hh, mm = (int(x) for x in stop_at.split(":"))
+    stop = now.replace(hour=hh, minute=mm, second=0, microsecond=0)
+    return max(60.0, (stop - now).total_seconds())
+
+
+def defaults_main(args) -> None:
     import threading
     log = print
-    timeout_s = 0
-    if args.stop_at:
-        now = dt.datetime.now(dt.timezone.utc)
-        hh, mm = (int(x) for x in args.stop_at.split(":"))
-        stop = now.replace(hour=hh, minute=mm, second=0, microsecond=0)
-        timeout_s = max(60.0, (stop - now).total_seconds())
+    timeout_s = stop_at_seconds(args.stop_at)
     settings = {**pg.DEFAULT_SETTINGS, "maintenance_work_mem": "64MB",
                 "max_parallel_maintenance_workers": 2}
     with Cluster(name="shnsw-builddef", settings=settings) as c:
@@ -251,15 +257,9 @@ def sets_main(args) -> None:
     """--sets: stored sets at several (maintenance_work_mem, workers) pairs,
     both engines at once on their own copy of the table (the same load for
     both), at the benchmark server's settings otherwise."""
-    import datetime as dt
     import threading
     log = print
-    timeout_s = 0
-    if args.stop_at:
-        now = dt.datetime.now(dt.timezone.utc)
-        hh, mm = (int(x) for x in args.stop_at.split(":"))
-        stop = now.replace(hour=hh, minute=mm, second=0, microsecond=0)
-        timeout_s = max(60.0, (stop - now).total_seconds())
+    timeout_s = stop_at_seconds(args.stop_at)
     if args.build_timeout:
         timeout_s = args.build_timeout
     configs = [(c.split(":")[0], int(c.split(":")[1])) for c in args.configs.split(",")]
