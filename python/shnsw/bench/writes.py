@@ -203,6 +203,11 @@ def run(cfg, log) -> dict:
         ds = datasets.synthetic(cfg["rows"], cfg["dim"], cfg["metric"], cfg["queries"],
                                 n_later, cfg["seed"], k_truth=10, log=log)
     n_ins = 2 * len(P["insert_1"])
+    if len(ds.inserts) < n_ins:
+        raise SystemExit(f"{ds.name} holds {len(ds.inserts)} rows to insert, and --inserts "
+                         f"{cfg['inserts']} inserts {n_ins} (once with 1 client, once with "
+                         f"--clients): ask for at most {len(ds.inserts) // 2}, or use "
+                         "--dataset sentence-chunks")
     if len(ds.inserts) >= n_later:
         vecs = np.vstack([ds.rows, ds.inserts[:n_later]])
     else:
