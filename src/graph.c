@@ -1828,8 +1828,9 @@ shnsw_search_descend(ShnswSearch *s, ShnswRef entry, int entry_level, int stop_l
  * A greedy step on SQ8 codes can take the wrong turn where two clusters are
  * about as near: on pgvector's 4000 x 64 clustered l2 build case one query
  * in 100 started layer 0 in the wrong cluster and found none of its rows at
- * ef_search 10 and 20. A beam of a few nodes on layer 1 (about 1 % more
- * distances) picks the start among more than one local minimum.
+ * ef_search 10 and 20. A beam of a few nodes on layer 1 picks the start
+ * among more than one local minimum, for about 1 % more distances there
+ * and 4 % on 100k x 384 sentence embeddings at ef_search 33.
  */
 ShnswRef
 shnsw_search_start(ShnswSearch *s, ShnswRef entry, int entry_level)

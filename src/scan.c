@@ -389,6 +389,17 @@ held_pop(ShnswScanOpaque so, bool *late)
 }
 
 /*
+ * scan_held_limit: the exact distance of the nearest held row (infinity if
+ * none): every parked or deferred node whose bound is below it must be
+ * re-ranked before that row may be returned.
+ */
+static inline double
+scan_held_limit(ShnswScanOpaque so)
+{
+	return so->nheld > 0 ? so->held[0].distance : get_float8_infinity();
+}
+
+/*
  * scan_lower_bound: a lower bound on the exact distance (in the ORDER BY
  * operator's units) of any node whose navigation distance is est
  * (graph.c, shnsw_bound_lower; unit-tested on random data).
@@ -1346,7 +1357,7 @@ scan_take_ahead(ShnswScanOpaque so)
 	int			n = 0,
 				nnear = 0;
 	const ShnswHeap *d = &so->search.D;
-	double		limit = so->nheld > 0 ? so->held[0].distance : get_float8_infinity();
+	double		limit = scan_held_limit(so);
 
 	so->take_ahead_left = 1;
 	if (!so->live || d->n == 0)
@@ -1431,7 +1442,7 @@ static bool
 scan_take_batch(IndexScanDesc scan)
 {
 	ShnswScanOpaque so = (ShnswScanOpaque) scan->opaque;
-	double		limit = so->nheld > 0 ? so->held[0].distance : get_float8_infinity();
+	double		limit = scan_held_limit(so);
 	int			n = 0;
 
 	scan_outbuf_room(so, SHNSW_SWEPT_BATCH);
@@ -1468,7 +1479,7 @@ static bool
 scan_take_deferred(IndexScanDesc scan)
 {
 	ShnswScanOpaque so = (ShnswScanOpaque) scan->opaque;
-	double		limit = so->nheld > 0 ? so->held[0].distance : get_float8_infinity();
+	double		limit = scan_held_limit(so);
 	int			n = 0;
 
 	scan_outbuf_room(so, SHNSW_DEFERRED_BATCH);
