@@ -702,7 +702,7 @@ cand_nav_cmp(const void *a, const void *b)
  * rest by the typical error of their codes (so->walk): on the same set at
  * ef_search 150, a LIMIT 10 re-ranked all 150 rows of its round where
  * about a quarter sufficed (src/README, Scans). Its median navigation
- * distance, less that error, is the first round's floor
+ * distance, plus that error, is the first round's floor
  * (scan_emit_bound). The deferred rows' vector pages are asked for ahead,
  * nearest first (nothing happens while every page is cached). Strict
  * order only: relaxed order returns a round's rows as soon as they are
@@ -722,10 +722,15 @@ scan_defer(ShnswScanOpaque so, int n)
 	sort_cands = NULL;
 	if (so->search.rounds <= 1)
 	{
-		/* its nearer half (quarter, when twice as wide: scan_setup) */
+		/*
+		 * Its nearer half (quarter, when twice as wide: scan_setup) by
+		 * navigation distance: the farthest exact distance a row of that
+		 * half can have, on the same error as the first round's bound.
+		 */
 		int			mid = so->wide_first ? (n - 1) / 4 : (n - 1) / 2;
+		const ShnswBound *b = so->swept ? &so->proof : &so->walk;
 
-		so->first_floor = scan_lower_bound(so, so->search.cands[so->outbuf[mid]].d);
+		so->first_floor = shnsw_bound_upper(b, so->search.cands[so->outbuf[mid]].d);
 	}
 	if (n <= keep)
 		return n;
