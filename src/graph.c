@@ -1746,7 +1746,7 @@ search_add_cb(void *arg, int i, const ShnswNodeHeader *node)
 	 */
 	if (a->idx[i] == UINT32_MAX)
 		a->idx[i] = s->ncands;
-	search_set_cand(s, a->idx[i], a->refs[i], node, true);
+	search_set_cand(s, a->idx[i], a->refs[i], node, !s->ops->reread_cheap);
 	if (s->stage == NULL)
 	{
 		s->dists[i] = sq8_distance(s->q, shnsw_node_code(node, s->m));
@@ -1756,6 +1756,22 @@ search_add_cb(void *arg, int i, const ShnswNodeHeader *node)
 	s->stage_pos[s->nstage++] = i;
 	if (s->nstage == SHNSW_STAGE)
 		search_flush_stage(s);
+}
+
+/*
+ * read_nodes callback at expansion when the source rereads cheaply: the
+ * node's layer-0 list (a racy read is followed by another call: the last
+ * one wins).
+ */
+static void
+search_nbrs_cb(void *arg, int i, const ShnswNodeHeader *node)
+{
+	ShnswSearch *s = (ShnswSearch *) arg;
+	int			n = node->nneighbors < 2 * s->m ? node->nneighbors : 2 * s->m;
+
+	(void) i;					/* one node asked for */
+	memcpy(s->expand_nbrs, shnsw_node_neighbors(node), sizeof(ShnswRef) * n);
+	s->nexpand_nbrs = n;
 }
 
 /*
@@ -2105,6 +2121,8 @@ shnsw_search_next(ShnswSearch *s, ShnswRef start, int ef, uint32_t *out)
 	{
 		ShnswPair	c = shnsw_heap_top(&s->C);
 		ShnswCand  *cand;
+		const ShnswRef *nbrs;
+		int			nnbrs;
 		int			nf = 0;
 
 		shnsw_check_interrupts();
@@ -2122,10 +2140,20 @@ shnsw_search_next(ShnswSearch *s, ShnswRef start, int ef, uint32_t *out)
 		}
 		cand->state |= SHNSW_CAND_EXPANDED;
 		s->nexpanded++;
-
-		for (int k = 0; k < cand->nbr_count; k++)
+		nbrs = s->nbrs + cand->nbr_start;
+		nnbrs = cand->nbr_count;
+		if (s->ops->reread_cheap)
 		{
-			ShnswRef	r = s->nbrs[cand->nbr_start + k];
+			/* its list now, from the record (plain loads) */
+			s->nexpand_nbrs = 0;
+			s->ops->read_nodes(s->ops->ctx, &cand->ref, 1, search_nbrs_cb, s);
+			nbrs = s->expand_nbrs;
+			nnbrs = s->nexpand_nbrs;
+		}
+
+		for (int k = 0; k < nnbrs; k++)
+		{
+			ShnswRef	r = nbrs[k];
 
 			if (shnsw_visited_add(&s->visited, r))
 				fresh[nf++] = r;

@@ -271,7 +271,10 @@ typedef struct ShnswSearch
 	ShnswCand  *cands;
 	uint32_t	ncands;
 	uint32_t	capcands;
-	ShnswRef   *nbrs;			/* saved neighbour lists of cands */
+	ShnswRef   *nbrs;			/* saved neighbour lists of cands (none when
+								 * ops->reread_cheap: read at expansion) */
+	ShnswRef	expand_nbrs[2 * SHNSW_MAX_M];	/* that read's list */
+	int			nexpand_nbrs;
 	uint32_t	nnbrs;
 	uint32_t	capnbrs;
 	ShnswVisited visited;

@@ -75,6 +75,10 @@ typedef struct ShnswNodeSource
 	void		(*prefetch) (void *ctx, const ShnswRef *refs, int n, bool speculative);
 	bool		speculative;	/* prefetch takes speculative requests too
 								 * (false: the search does not look for them) */
+	bool		reread_cheap;	/* reading a record again costs plain loads
+								 * (the shared image): the search reads a
+								 * node's neighbour list when it expands it,
+								 * instead of copying every list it sees */
 	int			(*page_records) (void *ctx, uint32_t blk, const char **records,
 								 uint64_t *token);
 	bool		(*page_records_valid) (void *ctx, uint32_t blk, uint64_t token);

@@ -25,6 +25,7 @@ bool		shnsw_debug_discard_caches = false;
 bool		shnsw_debug_list_conflicts = false;
 int			shnsw_debug_io_cap = -1;
 bool		shnsw_debug_reader_main = false;
+bool		shnsw_debug_keep_lists = false;
 int			shnsw_iterative_scan = SHNSW_ITERATIVE_STRICT;
 double		shnsw_sweep_threshold = SHNSW_DEFAULT_SWEEP_THRESHOLD;
 
@@ -120,6 +121,11 @@ shnsw_init_options(void)
 							 "Reads ahead by the rules of the previous release (developer setting, for A/B measurements).",
 							 "No cap on reads in flight beyond effective_io_concurrency each for known and speculative reads, no borrowing between them.",
 							 &shnsw_debug_reader_main, false,
+							 PGC_USERSET, GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
+	DefineCustomBoolVariable("streamhnsw.debug_keep_lists",
+							 "Keeps the neighbour list of every node a search over the shared graph image sees, as the buffer path does (developer setting, for A/B measurements).",
+							 "Off: the list is read from the image when the node is expanded.",
+							 &shnsw_debug_keep_lists, false,
 							 PGC_USERSET, GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("streamhnsw");
 }

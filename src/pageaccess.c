@@ -549,6 +549,7 @@ shnsw_buffer_source_init(ShnswNodeSource *ops, ShnswPageCtx *ctx, Relation index
 	ops->read_upper = shnsw_read_upper;
 	ops->prefetch = reader != NULL && reader->mode != SHNSW_IO_SYNC ? shnsw_prefetch : NULL;
 	ops->speculative = true;
+	ops->reread_cheap = false;	/* a second read is a pin and a lock */
 	ops->page_records = NULL;	/* pages are read through buffers */
 	ops->page_records_valid = NULL;
 }

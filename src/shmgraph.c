@@ -2032,6 +2032,7 @@ shnsw_shm_scan_begin(Relation index, const ShnswIndexInfo *info,
 	ops->read_upper = shm_read_upper;
 	ops->prefetch = shm_prefetch;
 	ops->speculative = false;	/* shm_prefetch ignores them */
+	ops->reread_cheap = !shnsw_debug_keep_lists;
 	ops->page_records = shm_page_records;
 	ops->page_records_valid = shm_page_records_valid;
 }

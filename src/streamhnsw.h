@@ -76,6 +76,7 @@ extern bool shnsw_debug_discard_caches;
 extern bool shnsw_debug_list_conflicts;
 extern int	shnsw_debug_io_cap;
 extern bool shnsw_debug_reader_main;
+extern bool shnsw_debug_keep_lists;
 extern int	shnsw_iterative_scan;
 
 /* streamhnsw.io_mode */

@@ -473,6 +473,7 @@ mem_ops(MemIndex *mi)
 	ops.read_upper = mem_read_upper;
 	ops.prefetch = NULL;
 	ops.speculative = false;
+	ops.reread_cheap = false;
 	ops.page_records = NULL;
 	ops.page_records_valid = NULL;
 	return ops;
@@ -673,6 +674,24 @@ test_graph_search(ShnswMetric metric, int n, int dim, int m, int efc, bool use_c
 			CHECK(same, "prefetch changed the results");
 			CHECK(prefetch_known > 0 && prefetch_spec > 0, "prefetch hints: %d known, %d speculative",
 				  prefetch_known, prefetch_spec);
+			shnsw_search_free(&s2);
+
+			/*
+			 * nor does reading each neighbour list at expansion (the shared
+			 * image's way) instead of keeping every list seen
+			 */
+			ops2 = ops;
+			ops2.reread_cheap = true;
+			shnsw_search_init(&s2, &sq, &ops2, m, 0);
+			n2 = shnsw_search_next(&s2, shnsw_search_descend(&s2, mem_ref(&mi, mi.pos_of[g.entry]),
+															 g.max_level, 0), ef, out2);
+			same = n2 == nout && s2.nexpanded == s.nexpanded && s2.nnbrs == 0;
+			for (int j = 0; same && j < n2; j++)
+				same = s2.cands[out2[j]].ref == s.cands[out[j]].ref;
+			CHECK(same, "neighbour lists read at expansion changed the results "
+				  "(%d of %d, %llu expansions of %llu, %u kept)", n2, nout,
+				  (unsigned long long) s2.nexpanded, (unsigned long long) s.nexpanded,
+				  s2.nnbrs);
 			shnsw_search_free(&s2);
 		}
 
