@@ -11,8 +11,10 @@
  * in-memory rows (their vectors or codes, levels, layer-0 lists with their
  * distance caches, the upper-layer lists, a lock per node), draws every
  * node's level with the serial build's generator (so both builds have the
- * same levels), fills the vectors or codes from the temporary file, and
- * launches the workers. Each process attaches its own ShnswBuildGraph to
+ * same levels), launches the workers, and fills the vectors or codes from
+ * the temporary file in node order while the workers link the nodes
+ * already filled (a worker whose node is not yet filled waits:
+ * par_wait_ready). Each process attaches its own ShnswBuildGraph to
  * the shared arrays (graph.c, shnsw_build_attach: the visit stamps and
  * search scratch are its own) and claims nodes in order from an atomic
  * counter, linking each with shnsw_build_link under the locking scheme of
