@@ -403,7 +403,13 @@ typedef struct ShnswBound
 	ShnswMetric metric;			/* the index's metric */
 	bool		unbounded;		/* cosine, zero query: every distance is NaN */
 	double		err_abs;		/* SQ8 error, in exact-distance units */
+	double		err_typ;		/* the error a row inside the trained range
+								 * exceeds with odds below 1e-8 (6 standard
+								 * deviations of its rounding: a premise,
+								 * not a proof) */
 	double		err_rel;		/* float rounding, relative */
+	double		res_range;		/* the largest |x - x'| of a value inside the
+								 * trained range: sqrt(sum step_i^2) / 2 */
 	int			dims;			/* for shnsw_bound_code: */
 	const float *nav;			/* the query's navigation form (caller's memory) */
 	const float *lo;			/* SQ8 parameters (caller's memory) */
@@ -421,6 +427,8 @@ typedef struct ShnswBound
  * be off by more: the caller widens err_abs when re-ranking shows it,
  * scan.c scan_check_bound).
  */
+#define SHNSW_BOUND_SIGMAS	6.0
+
 extern void shnsw_bound_prepare(ShnswBound *b, ShnswMetric metric, bool unbounded,
 								const float *nav, const float *lo, const float *scale,
 								int dims, double residual);

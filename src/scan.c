@@ -123,7 +123,9 @@ typedef struct ShnswScanOpaqueData
 
 	/* the exact-distance lower bound of a navigation distance */
 	bool		unbounded;		/* every distance is NaN: any order is right */
-	ShnswBound	bound;			/* before the sweep (scan_lower_bound) */
+	ShnswBound	walk;			/* the first round's: the typical error
+								 * (scan_lower_bound) */
+	ShnswBound	bound;			/* later rounds, before the sweep */
 	ShnswBound	proof;			/* after it: the largest residual's */
 
 	/* the sweep: every node seen once the budget covers the index */
@@ -299,13 +301,6 @@ distance_cmp(double a, double b)
 	return (a > b) - (a < b);
 }
 
-/* qsort comparator of doubles, in distance order. */
-static int
-double_cmp(const void *a, const void *b)
-{
-	return distance_cmp(*(const double *) a, *(const double *) b);
-}
-
 /* Sort results by distance, then by node reference. */
 static int
 result_cmp(const void *a, const void *b)
@@ -407,7 +402,22 @@ scan_held_limit(ShnswScanOpaque so)
 static inline double
 scan_lower_bound(ShnswScanOpaque so, double est)
 {
-	return shnsw_bound_lower(so->swept ? &so->proof : &so->bound, est);
+	if (so->swept)
+		return shnsw_bound_lower(&so->proof, est);
+	return shnsw_bound_lower(so->search.rounds <= 1 ? &so->walk : &so->bound, est);
+}
+
+/*
+ * scan_deferred_bound: the bound of a deferred node (scan_defer) of
+ * navigation distance est: the first round's while it lasts, then the
+ * walk's bound of later rounds (also after the sweep: deferred nodes are
+ * rows the walk found, held to the bound they were deferred under or a
+ * looser one).
+ */
+static inline double
+scan_deferred_bound(ShnswScanOpaque so, double est)
+{
+	return shnsw_bound_lower(so->search.rounds <= 1 && !so->swept ? &so->walk : &so->bound, est);
 }
 
 /*
@@ -422,6 +432,8 @@ scan_check_bound(ShnswScanOpaque so, float est, double d)
 {
 	if (isnan(d))
 		return;
+	for (int i = 0; i < 64 && shnsw_bound_lower(&so->walk, est) > d; i++)
+		so->walk.err_abs = so->walk.err_abs * 2 + 1e-7;
 	for (int i = 0; i < 64 && shnsw_bound_lower(&so->bound, est) > d; i++)
 		so->bound.err_abs = so->bound.err_abs * 2 + 1e-7;
 	for (int i = 0; i < 64 && shnsw_bound_lower(&so->proof, est) > d; i++)
@@ -515,9 +527,10 @@ scan_emit_bound(ShnswScanOpaque so, bool *parked)
 	so->take_deferred = false;
 	if (so->deferred.n > 0)
 	{
-		double		b = shnsw_bound_lower(&so->bound, shnsw_heap_top(&so->deferred).d);
+		double		b = scan_deferred_bound(so, shnsw_heap_top(&so->deferred).d);
 
-		if (b < bound || isinf(bound))
+		/* -infinity: a box bound that no row can be returned before */
+		if (b < bound || (isinf(bound) && bound > 0))
 		{
 			bound = b;
 			*parked = false;
@@ -610,6 +623,16 @@ scan_setup(IndexScanDesc scan)
 						dims, -1.0);
 	so->bound.err_abs = Max(so->bound.err_abs, so->proof.err_abs);
 
+	/*
+	 * The first round's rows are returned on the typical error of the codes
+	 * (scan_lower_bound), when every node's value lies inside the trained
+	 * range: a clamped one's code can be off by any amount, and then the
+	 * first round waits as later rounds do (src/README, Scans).
+	 */
+	so->walk = so->bound;
+	if (snap.max_residual >= 0.0 && snap.max_residual <= so->bound.res_range * (1 + 1e-6))
+		so->walk.err_abs = so->bound.err_typ;
+
 	shnsw_reader_init(&so->reader, index);
 	so->stats.io_mode = so->reader.mode;
 	shnsw_buffer_source_init(&so->ops, &so->pctx, index, info, &so->reader);
@@ -661,33 +684,74 @@ cand_nav_cmp(const void *a, const void *b)
 		*(const uint32 *) a > *(const uint32 *) b ? 1 : 0;
 }
 
+/* deferred nodes re-ranked at a time, at most; the first round's re-ranked at once */
+#define SHNSW_DEFERRED_BATCH	16
+
 /*
- * scan_defer: of a later round's n results (so->outbuf), keep the
- * streamhnsw.ef_search nearest by navigation distance for re-ranking now
- * and defer the rest: they wait in so->deferred, and the emit bound covers
- * them by the lower bound of their navigation distances until they are
- * re-ranked, nearest first, when that bound is the least
- * (scan_take_deferred). Rows come out exactly as if every one had been
- * re-ranked with its round, but a round of thousands re-ranks only the
- * few a LIMIT needs: on clustered 100k x 768 (cosine, LIMIT 10, ef_search
- * 40) the slowest queries ran 8 rounds and re-ranked 9,200 rows, each an
- * exact vector read and a distance (src/README, Scans). Strict order
- * only: relaxed order returns a round's rows as soon as they are
+ * scan_defer: of a round's n results (so->outbuf), keep the nearest by
+ * navigation distance for re-ranking now and defer the rest: they wait in
+ * so->deferred, and the emit bound covers them by the lower bound of their
+ * navigation distances until they are re-ranked, nearest first, when that
+ * bound is the least (scan_take_deferred). Rows come out exactly as if
+ * every one had been re-ranked with its round, but only the few a LIMIT
+ * needs are re-ranked. A later round keeps streamhnsw.ef_search: a round
+ * of thousands then re-ranks no more than the first did (on clustered
+ * 100k x 768, cosine, LIMIT 10, ef_search 40, the slowest queries ran 8
+ * rounds and re-ranked 9,200 rows, each an exact vector read and a
+ * distance). The first round keeps SHNSW_DEFERRED_BATCH and bounds the
+ * rest by the typical error of their codes (so->walk): on the same set at
+ * ef_search 150, a LIMIT 10 re-ranked all 150 rows of its round where
+ * about a quarter sufficed (src/README, Scans). Its median navigation
+ * distance, plus that error, is the first round's floor
+ * (scan_emit_bound). The deferred rows' vector pages are asked for ahead,
+ * nearest first (nothing happens while every page is cached). Strict
+ * order only: relaxed order returns a round's rows as soon as they are
  * re-ranked. Returns how many to re-rank now.
  */
 static int
 scan_defer(ShnswScanOpaque so, int n)
 {
-	int			keep = Max(shnsw_ef_search, 1);
+	int			keep = so->search.rounds <= 1 ? SHNSW_DEFERRED_BATCH : Max(shnsw_ef_search, 1);
 
-	if (so->search.rounds <= 1 || n <= keep || so->unbounded ||
-		shnsw_iterative_scan != SHNSW_ITERATIVE_STRICT)
+	if (so->unbounded || shnsw_iterative_scan != SHNSW_ITERATIVE_STRICT || n == 0)
+		return n;
+	if (so->search.rounds > 1 && n <= keep)
 		return n;
 	sort_cands = so->search.cands;
 	qsort(so->outbuf, n, sizeof(uint32), cand_nav_cmp);
 	sort_cands = NULL;
+	if (so->search.rounds <= 1)
+	{
+		/*
+		 * Its nearer half (quarter, when twice as wide: scan_setup) by
+		 * navigation distance: the farthest exact distance a row of that
+		 * half can have, on the same error as the first round's bound.
+		 */
+		int			mid = so->wide_first ? (n - 1) / 4 : (n - 1) / 2;
+		const ShnswBound *b = so->swept ? &so->proof : &so->walk;
+
+		so->first_floor = shnsw_bound_upper(b, so->search.cands[so->outbuf[mid]].d);
+	}
+	if (n <= keep)
+		return n;
 	for (int i = keep; i < n; i++)
 		shnsw_heap_push(&so->deferred, so->search.cands[so->outbuf[i]].d, so->outbuf[i]);
+	if (so->live && so->reader.mode != SHNSW_IO_SYNC)
+	{
+		BlockNumber *blks = palloc(sizeof(BlockNumber) * 2 * (n - keep));
+		int			nb = 0;
+
+		for (int i = keep; i < n; i++)
+		{
+			ShnswCand  *c = &so->search.cands[so->outbuf[i]];
+
+			if (!(c->node_flags & SHNSW_NODE_DELETED))
+				nb += shnsw_vector_blocks(c->vec_block, c->vec_offset, so->info->vec_size,
+										  blks + nb);
+		}
+		shnsw_reader_request(&so->reader, blks, nb, true);
+		pfree(blks);
+	}
 	return keep;
 }
 
@@ -1092,8 +1156,7 @@ static bool
 scan_next_round(IndexScanDesc scan)
 {
 	ShnswScanOpaque so = (ShnswScanOpaque) scan->opaque;
-	int			n,
-				kept;
+	int			n;
 
 	scan_outbuf_room(so, so->round_ef);
 
@@ -1157,7 +1220,7 @@ scan_next_round(IndexScanDesc scan)
 	}
 	n = scan_defer(so, n);
 	shnsw_reader_phase(&so->reader, SHNSW_PHASE_RERANK);
-	kept = scan_rerank(scan, n);
+	scan_rerank(scan, n);
 	shnsw_reader_phase(&so->reader, SHNSW_PHASE_OTHER);
 
 	/*
@@ -1176,21 +1239,6 @@ scan_next_round(IndexScanDesc scan)
 		shnsw_iterative_scan == SHNSW_ITERATIVE_STRICT)
 		scan_sweep(scan, shnsw_sweep_threshold == 0 ? SHNSW_SWEEP_FIRST_ROUND :
 				   SHNSW_SWEEP_INNER_PRODUCT);
-	if (so->search.rounds == 1 && kept > 0)
-	{
-		/*
-		 * The first round's median exact distance (scan_emit_bound); its
-		 * nearer quarter when that round was twice as wide (scan_setup):
-		 * as many rows, from a wider search.
-		 */
-		double	   *d = palloc(sizeof(double) * kept);
-
-		for (int i = 0; i < kept; i++)
-			d[i] = so->results[i].distance;
-		qsort(d, kept, sizeof(double), double_cmp);
-		so->first_floor = d[so->wide_first ? (kept - 1) / 4 : (kept - 1) / 2];
-		pfree(d);
-	}
 	return true;
 }
 
@@ -1466,9 +1514,6 @@ scan_take_batch(IndexScanDesc scan)
 	return true;
 }
 
-/* deferred nodes re-ranked at a time, at most */
-#define SHNSW_DEFERRED_BATCH	16
-
 /*
  * scan_take_deferred re-ranks the nearest deferred nodes (scan_defer):
  * every one whose bound is below the nearest held row, at least one and at
@@ -1485,7 +1530,7 @@ scan_take_deferred(IndexScanDesc scan)
 	scan_outbuf_room(so, SHNSW_DEFERRED_BATCH);
 	while (n < SHNSW_DEFERRED_BATCH && so->deferred.n > 0)
 	{
-		if (n > 0 && !(shnsw_bound_lower(&so->bound, shnsw_heap_top(&so->deferred).d) < limit))
+		if (n > 0 && !(scan_deferred_bound(so, shnsw_heap_top(&so->deferred).d) < limit))
 			break;
 		so->outbuf[n++] = (uint32) shnsw_heap_pop(&so->deferred).id;
 	}
