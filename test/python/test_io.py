@@ -229,10 +229,12 @@ def test_explain_shows_the_scan(io_cluster):
         m = parse(main[0])
         assert int(m["rounds"]) >= 1 and int(m["expanded"]) > 0
         assert int(m["distances"]) > int(m["expanded"])
-        # ef_search candidates, none deleted, and the parked ones strict
+        # the first round re-ranks its 16 nearest candidates at once and
+        # the rest of its ef_search (none deleted) only as far as the
+        # LIMIT's rows need them (scan_defer), plus the parked ones strict
         # order re-ranked to prove the LIMIT's rows come first
         assert int(m["rounds"]) == 1
-        assert int(m["re-ranked"]) == 40 + int(parse(order[0])["re-ranked"])
+        assert 16 <= int(m["re-ranked"]) <= 40 + int(parse(order[0])["re-ranked"])
         i = parse(io[0])
         assert i["mode"] == "stream"
         assert int(i["read"]) > 0                 # cold: pages were read
@@ -262,7 +264,7 @@ def test_explain_shows_the_scan(io_cluster):
                             (data.vector_literal(io_cluster.queries[2]),)).fetchone()[0][0]
         node = plan["Plan"]["Plans"][0]
         assert node["streamhnsw I/O Mode"] == "sync"
-        assert node["streamhnsw Re-ranked"] == 40 + node["streamhnsw Parked Re-ranked"]
+        assert 16 <= node["streamhnsw Re-ranked"] <= 40 + node["streamhnsw Parked Re-ranked"]
         # no lines without ANALYZE
         lit = data.vector_literal(io_cluster.queries[0])
         plain = conn.execute("EXPLAIN SELECT id FROM io_t ORDER BY embedding <-> %s::vector LIMIT 10",
