@@ -87,6 +87,7 @@ typedef struct ShnswBuildState
 	float	   *navbuf;
 	MemoryContext tmpctx;
 	double		max_residual;	/* of the in-memory rows' codes (metapage) */
+	bool		have_residual;	/* max_residual covers every in-memory row */
 
 	/* seconds per phase, said at DEBUG1 (tools/build_parallel.py reads them) */
 	instr_time	phase_start;
@@ -640,9 +641,12 @@ build_write_pages(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswLayout *l,
 		smgr_bulk_start_rel(bs->index, fork);
 	BlockNumber blk = SHNSW_METAPAGE_BLKNO;
 
-	if (bs->nmem > 0 && !g->use_codes)
+	if (bs->nmem > 0 && !g->use_codes && !bs->have_residual)
 	{
-		/* the codes write_node will write (code builds kept theirs as they encoded) */
+		/*
+		 * the codes write_node will write, for their largest residual (code
+		 * builds, and parallel builds as they read rows back, took it then)
+		 */
 		uint8	   *code = palloc(bs->dims);
 
 		for (uint32 i = 0; i < bs->nmem; i++)
@@ -776,38 +780,51 @@ build_graph(ShnswBuildState *bs, ShnswBuildGraph *g, const float *lo, const floa
 }
 
 /*
- * build_graph_parallel fills the parallel build's shared graph (attached
- * as g by shnsw_parallel_begin) with the in-memory rows' float vectors or
- * codes, read back from the temporary file, links them in the leader and
- * the workers (buildpar.c), and makes every node reachable (the leader
- * alone).
+ * Nodes the leader reads back between two shnsw_parallel_ready calls: the
+ * workers' first nodes wait for at most this many rows.
+ */
+#define SHNSW_READY_EVERY 256
+
+/*
+ * build_graph_parallel launches the workers of the parallel build whose
+ * shared graph g is (shnsw_parallel_begin), fills it with the in-memory
+ * rows' float vectors or codes, read back from the temporary file in node
+ * order while the workers link the nodes already read, links the rest in
+ * the leader and the workers (buildpar.c), and makes every node reachable
+ * (the leader alone). The codes' largest residual (metapage) is taken here
+ * for float graphs too, while the workers link, instead of in a pass of its
+ * own before the pages are written (build_write_pages), when the leader
+ * works alone.
  */
 static void
 build_graph_parallel(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswParallelBuild *pb,
 					 const float *lo, const float *scale)
 {
 	char	   *img = palloc(bs->vec_size);
+	uint8	   *codebuf = palloc(bs->dims);
 	uint32		nrepaired;
 	int			launched;
 
+	(void) shnsw_parallel_launch(pb);
 	for (uint32 i = 0; i < bs->nmem; i++)
 	{
 		float	   *nav = bs->use_codes ? bs->navbuf : g->vecs + (Size) i * bs->dims;
+		uint8	   *code = bs->use_codes ? g->codes + (Size) i * bs->dims : codebuf;
 
 		if ((i & 1023) == 0)
 			CHECK_FOR_INTERRUPTS();
+		if (i % SHNSW_READY_EVERY == 0 && i > 0)
+			shnsw_parallel_ready(pb, i);
 		build_read_exact(bs, i, img);
 		shnsw_vector_to_nav((struct varlena *) img, bs->elemtype, bs->metric, bs->dims, nav);
-		if (bs->use_codes)
-		{
-			uint8	   *code = g->codes + (Size) i * bs->dims;
-
-			sq8_encode(lo, scale, nav, code, bs->dims);
-			bs->max_residual = Max(bs->max_residual,
-								   shnsw_code_residual(lo, scale, nav, code, bs->dims));
-		}
+		sq8_encode(lo, scale, nav, code, bs->dims);
+		bs->max_residual = Max(bs->max_residual,
+							   shnsw_code_residual(lo, scale, nav, code, bs->dims));
 	}
+	shnsw_parallel_ready(pb, bs->nmem);
+	bs->have_residual = true;
 	pfree(img);
+	pfree(codebuf);
 	bs->secs_read = phase_secs(bs);
 	launched = shnsw_parallel_link(pb, g);
 	bs->secs_link = phase_secs(bs);

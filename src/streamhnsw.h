@@ -473,6 +473,8 @@ extern ShnswParallelBuild *shnsw_parallel_begin(int nworkers, int dims, int m, i
 												ShnswMetric metric, bool use_codes, uint32 n,
 												const float *lo, const float *scale,
 												uint64 seed, ShnswBuildGraph *g);
+extern int	shnsw_parallel_launch(ShnswParallelBuild *pb);
+extern void shnsw_parallel_ready(ShnswParallelBuild *pb, uint32 n);
 extern int	shnsw_parallel_link(ShnswParallelBuild *pb, ShnswBuildGraph *g);
 extern void shnsw_parallel_end(ShnswParallelBuild *pb);
 struct BufFile;

@@ -134,6 +134,7 @@ def default_build(c, am, table, queries, truth, log, timeout_s=0, settings=None)
     eng = pg.Engine(am, am, table, f"{table}_{am}_idx",
                     "hnsw.ef_search" if am == "hnsw" else "streamhnsw.ef_search", {})
     notices = []
+    load0 = loadavg()
     t0 = time.perf_counter()
     try:
         b = pg.build_index(_NoticeCluster(c, notices, timeout_s, settings), eng, "vector",
@@ -142,9 +143,11 @@ def default_build(c, am, table, queries, truth, log, timeout_s=0, settings=None)
                            poll=60.0)
     except Exception as e:  # psycopg.errors.QueryCanceled
         return {"am": am, "cancelled_after_s": round(time.perf_counter() - t0),
+                "loadavg_start_end": [load0, loadavg()],
                 "error": str(e).splitlines()[0],
                 "notices": [n for n in notices if "maintenance_work_mem" in n
                             or "worker" in n]}
+    load1 = loadavg()
     with c.connect() as conn:
         conn.execute("SET streamhnsw.ef_search = 40")
         conn.execute("SET hnsw.ef_search = 40")
@@ -169,8 +172,15 @@ def default_build(c, am, table, queries, truth, log, timeout_s=0, settings=None)
             "index_mb": round(b["index_bytes"] / 2**20, 1),
             "table_mb": round(b["table_bytes"] / 2**20, 1),
             "recall10_ef40": round(rec, 4), "queries_s": round(len(queries) / qsecs, 1),
+            "loadavg_start_end": [load0, load1],
             "notices": [n for n in notices if "maintenance_work_mem" in n or "worker" in n
                         or "build phases" in n or "rows in memory" in n]}
+
+
+def loadavg() -> str:
+    """The machine's 1-minute load average (builds are timed on shared machines)."""
+    with open("/proc/loadavg") as f:
+        return f.read().split()[0]
 
 
 def stop_at_seconds(stop_at: str | None) -> float:

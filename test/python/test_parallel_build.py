@@ -130,11 +130,18 @@ def test_no_worker_launched_is_the_serial_build(conn):
     rows, queries = data.clustered(5000, 96, seed=23, n_queries=100)
     data.load(conn, "pb_zero", rows)
     conn.execute("ALTER TABLE pb_zero SET (parallel_workers = 2)")
+    conn.execute("CREATE EXTENSION IF NOT EXISTS pageinspect")
+    # the metapage after its header (the LSN and checksum differ): entry
+    # point, counts and the codes' largest residual, which the parallel
+    # build takes while it reads rows back and the serial one before it
+    # writes the pages
+    meta_sql = "SELECT substr(get_raw_page('pb_zero_idx', 0), 25)"
     for mem in ("512MB", "3MB"):  # on float vectors, then on SQ8 codes
         notices = []
         assert build(conn, "pb_zero", "vector_l2_ops", 0, mem=mem) is None
         serial = search(conn, "pb_zero", queries, "<->", "vector")
         size = conn.execute("SELECT pg_relation_size('pb_zero_idx')").fetchone()[0]
+        serial_meta = conn.execute(meta_sql).fetchone()[0]
         conn.execute("DROP INDEX pb_zero_idx")
         conn.execute("SET max_parallel_workers = 0")
         try:
@@ -145,5 +152,6 @@ def test_no_worker_launched_is_the_serial_build(conn):
         assert any("building on SQ8 codes" in n for n in notices) == (mem == "3MB"), notices
         assert search(conn, "pb_zero", queries, "<->", "vector") == serial
         assert conn.execute("SELECT pg_relation_size('pb_zero_idx')").fetchone()[0] == size
+        assert conn.execute(meta_sql).fetchone()[0] == serial_meta
         conn.execute("DROP INDEX pb_zero_idx")
     conn.execute("DROP TABLE pb_zero")
