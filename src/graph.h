@@ -34,8 +34,10 @@
  * entry point and its level live in shared memory under the entry lock: a
  * link reads them under it shared, and a link whose node goes above the
  * entry level holds it exclusive from start to end (the others wait), then
- * makes its node the entry. Vectors, codes and levels are written before
- * linking starts and only read during it.
+ * makes its node the entry. A node's vector, code and level are written
+ * before the node is ready for linking (in a parallel build the leader
+ * reads rows back while workers link the ones already read: buildpar.c)
+ * and only read after.
  */
 typedef struct ShnswBuildSync
 {
