@@ -1647,6 +1647,13 @@ shnsw_search_free(ShnswSearch *s)
 		shnsw_free(s->taken);
 }
 
+/* How many of node's layer-0 list entries a search reads (at most 2m). */
+static inline int
+search_list_len(const ShnswSearch *s, const ShnswNodeHeader *node)
+{
+	return node->nneighbors < 2 * s->m ? node->nneighbors : 2 * s->m;
+}
+
 /*
  * Record node as candidate slot j (j == s->ncands appends one), without its
  * distance (search_add_nodes computes the distances of a batch together).
@@ -1681,7 +1688,7 @@ search_set_cand(ShnswSearch *s, uint32_t j, ShnswRef ref, const ShnswNodeHeader 
 	 * Keep its layer-0 neighbours: expanding it later needs no second read
 	 * of its page, and read-ahead can name the pages it will lead to.
 	 */
-	c->nbr_count = node->nneighbors < 2 * s->m ? node->nneighbors : 2 * s->m;
+	c->nbr_count = search_list_len(s, node);
 	if (!keep_nbrs)
 		c->nbr_count = 0;
 	if (s->nnbrs + c->nbr_count > s->capnbrs)
@@ -1767,7 +1774,7 @@ static void
 search_nbrs_cb(void *arg, int i, const ShnswNodeHeader *node)
 {
 	ShnswSearch *s = (ShnswSearch *) arg;
-	int			n = node->nneighbors < 2 * s->m ? node->nneighbors : 2 * s->m;
+	int			n = search_list_len(s, node);
 
 	(void) i;					/* one node asked for */
 	memcpy(s->expand_nbrs, shnsw_node_neighbors(node), sizeof(ShnswRef) * n);

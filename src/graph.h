@@ -409,9 +409,9 @@ typedef struct ShnswBound
 	bool		unbounded;		/* cosine, zero query: every distance is NaN */
 	double		err_abs;		/* SQ8 error, in exact-distance units */
 	double		err_typ;		/* the error a row inside the trained range
-								 * exceeds with odds below 1e-8 (6 standard
-								 * deviations of its rounding: a premise,
-								 * not a proof) */
+								 * exceeds with odds below 1e-8
+								 * (SHNSW_BOUND_SIGMAS standard deviations of
+								 * its rounding: a premise, not a proof) */
 	double		err_rel;		/* float rounding, relative */
 	double		res_range;		/* the largest |x - x'| of a value inside the
 								 * trained range: sqrt(sum step_i^2) / 2 */
@@ -420,6 +420,9 @@ typedef struct ShnswBound
 	const float *lo;			/* SQ8 parameters (caller's memory) */
 	const float *scale;
 } ShnswBound;
+
+/* standard deviations of the codes' rounding in ShnswBound.err_typ */
+#define SHNSW_BOUND_SIGMAS	6.0
 
 /*
  * Prepare the bound for query nav (the navigation form: normalized for
@@ -432,8 +435,6 @@ typedef struct ShnswBound
  * be off by more: the caller widens err_abs when re-ranking shows it,
  * scan.c scan_check_bound).
  */
-#define SHNSW_BOUND_SIGMAS	6.0
-
 extern void shnsw_bound_prepare(ShnswBound *b, ShnswMetric metric, bool unbounded,
 								const float *nav, const float *lo, const float *scale,
 								int dims, double residual);

@@ -428,16 +428,20 @@ scan_deferred_bound(ShnswScanOpaque so, double est)
  * rest of the scan then waits long enough for nodes like it).
  */
 static void
+bound_widen(ShnswBound *b, float est, double d)
+{
+	for (int i = 0; i < 64 && shnsw_bound_lower(b, est) > d; i++)
+		b->err_abs = b->err_abs * 2 + 1e-7;
+}
+
+static void
 scan_check_bound(ShnswScanOpaque so, float est, double d)
 {
 	if (isnan(d))
 		return;
-	for (int i = 0; i < 64 && shnsw_bound_lower(&so->walk, est) > d; i++)
-		so->walk.err_abs = so->walk.err_abs * 2 + 1e-7;
-	for (int i = 0; i < 64 && shnsw_bound_lower(&so->bound, est) > d; i++)
-		so->bound.err_abs = so->bound.err_abs * 2 + 1e-7;
-	for (int i = 0; i < 64 && shnsw_bound_lower(&so->proof, est) > d; i++)
-		so->proof.err_abs = so->proof.err_abs * 2 + 1e-7;
+	bound_widen(&so->walk, est, d);
+	bound_widen(&so->bound, est, d);
+	bound_widen(&so->proof, est, d);
 }
 
 /*
@@ -684,6 +688,26 @@ cand_nav_cmp(const void *a, const void *b)
 		*(const uint32 *) a > *(const uint32 *) b ? 1 : 0;
 }
 
+/*
+ * scan_cand_blocks stores the blocks holding the exact vectors of
+ * candidates idx[0..n-1] (deleted ones have none to read) in blks (room
+ * for 2 * n) and returns how many.
+ */
+static int
+scan_cand_blocks(ShnswScanOpaque so, const uint32 *idx, int n, BlockNumber *blks)
+{
+	int			nb = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		ShnswCand  *c = &so->search.cands[idx[i]];
+
+		if (!(c->node_flags & SHNSW_NODE_DELETED))
+			nb += shnsw_vector_blocks(c->vec_block, c->vec_offset, so->info->vec_size, blks + nb);
+	}
+	return nb;
+}
+
 /* deferred nodes re-ranked at a time, at most; the first round's re-ranked at once */
 #define SHNSW_DEFERRED_BATCH	16
 
@@ -739,17 +763,9 @@ scan_defer(ShnswScanOpaque so, int n)
 	if (so->live && so->reader.mode != SHNSW_IO_SYNC)
 	{
 		BlockNumber *blks = palloc(sizeof(BlockNumber) * 2 * (n - keep));
-		int			nb = 0;
 
-		for (int i = keep; i < n; i++)
-		{
-			ShnswCand  *c = &so->search.cands[so->outbuf[i]];
-
-			if (!(c->node_flags & SHNSW_NODE_DELETED))
-				nb += shnsw_vector_blocks(c->vec_block, c->vec_offset, so->info->vec_size,
-										  blks + nb);
-		}
-		shnsw_reader_request(&so->reader, blks, nb, true);
+		shnsw_reader_request(&so->reader, blks,
+							 scan_cand_blocks(so, so->outbuf + keep, n - keep, blks), true);
 		pfree(blks);
 	}
 	return keep;
@@ -1317,16 +1333,7 @@ scan_rerank(IndexScanDesc scan, int n)
 
 	/* request every exact vector's pages before reading the first */
 	blks = palloc(sizeof(BlockNumber) * 2 * n);
-	for (int i = 0; i < n; i++)
-	{
-		ShnswCand  *c = &so->search.cands[so->outbuf[i]];
-
-		if (!(c->node_flags & SHNSW_NODE_DELETED))
-			nblks += shnsw_vector_blocks(c->vec_block, c->vec_offset, info->vec_size,
-										 blks + nblks);
-	}
-	nblks_total = nblks;
-	nblks = 0;
+	nblks_total = scan_cand_blocks(so, so->outbuf, n, blks);
 	for (int i = 0; i < n; i++)
 	{
 		ShnswCand  *c = &so->search.cands[so->outbuf[i]];
