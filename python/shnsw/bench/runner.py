@@ -368,23 +368,40 @@ class Bench:
         self.result["modes"]["fresh"] = {"queries": len(lits), "points": res}
 
     def concurrent(self):
+        """n client processes per engine at its ef*, `hot_passes` passes with
+        the engines taking turns (order alternating); q/s is the median of
+        the passes, latencies are pooled."""
         cfg, log = self.cfg, self.log
+        passes = max(1, cfg.get("hot_passes", 1))
         res = []
+        for eng in self.engines:
+            with self.conn(eng) as c:
+                pg.prewarm(c, eng)
         for n in cfg["clients"]:
+            qps = {e.label: [] for e in self.engines}
+            lat = {e.label: [] for e in self.engines}
+            for p_i in range(passes):
+                order = self.engines if p_i % 2 == 0 else list(reversed(self.engines))
+                for eng in order:
+                    ef = self.ef_at_target[eng.label]
+                    log.step(f"concurrent: {eng.label}, {n} clients, {cfg['seconds']} s, ef {ef}, "
+                             f"pass {p_i + 1}/{passes}")
+                    r = clients.run_vector_clients(self.cluster.conninfo, eng.options(ef),
+                                                   self.sql(eng), self.lits, n, cfg["seconds"])
+                    qps[eng.label].append(r["qps"])
+                    lat[eng.label].extend(r["latencies"])
+                    log(f"    {r['qps']:.1f} q/s", flush=True)
             for eng in self.engines:
-                ef = self.ef_at_target[eng.label]
-                log.step(f"concurrent: {eng.label}, {n} clients, {cfg['seconds']} s, ef {ef}")
-                with self.conn(eng) as c:
-                    pg.prewarm(c, eng)
-                r = clients.run_vector_clients(self.cluster.conninfo, eng.options(ef),
-                                               self.sql(eng), self.lits, n, cfg["seconds"])
-                s = metrics.latency_summary(r["latencies"])
-                p = {"engine": eng.label, "ef_search": ef, "clients": n,
-                     "seconds": cfg["seconds"], "queries": r["queries"], "qps": r["qps"],
+                s = metrics.latency_summary(lat[eng.label])
+                p = {"engine": eng.label, "ef_search": self.ef_at_target[eng.label], "clients": n,
+                     "seconds": cfg["seconds"], "passes": passes,
+                     "queries": len(lat[eng.label]), "qps": statistics.median(qps[eng.label]),
+                     "qps_passes": qps[eng.label],
                      **{k: v for k, v in s.items() if k.endswith("_ms")}}
                 res.append(p)
-                log(f"    {p['qps']:.1f} q/s, p50 {p['p50_ms']:.3f} ms, p99 {p['p99_ms']:.3f} ms",
-                    flush=True)
+                log(f"    {eng.label}, {n} clients: median {p['qps']:.1f} q/s "
+                    f"(passes {', '.join(f'{x:.0f}' for x in qps[eng.label])}), "
+                    f"p50 {p['p50_ms']:.3f} ms, p99 {p['p99_ms']:.3f} ms", flush=True)
         self.result["modes"]["concurrent"] = {"points": res}
 
     def mixed(self):
