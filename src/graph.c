@@ -1803,6 +1803,20 @@ search_add_nodes(ShnswSearch *s, const ShnswRef *refs, int n, uint32_t *idx)
 		s->cands[idx[k]].d = s->dists[k];
 }
 
+/*
+ * The upper layers' reads over a memory source: a memory prefetch of all
+ * the records of a hop before the first is read, so that their cache
+ * misses overlap instead of coming one record after another (layer 0 does
+ * the same through the prefetch it asks for at every expansion). Not for
+ * the buffer source: its descent has read-ahead of its own (pageaccess.c).
+ */
+static inline void
+search_prefetch_upper(ShnswSearch *s, const ShnswRef *refs, int n)
+{
+	if (s->ops->reread_cheap && s->ops->prefetch != NULL && n > 0)
+		s->ops->prefetch(s->ops->ctx, refs, n, false);
+}
+
 ShnswRef
 shnsw_search_descend(ShnswSearch *s, ShnswRef entry, int entry_level, int stop_layer)
 {
@@ -1832,6 +1846,7 @@ shnsw_search_descend(ShnswSearch *s, ShnswRef entry, int entry_level, int stop_l
 			if (s->cands[cur].level < l)
 				break;			/* cannot happen in a well-formed graph */
 			n = s->ops->read_upper(s->ops->ctx, s->cands[cur].upper, l, s->ubuf);
+			search_prefetch_upper(s, s->ubuf, n);
 			search_add_nodes(s, s->ubuf, n, idx);
 			for (int k = 0; k < n; k++)
 			{
@@ -1900,6 +1915,7 @@ shnsw_search_upper_layer(ShnswSearch *s, ShnswRef entry, int layer, int ef, uint
 		for (int k = 0; k < cnt; k++)
 			if (shnsw_visited_add(&vis, s->ubuf[k]))
 				fresh[nf++] = s->ubuf[k];
+		search_prefetch_upper(s, fresh, nf);
 		search_add_nodes(s, fresh, nf, idx);
 		for (int k = 0; k < nf; k++)
 		{
