@@ -1882,6 +1882,39 @@ shnsw_search_start(ShnswSearch *s, ShnswRef entry, int entry_level)
 	return start;
 }
 
+/*
+ * upper_read_ahead names, for the page layer to read ahead, the unvisited
+ * neighbours on this layer of the candidates still queued in an upper
+ * layer's beam that can still be expanded (none farther than the worst
+ * of the ef kept), as layer 0's search_read_ahead does: each expansion of
+ * the beam otherwise costs a round trip to storage on a cold index, its
+ * neighbours' records being named only once it is popped. Their upper
+ * records are on the pages the descent reads ahead (pageaccess.c).
+ * Speculative: a wrong guess costs a read, never a result.
+ */
+static void
+upper_read_ahead(ShnswSearch *s, const ShnswHeap *C, const ShnswHeap *W, int ef,
+				 ShnswVisited *vis, int layer, ShnswRef *buf)
+{
+	float		bound = W->n >= ef ? shnsw_heap_top(W).d : INFINITY;
+	int			n = 0;
+
+	for (int q = 0; q < C->n && q < SHNSW_SPECULATIVE_CANDIDATES; q++)
+	{
+		ShnswCand  *c = &s->cands[C->a[q].id];
+		int			cnt;
+
+		if (C->a[q].d > bound || c->level < layer)
+			continue;
+		cnt = s->ops->read_upper(s->ops->ctx, c->upper, layer, buf);
+		for (int k = 0; k < cnt; k++)
+			if (!shnsw_visited_contains(vis, buf[k]))
+				s->spec[n++] = buf[k];
+	}
+	if (n > 0)
+		s->ops->prefetch(s->ops->ctx, s->spec, n, true);
+}
+
 int
 shnsw_search_upper_layer(ShnswSearch *s, ShnswRef entry, int layer, int ef, uint32_t *out)
 {
@@ -1891,6 +1924,7 @@ shnsw_search_upper_layer(ShnswSearch *s, ShnswRef entry, int layer, int ef, uint
 	uint32_t	first;
 	uint32_t   *idx = shnsw_alloc(sizeof(uint32_t) * s->m);
 	ShnswRef   *fresh = shnsw_alloc(sizeof(ShnswRef) * s->m);
+	ShnswRef   *ubuf2 = s->ops->speculative ? shnsw_alloc(sizeof(ShnswRef) * s->m) : NULL;
 	int			n;
 
 	shnsw_visited_init(&vis, 64);
@@ -1916,6 +1950,12 @@ shnsw_search_upper_layer(ShnswSearch *s, ShnswRef entry, int layer, int ef, uint
 			if (shnsw_visited_add(&vis, s->ubuf[k]))
 				fresh[nf++] = s->ubuf[k];
 		search_prefetch_upper(s, fresh, nf);
+		if (s->ops->speculative && s->ops->prefetch != NULL)
+		{
+			if (nf > 0)
+				s->ops->prefetch(s->ops->ctx, fresh, nf, false);
+			upper_read_ahead(s, &C, &W, ef, &vis, layer, ubuf2);
+		}
 		search_add_nodes(s, fresh, nf, idx);
 		for (int k = 0; k < nf; k++)
 		{
@@ -1938,6 +1978,8 @@ shnsw_search_upper_layer(ShnswSearch *s, ShnswRef entry, int layer, int ef, uint
 	shnsw_heap_free(&W);
 	shnsw_free(idx);
 	shnsw_free(fresh);
+	if (ubuf2)
+		shnsw_free(ubuf2);
 	return n;
 }
 
