@@ -35,11 +35,11 @@
 
 
 size_t
-shnsw_build_node_bytes(int dim, int m, bool use_codes)
+shnsw_build_node_bytes(int dim, int m, bool use_codes, bool use_halves)
 {
 	size_t		sz = 0;
 
-	sz += use_codes ? (size_t) dim : (size_t) dim * sizeof(float);
+	sz += (size_t) dim * (use_codes ? 1 : use_halves ? sizeof(uint16_t) : sizeof(float));
 	sz += sizeof(ShnswRef) * 2 * m + sizeof(uint16_t) + sizeof(uint8_t);
 	sz += (sizeof(float) + sizeof(uint8_t)) * 2 * m;	/* dist0, pruned0 */
 	sz += sizeof(uint32_t *) + sizeof(uint32_t);
@@ -124,6 +124,26 @@ shnsw_build_init(ShnswBuildGraph *g, int dim, int m, int ef_construction,
 }
 
 void
+shnsw_build_init_halves(ShnswBuildGraph *g, int dim, int m, int ef_construction,
+						ShnswMetric metric, uint32_t capacity, uint64_t seed,
+						uint16_t *halves, int stride, float half_scale)
+{
+	build_init_common(g, dim, m, ef_construction, metric, capacity, false, NULL, NULL);
+	g->rng = seed ? seed : 0x9E3779B97F4A7C15ULL;
+	g->use_halves = true;
+	g->half_scale = half_scale;
+	g->half_stride = stride;
+	g->halves = halves != NULL ? halves
+		: shnsw_alloc(sizeof(uint16_t) * (size_t) g->cap * stride);
+	g->levels = shnsw_alloc(g->cap);
+	g->nbr0 = shnsw_alloc(sizeof(ShnswRef) * (size_t) g->cap * 2 * m);
+	g->cnt0 = shnsw_alloc0(sizeof(uint16_t) * (size_t) g->cap);
+	g->dist0 = shnsw_alloc(sizeof(float) * (size_t) g->cap * 2 * m);
+	g->pruned0 = shnsw_alloc(sizeof(uint8_t) * (size_t) g->cap * 2 * m);
+	g->upper = shnsw_alloc0(sizeof(uint32_t *) * (size_t) g->cap);
+}
+
+void
 shnsw_build_draw_levels(uint8_t *levels, uint32_t n, int m, uint64_t seed)
 {
 	uint64_t	rng = seed ? seed : 0x9E3779B97F4A7C15ULL;
@@ -174,6 +194,16 @@ shnsw_build_attach(ShnswBuildGraph *g, int dim, int m, int ef_construction,
 }
 
 void
+shnsw_build_attach_halves(ShnswBuildGraph *g, uint16_t *halves, int stride, float half_scale)
+{
+	g->vecs = NULL;
+	g->halves = halves;
+	g->use_halves = true;
+	g->half_scale = half_scale;
+	g->half_stride = stride;
+}
+
+void
 shnsw_build_free(ShnswBuildGraph *g)
 {
 	if (!g->external)
@@ -183,6 +213,8 @@ shnsw_build_free(ShnswBuildGraph *g)
 				shnsw_free(g->upper[i]);
 		if (g->vecs)
 			shnsw_free(g->vecs);
+		if (g->halves)
+			shnsw_free(g->halves);
 		if (g->codes)
 			shnsw_free(g->codes);
 		shnsw_free(g->levels);
@@ -229,7 +261,10 @@ shnsw_build_add_vector(ShnswBuildGraph *g, const float *v)
 {
 	uint32_t	i = build_add_common(g);
 
-	memcpy(g->vecs + (size_t) i * g->dim, v, sizeof(float) * g->dim);
+	if (g->use_halves)
+		shnsw_floats_to_halves(v, g->half_scale, g->halves + (size_t) i * g->half_stride, g->dim);
+	else
+		memcpy(g->vecs + (size_t) i * g->dim, v, sizeof(float) * g->dim);
 	return i;
 }
 
@@ -287,9 +322,10 @@ build_read_list(const ShnswBuildGraph *g, uint32_t i, int layer, ShnswRef *buf, 
 }
 
 /*
- * A prepared "from" point for build distances: a float vector, or in the
- * low-memory path an SQ8 query made from a decoded code. slot picks which
- * of the two scratch queries to use.
+ * A prepared "from" point for build distances: a float vector (a half
+ * vector widened to floats, exactly), or in the low-memory path an SQ8
+ * query made from a decoded code. slot picks which of the two scratch
+ * buffers to use.
  */
 typedef struct BuildFrom
 {
@@ -302,7 +338,15 @@ build_from_node(ShnswBuildGraph *g, uint32_t i, int slot)
 {
 	BuildFrom	f;
 
-	if (!g->use_codes)
+	if (g->use_halves)
+	{
+		float	   *buf = slot ? g->qbuf2 : g->qbuf;
+
+		shnsw_halves_to_floats_nav(g->halves + (size_t) i * g->half_stride, buf, g->dim);
+		f.v = buf;
+		f.sq = NULL;
+	}
+	else if (!g->use_codes)
 	{
 		f.v = g->vecs + (size_t) i * g->dim;
 		f.sq = NULL;
@@ -323,6 +367,9 @@ build_from_node(ShnswBuildGraph *g, uint32_t i, int slot)
 static inline float
 build_dist(const ShnswBuildGraph *g, const BuildFrom *f, uint32_t j)
 {
+	if (g->use_halves)
+		return shnsw_half_distance(g->metric, f->v, g->halves + (size_t) j * g->half_stride,
+								   g->dim);
 	if (!g->use_codes)
 		return shnsw_float_distance(g->metric, f->v, g->vecs + (size_t) j * g->dim, g->dim);
 	return sq8_distance(f->sq, g->codes + (size_t) j * g->dim);

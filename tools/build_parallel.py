@@ -18,7 +18,9 @@ seconds of each phase of the build as the leader saw them (DEBUG1).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import os
 import re
 import sys
 import time
@@ -48,8 +50,16 @@ def load_set(name, rows=100_000):
 
 def one_build(c, am, mwm, workers, queries, truth):
     notices = []
+    label = am
+    # streamhnsw-floats: streamhnsw linking on float vectors where it would
+    # link on halves (the developer setting streamhnsw.debug_build_floats)
+    floats = am == "streamhnsw-floats"
+    if floats:
+        am = "streamhnsw"
     with c.connect() as conn:
         conn.add_notice_handler(lambda d: notices.append(d.message_primary))
+        if floats:
+            conn.execute("SET streamhnsw.debug_build_floats = on")
         conn.execute(f"SET max_parallel_maintenance_workers = {workers}")
         conn.execute(f"SET maintenance_work_mem = '{mwm}'")
         conn.execute("SET client_min_messages = debug1")
@@ -80,7 +90,9 @@ def one_build(c, am, mwm, workers, queries, truth):
             phases["relinked alone"] = int(m.group(2))
             phases["link and relink (all processes)"] = float(m.group(3))
             phases["relink alone (leader)"] = float(m.group(4))
-    return {"am": am, "mwm": mwm, "max_workers": workers, "secs": round(secs, 2),
+    load = os.getloadavg()[0]
+    return {"am": label, "mwm": mwm, "max_workers": workers, "secs": round(secs, 2),
+            "load1": round(load, 2),
             "planned": planned[0] if planned else 0,
             "launched": launched[0] if launched else None,
             "in_memory_rows": spill[0] if spill else "all",
@@ -94,7 +106,13 @@ def main() -> None:
     ap.add_argument("--sets", default="sentences,synthetic768")
     ap.add_argument("--mwm", default="64MB,1GB")
     ap.add_argument("--workers", default="0,2")
-    ap.add_argument("--am", default="hnsw,streamhnsw")
+    ap.add_argument("--am", default="hnsw,streamhnsw",
+                    help="access methods built one after the other, in this order; "
+                         "streamhnsw-floats is streamhnsw with streamhnsw.debug_build_floats on "
+                         "(its graph linked on float vectors, not halves)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="build every combination this many times, one round after the other, "
+                         "on the same table (pairs run back to back)")
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--out", default=None)
     ap.add_argument("--rows", type=int, default=100_000,
@@ -117,15 +135,16 @@ def main() -> None:
                 conn.execute("VACUUM bp")
                 if args.table_workers is not None:
                     conn.execute(f"ALTER TABLE bp SET (parallel_workers = {args.table_workers})")
-            for mwm in args.mwm.split(","):
-                for workers in args.workers.split(","):
-                    for am in args.am.split(","):
-                        r = one_build(c, am, mwm, int(workers), queries, truth)
-                        r["set"] = ds.name
-                        results.append(r)
-                        print(json.dumps(r), flush=True)
-                        if args.out:
-                            Path(args.out).write_text(json.dumps(results, indent=1))
+            combos = itertools.product(range(args.repeat), args.mwm.split(","),
+                                       args.workers.split(","), args.am.split(","))
+            for rnd, mwm, workers, am in combos:
+                r = one_build(c, am, mwm, int(workers), queries, truth)
+                r["set"] = ds.name
+                r["round"] = rnd
+                results.append(r)
+                print(json.dumps(r), flush=True)
+                if args.out:
+                    Path(args.out).write_text(json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":
