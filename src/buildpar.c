@@ -202,14 +202,14 @@ shnsw_secs_since(instr_time then)
 
 /*
  * Memory a parallel build with nworkers workers needs per in-memory row
- * beyond a serial build's: the node's lock, and each worker's visit stamp
- * and upper-list pointer for it.
+ * beyond a serial build's: the node's lock, and each worker's visit stamp,
+ * visited distance and upper-list pointer for it.
  */
 Size
 shnsw_parallel_row_bytes(int nworkers)
 {
 	return sizeof(LWLock) + sizeof(uint8) +
-		(Size) nworkers * (sizeof(uint32 *) + sizeof(uint32));
+		(Size) nworkers * (sizeof(uint32 *) + sizeof(uint32) + sizeof(float));
 }
 
 /* Lay the arrays out after the header; returns the chunk's size. */

@@ -106,6 +106,9 @@ typedef struct ShnswBuildGraph
 	/* scratch, reused across inserts */
 	uint32_t   *vis;			/* visit stamps, cap entries */
 	uint32_t	stamp;
+	float	   *vdist;			/* cap: distance from vis_node of each node
+								 * stamped by the last search */
+	uint32_t	vis_node;		/* the node that search was for */
 	float	   *qbuf;			/* dim floats: decoded query */
 	float	   *qbuf2;
 	Sq8Query	sq;
