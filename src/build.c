@@ -7,9 +7,11 @@
  * One pass over the heap collects each indexable row's heap TID, its
  * navigation vector (float, normalized for cosine) and its exact value,
  * which goes to a temporary file. SQ8 is trained on the ranges of all rows.
- * The graph is then built in memory on the float vectors; if they would not
- * fit in maintenance_work_mem, on the SQ8 codes instead (4x smaller; codes
- * are re-derived from the temporary file). If even that does not fit, the
+ * The graph is then built in memory on the float vectors (from 64
+ * dimensions up on half-precision copies of them, read back from the
+ * temporary file: SHNSW_HALF_MIN_DIMS); if they would not fit in
+ * maintenance_work_mem, on the SQ8 codes instead (4x smaller than floats;
+ * codes are re-derived from the temporary file). If even that does not fit, the
  * graph is built on the rows that fit, written, and the remaining rows are
  * read back from a file of their own and inserted into the written index
  * through aminsert, by the leader and, in a parallel build, its workers at

@@ -8,11 +8,12 @@
  * rows, their SQ8 ranges, the temporary file of exact values, the decision
  * to build on floats or codes and where the in-memory part stops). Only
  * then does it enter parallel mode: it sizes one DSM chunk for exactly the
- * in-memory rows (their vectors or codes, levels, layer-0 lists with their
- * distance caches, the upper-layer lists, a lock per node), draws every
- * node's level with the serial build's generator (so both builds have the
- * same levels), launches the workers, and fills the vectors or codes from
- * the temporary file in node order while the workers link the nodes
+ * in-memory rows (their vectors, halves or codes, levels, layer-0 lists
+ * with their distance caches, the upper-layer lists, a lock per node),
+ * draws every node's level with the serial build's generator (so both
+ * builds have the same levels), launches the workers, and fills the
+ * vectors, halves or codes from the temporary file in node order while
+ * the workers link the nodes
  * already filled (a worker whose node is not yet filled waits:
  * par_wait_ready). Each process attaches its own ShnswBuildGraph to
  * the shared arrays (graph.c, shnsw_build_attach: the visit stamps and
