@@ -19,6 +19,7 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define SHNSW_X86_SIMD 1
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -795,6 +796,70 @@ float		(*shnsw_l2sq_f32_f16) (const float *a, const uint16_t *b, int dim) = l2sq
 float		(*shnsw_dot_f32_f16) (const float *a, const uint16_t *b, int dim) = dot_f32_f16_portable;
 
 /*
+ * shnsw_cpu_features reads the CPU's SIMD features once per process with
+ * three CPUID instructions (highest leaf, leaf 1, leaf 7) and XGETBV for
+ * the registers the operating system saves. GCC's __builtin_cpu_supports
+ * is not used: it links libgcc's __cpu_indicator_init, a constructor that
+ * runs when the library is loaded and issues a dozen more CPUIDs, and in a
+ * virtual machine each one traps to the hypervisor (about 6 us here), so
+ * every new connection's first query paid about 0.1 ms for it.
+ */
+const ShnswCpuFeatures *
+shnsw_cpu_features(void)
+{
+	static ShnswCpuFeatures cpu;
+	static bool done = false;
+
+	if (done)
+		return &cpu;
+#ifdef SHNSW_X86_SIMD
+	{
+		unsigned int max = __get_cpuid_max(0, NULL);
+		unsigned int a,
+					b,
+					c,
+					d;
+		uint64_t	xcr0 = 0;
+		bool		avx = false;
+		bool		ymm,
+					zmm;
+
+		if (max >= 1)
+		{
+			__cpuid(1, a, b, c, d);
+			cpu.sse42 = (c & bit_SSE4_2) != 0;
+			cpu.fma = (c & bit_FMA) != 0;
+			cpu.f16c = (c & bit_F16C) != 0;
+			avx = (c & bit_AVX) != 0;
+			if (c & bit_OSXSAVE)
+			{
+				unsigned int lo,
+							hi;
+
+				__asm__ volatile ("xgetbv" : "=a" (lo), "=d" (hi) : "c" (0));
+				xcr0 = ((uint64_t) hi << 32) | lo;
+			}
+		}
+		if (max >= 7)
+		{
+			__cpuid_count(7, 0, a, b, c, d);
+			cpu.avx2 = (b & bit_AVX2) != 0;
+			cpu.avx512f = (b & bit_AVX512F) != 0;
+		}
+		/* XMM and YMM state (bits 1, 2); opmask and ZMM state (bits 5 to 7) */
+		ymm = avx && (xcr0 & 0x6) == 0x6;
+		zmm = ymm && (xcr0 & 0xe0) == 0xe0;
+		cpu.avx2 &= ymm;
+		cpu.fma &= ymm;
+		cpu.f16c &= ymm;
+		cpu.avx512f &= zmm;
+	}
+#endif
+	done = true;
+	return &cpu;
+}
+
+/*
  * shnsw_kernels_init picks the widest implementation the CPU supports, but
  * not wider than max. Safe to call again (tests switch levels).
  */
@@ -802,6 +867,7 @@ ShnswSimdLevel
 shnsw_kernels_init(ShnswSimdLevel max)
 {
 	ShnswSimdLevel level = SHNSW_SIMD_PORTABLE;
+	const ShnswCpuFeatures *cpu = shnsw_cpu_features();
 
 	shnsw_l2sq_f32 = l2sq_f32_portable;
 	shnsw_dot_f32 = dot_f32_portable;
@@ -815,9 +881,7 @@ shnsw_kernels_init(ShnswSimdLevel max)
 	shnsw_dot_f32_f16 = dot_f32_f16_portable;
 
 #ifdef SHNSW_X86_SIMD
-	__builtin_cpu_init();
-	if (max >= SHNSW_SIMD_AVX2 &&
-		__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+	if (max >= SHNSW_SIMD_AVX2 && cpu->avx2 && cpu->fma)
 	{
 		shnsw_l2sq_f32 = l2sq_f32_avx2;
 		shnsw_dot_f32 = dot_f32_avx2;
@@ -834,7 +898,7 @@ shnsw_kernels_init(ShnswSimdLevel max)
 		}
 		level = SHNSW_SIMD_AVX2;
 	}
-	if (max >= SHNSW_SIMD_AVX512 && __builtin_cpu_supports("avx512f"))
+	if (max >= SHNSW_SIMD_AVX512 && cpu->avx512f)
 	{
 		shnsw_l2sq_f32 = l2sq_f32_avx512;
 		shnsw_dot_f32 = dot_f32_avx512;
@@ -850,6 +914,7 @@ shnsw_kernels_init(ShnswSimdLevel max)
 	}
 #else
 	(void) max;
+	(void) cpu;
 #endif
 	return level;
 }

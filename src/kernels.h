@@ -26,6 +26,19 @@ typedef enum ShnswSimdLevel
 	SHNSW_SIMD_AVX512 = 2
 } ShnswSimdLevel;
 
+/* The SIMD features of this CPU (and saved by the OS) the kernels can use. */
+typedef struct ShnswCpuFeatures
+{
+	bool		sse42;
+	bool		avx2;
+	bool		fma;
+	bool		f16c;
+	bool		avx512f;
+} ShnswCpuFeatures;
+
+/* Detected on the first call, then remembered (all false off x86-64). */
+extern const ShnswCpuFeatures *shnsw_cpu_features(void);
+
 /* Pick the best implementation for this CPU; idempotent. max caps it. */
 extern ShnswSimdLevel shnsw_kernels_init(ShnswSimdLevel max);
 

@@ -56,17 +56,16 @@ streamhnsw_cpu_features(PG_FUNCTION_ARGS)
 	Datum		elems[4];
 	int			n = 0;
 
-#if defined(__x86_64__) && defined(__GNUC__)
-	__builtin_cpu_init();
-	if (__builtin_cpu_supports("sse4.2"))
+	const ShnswCpuFeatures *cpu = shnsw_cpu_features();
+
+	if (cpu->sse42)
 		elems[n++] = CStringGetTextDatum("sse4.2");
-	if (__builtin_cpu_supports("avx2"))
+	if (cpu->avx2)
 		elems[n++] = CStringGetTextDatum("avx2");
-	if (__builtin_cpu_supports("fma"))
+	if (cpu->fma)
 		elems[n++] = CStringGetTextDatum("fma");
-	if (__builtin_cpu_supports("avx512f"))
+	if (cpu->avx512f)
 		elems[n++] = CStringGetTextDatum("avx512f");
-#endif
 
 	PG_RETURN_ARRAYTYPE_P(construct_array_builtin(elems, n, TEXTOID));
 }

@@ -32,10 +32,10 @@ BASE = dict(
     dataset="synthetic", rows=100_000, dim=128, metric="cosine", type="vector", seed=42,
     queries=1000, k=10, m=16, ef_construction=64, target_recall=0.95,
     ef_search=[10, 16, 24, 32, 40, 48, 64, 96, 128, 200],
-    hot_queries=500, warmup=20, explain_sample=20, recall100_queries=100,
+    hot_queries=500, hot_passes=3, warmup=20, explain_sample=20, recall100_queries=100,
     cold_queries=50, cold_explain_sample=10, cold_extra_above=2, latency_extra_above=0,
     latency_queries=20, delay_us=300,
-    eic=[0, 1, 2, 4, 8, 16, 32], eic_queries=12, eic_explain_sample=3,
+    eic=[0, 1, 2, 4, 8, 16, 32, 64], eic_queries=12, eic_explain_sample=3,
     fresh_queries=100, clients=[2], seconds=10,
     mixed_seconds=15, pgbench_clients=2, mixed_vector_clients=2, pgbench_scale=5,
     insert_rows=1000, modes=list(ALL_MODES), ams=["hnsw", "streamhnsw"],
@@ -140,6 +140,7 @@ def parse(argv=None):
     g.add_argument("--skip", type=lambda s: s.split(","), default=[],
                    help="modes to leave out")
     g.add_argument("--hot-queries", type=int)
+    g.add_argument("--hot-passes", type=int, help="passes over the hot queries per ef_search, engines taking turns (median q/s)")
     g.add_argument("--cold-queries", type=int)
     g.add_argument("--latency-queries", type=int)
     g.add_argument("--delay-us", type=int, help="injected storage latency per read (300)")
@@ -181,7 +182,7 @@ def _one(ap, a, preset, extra):
     cfg["preset"] = a.preset
     for key in ("dataset", "file", "rows", "dim", "metric", "type", "seed", "queries", "m",
                 "ef_construction", "ef_search", "k", "target_recall", "ams", "io_modes",
-                "modes", "hot_queries", "cold_queries", "latency_queries", "delay_us", "eic",
+                "modes", "hot_queries", "hot_passes", "cold_queries", "latency_queries", "delay_us", "eic",
                 "eic_queries", "fresh_queries", "clients", "seconds", "mixed_seconds",
                 "pgbench_clients", "mixed_vector_clients", "pgbench_scale", "insert_rows",
                 "ltm_fractions", "ltm_seconds"):

@@ -214,25 +214,47 @@ class Bench:
         self.result["faiss"] = r
 
     def hot(self):
+        """Queries/s and recall at each ef_search, every engine on a warm
+        connection. Each ef_search runs `hot_passes` passes over the queries,
+        the engines taking turns pass by pass (their order alternating), and
+        queries/s is the median of the passes: a slow spell on this machine
+        then falls on both engines, not on whichever ran at that moment."""
         cfg, log = self.cfg, self.log
         lits, truth = self.lits_for(cfg["hot_queries"])
+        passes = max(1, cfg.get("hot_passes", 1))
         points = []
-        for eng in self.engines:
-            log.step(f"hot: {eng.label}, ef_search {cfg['ef_search']}, {len(lits)} queries each")
-            with self.conn(eng) as c:
+        log.step(f"hot: {', '.join(e.label for e in self.engines)}, ef_search {cfg['ef_search']}, "
+                 f"{len(lits)} queries x {passes} passes, engines interleaved")
+        conns = {}
+        try:
+            for eng in self.engines:
+                c = conns[eng.label] = self.conn(eng)
                 pg.prewarm(c, eng)
-                sql = self.sql(eng)
-                sql100 = self.sql(eng, 100)
-                for ef in cfg["ef_search"]:
+            for ef in cfg["ef_search"]:
+                lat = {e.label: [] for e in self.engines}
+                qps = {e.label: [] for e in self.engines}
+                found = {}
+                for eng in self.engines:
+                    c = conns[eng.label]
                     pg.apply_gucs(c, {eng.ef_guc: ef})
                     for lit in lits[:cfg["warmup"]]:
-                        c.execute(sql, (lit,)).fetchall()
-                    lat, found = [], []
-                    for lit in lits:
-                        t = time.perf_counter()
-                        rows = c.execute(sql, (lit,)).fetchall()
-                        lat.append(time.perf_counter() - t)
-                        found.append([r[0] for r in rows])
+                        c.execute(self.sql(eng), (lit,)).fetchall()
+                for p_i in range(passes):
+                    order = self.engines if p_i % 2 == 0 else list(reversed(self.engines))
+                    for eng in order:
+                        c, sql = conns[eng.label], self.sql(eng)
+                        rows_all, t_pass = [], 0.0
+                        for lit in lits:
+                            t = time.perf_counter()
+                            rows = c.execute(sql, (lit,)).fetchall()
+                            dt = time.perf_counter() - t
+                            t_pass += dt
+                            lat[eng.label].append(dt)
+                            rows_all.append([r[0] for r in rows])
+                        qps[eng.label].append(len(lits) / t_pass)
+                        found.setdefault(eng.label, rows_all)
+                for eng in self.engines:
+                    c, sql, sql100 = conns[eng.label], self.sql(eng), self.sql(eng, 100)
                     extra = {}
                     ns = min(cfg["explain_sample"], len(lits))
                     bufs = [pg.explain_buffers(c, sql, lit) for lit in lits[:ns]]
@@ -245,12 +267,17 @@ class Bench:
                                 for lit in lits[:n100]]
                         extra["recall@100"] = metrics.recall_at(f100, truth[:n100], 100)
                         pg.apply_gucs(c, {eng.ef_guc: ef})
-                    p = _point(eng.label, ef, lat, found, truth, self.k, extra)
+                    extra["qps_passes"] = qps[eng.label]
+                    p = _point(eng.label, ef, lat[eng.label], found[eng.label], truth, self.k, extra)
+                    p["qps"] = statistics.median(qps[eng.label])
                     points.append(p)
-                    log(f"    ef {ef:4d}: recall@10 {p['recall@10']:.4f}  qps {p['qps']:8.1f}  "
-                        f"p50 {p['p50_ms']:.3f} ms  hit/q {extra['buffers_hit']:.0f}",
-                        flush=True)
-        self.result["modes"]["hot"] = {"queries": len(lits), "points": points}
+                    log(f"    {eng.label:>16} ef {ef:4d}: recall@10 {p['recall@10']:.4f}  "
+                        f"qps {p['qps']:8.1f} (passes {', '.join(f'{x:.0f}' for x in qps[eng.label])})  "
+                        f"p50 {p['p50_ms']:.3f} ms  hit/q {extra['buffers_hit']:.0f}", flush=True)
+        finally:
+            for c in conns.values():
+                c.close()
+        self.result["modes"]["hot"] = {"queries": len(lits), "passes": passes, "points": points}
         self._choose_ef(points)
 
     def _choose_ef(self, points):
@@ -341,23 +368,40 @@ class Bench:
         self.result["modes"]["fresh"] = {"queries": len(lits), "points": res}
 
     def concurrent(self):
+        """n client processes per engine at its ef*, `hot_passes` passes with
+        the engines taking turns (order alternating); q/s is the median of
+        the passes, latencies are pooled."""
         cfg, log = self.cfg, self.log
+        passes = max(1, cfg.get("hot_passes", 1))
         res = []
+        for eng in self.engines:
+            with self.conn(eng) as c:
+                pg.prewarm(c, eng)
         for n in cfg["clients"]:
+            qps = {e.label: [] for e in self.engines}
+            lat = {e.label: [] for e in self.engines}
+            for p_i in range(passes):
+                order = self.engines if p_i % 2 == 0 else list(reversed(self.engines))
+                for eng in order:
+                    ef = self.ef_at_target[eng.label]
+                    log.step(f"concurrent: {eng.label}, {n} clients, {cfg['seconds']} s, ef {ef}, "
+                             f"pass {p_i + 1}/{passes}")
+                    r = clients.run_vector_clients(self.cluster.conninfo, eng.options(ef),
+                                                   self.sql(eng), self.lits, n, cfg["seconds"])
+                    qps[eng.label].append(r["qps"])
+                    lat[eng.label].extend(r["latencies"])
+                    log(f"    {r['qps']:.1f} q/s", flush=True)
             for eng in self.engines:
-                ef = self.ef_at_target[eng.label]
-                log.step(f"concurrent: {eng.label}, {n} clients, {cfg['seconds']} s, ef {ef}")
-                with self.conn(eng) as c:
-                    pg.prewarm(c, eng)
-                r = clients.run_vector_clients(self.cluster.conninfo, eng.options(ef),
-                                               self.sql(eng), self.lits, n, cfg["seconds"])
-                s = metrics.latency_summary(r["latencies"])
-                p = {"engine": eng.label, "ef_search": ef, "clients": n,
-                     "seconds": cfg["seconds"], "queries": r["queries"], "qps": r["qps"],
+                s = metrics.latency_summary(lat[eng.label])
+                p = {"engine": eng.label, "ef_search": self.ef_at_target[eng.label], "clients": n,
+                     "seconds": cfg["seconds"], "passes": passes,
+                     "queries": len(lat[eng.label]), "qps": statistics.median(qps[eng.label]),
+                     "qps_passes": qps[eng.label],
                      **{k: v for k, v in s.items() if k.endswith("_ms")}}
                 res.append(p)
-                log(f"    {p['qps']:.1f} q/s, p50 {p['p50_ms']:.3f} ms, p99 {p['p99_ms']:.3f} ms",
-                    flush=True)
+                log(f"    {eng.label}, {n} clients: median {p['qps']:.1f} q/s "
+                    f"(passes {', '.join(f'{x:.0f}' for x in qps[eng.label])}), "
+                    f"p50 {p['p50_ms']:.3f} ms, p99 {p['p99_ms']:.3f} ms", flush=True)
         self.result["modes"]["concurrent"] = {"points": res}
 
     def mixed(self):
