@@ -889,7 +889,7 @@ shnsw_kernels_init(ShnswSimdLevel max)
 		sq8_dot_kernel = sq8_dot_avx2;
 		sq8_l2_batch_kernel = sq8_l2_batch_avx2;
 		sq8_dot_batch_kernel = sq8_dot_batch_avx2;
-		if (__builtin_cpu_supports("f16c"))
+		if (cpu->f16c)
 		{
 			shnsw_floats_to_halves = floats_to_halves_avx2;
 			shnsw_halves_to_floats_nav = halves_to_floats_avx2;
