@@ -44,10 +44,13 @@ LINKING = re.compile(r"(\d+) held-up nodes linked again in parallel and (\d+) al
 SPILL = re.compile(r"no longer fits into maintenance_work_mem after (\d+) (rows|tuples)")
 
 
-def load_set(name, rows=100_000):
+def load_set(name, rows=100_000, queries=200):
     if name == "sentences":
         return datasets.sentences(n_rows=100_000, n_queries=2000, n_inserts=1000)
     if name == "synthetic768":
+        # the stored set with 200 queries, or 1,000 (and 1,000 inserts)
+        if queries > 200:
+            return datasets.synthetic(rows, 768, "cosine", n_queries=1000, n_inserts=1000)
         return datasets.synthetic(rows, 768, "cosine", n_queries=200, n_inserts=10)
     raise SystemExit(f"unknown set {name}")
 
@@ -139,7 +142,7 @@ def main() -> None:
                                                  "max_wal_size": "8GB"}) as c:
         c.execute("CREATE EXTENSION streamhnsw CASCADE")
         for name in args.sets.split(","):
-            ds = load_set(name, args.rows)
+            ds = load_set(name, args.rows, args.queries)
             queries = ds.queries[:args.queries]
             truth = ds.truth[:args.queries, :10]
             with c.connect() as conn:
