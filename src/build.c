@@ -11,11 +11,11 @@
  * dimensions up on half-precision copies of them, read back from the
  * temporary file: SHNSW_HALF_MIN_DIMS); if they would not fit in
  * maintenance_work_mem, on the SQ8 codes instead (4x smaller than floats;
- * codes are re-derived from the temporary file). If even that does not fit, the
- * graph is built on the rows that fit, written, and the remaining rows are
- * read back from a file of their own and inserted into the written index
- * through aminsert, by the leader and, in a parallel build, its workers at
- * once (slower, but the build always finishes).
+ * codes are re-derived from the temporary file). If even that does not
+ * fit, the graph is built on the rows that fit, written, and the remaining
+ * rows are read back from a file of their own and inserted into the
+ * written index through aminsert, by the leader and, in a parallel build,
+ * its workers at once (slower, but the build always finishes).
  *
  * The temporary files hold one fixed-size record per row, its heap TID and
  * its exact image: one file for the rows of the in-memory part (which also
