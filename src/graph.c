@@ -1897,6 +1897,20 @@ search_add_nodes(ShnswSearch *s, const ShnswRef *refs, int n, uint32_t *idx)
 		s->cands[idx[k]].d = s->dists[k];
 }
 
+/*
+ * The upper layers' reads over a memory source: a memory prefetch of all
+ * the records of a hop before the first is read, so that their cache
+ * misses overlap instead of coming one record after another (layer 0 does
+ * the same through the prefetch it asks for at every expansion). Not for
+ * the buffer source: its descent has read-ahead of its own (pageaccess.c).
+ */
+static inline void
+search_prefetch_upper(ShnswSearch *s, const ShnswRef *refs, int n)
+{
+	if (s->ops->reread_cheap && s->ops->prefetch != NULL && n > 0)
+		s->ops->prefetch(s->ops->ctx, refs, n, false);
+}
+
 ShnswRef
 shnsw_search_descend(ShnswSearch *s, ShnswRef entry, int entry_level, int stop_layer)
 {
@@ -1926,6 +1940,7 @@ shnsw_search_descend(ShnswSearch *s, ShnswRef entry, int entry_level, int stop_l
 			if (s->cands[cur].level < l)
 				break;			/* cannot happen in a well-formed graph */
 			n = s->ops->read_upper(s->ops->ctx, s->cands[cur].upper, l, s->ubuf);
+			search_prefetch_upper(s, s->ubuf, n);
 			search_add_nodes(s, s->ubuf, n, idx);
 			for (int k = 0; k < n; k++)
 			{
@@ -1961,6 +1976,39 @@ shnsw_search_start(ShnswSearch *s, ShnswRef entry, int entry_level)
 	return start;
 }
 
+/*
+ * upper_read_ahead names, for the page layer to read ahead, the unvisited
+ * neighbours on this layer of the candidates still queued in an upper
+ * layer's beam that can still be expanded (none farther than the worst
+ * of the ef kept), as layer 0's search_read_ahead does: each expansion of
+ * the beam otherwise costs a round trip to storage on a cold index, its
+ * neighbours' records being named only once it is popped. Their upper
+ * records are on the pages the descent reads ahead (pageaccess.c).
+ * Speculative: a wrong guess costs a read, never a result.
+ */
+static void
+upper_read_ahead(ShnswSearch *s, const ShnswHeap *C, const ShnswHeap *W, int ef,
+				 ShnswVisited *vis, int layer, ShnswRef *buf)
+{
+	float		bound = W->n >= ef ? shnsw_heap_top(W).d : INFINITY;
+	int			n = 0;
+
+	for (int q = 0; q < C->n && q < SHNSW_SPECULATIVE_CANDIDATES; q++)
+	{
+		ShnswCand  *c = &s->cands[C->a[q].id];
+		int			cnt;
+
+		if (C->a[q].d > bound || c->level < layer)
+			continue;
+		cnt = s->ops->read_upper(s->ops->ctx, c->upper, layer, buf);
+		for (int k = 0; k < cnt; k++)
+			if (!shnsw_visited_contains(vis, buf[k]))
+				s->spec[n++] = buf[k];
+	}
+	if (n > 0)
+		s->ops->prefetch(s->ops->ctx, s->spec, n, true);
+}
+
 int
 shnsw_search_upper_layer(ShnswSearch *s, ShnswRef entry, int layer, int ef, uint32_t *out)
 {
@@ -1970,6 +2018,7 @@ shnsw_search_upper_layer(ShnswSearch *s, ShnswRef entry, int layer, int ef, uint
 	uint32_t	first;
 	uint32_t   *idx = shnsw_alloc(sizeof(uint32_t) * s->m);
 	ShnswRef   *fresh = shnsw_alloc(sizeof(ShnswRef) * s->m);
+	ShnswRef   *ubuf2 = s->ops->speculative ? shnsw_alloc(sizeof(ShnswRef) * s->m) : NULL;
 	int			n;
 
 	shnsw_visited_init(&vis, 64);
@@ -1994,6 +2043,13 @@ shnsw_search_upper_layer(ShnswSearch *s, ShnswRef entry, int layer, int ef, uint
 		for (int k = 0; k < cnt; k++)
 			if (shnsw_visited_add(&vis, s->ubuf[k]))
 				fresh[nf++] = s->ubuf[k];
+		search_prefetch_upper(s, fresh, nf);
+		if (s->ops->speculative && s->ops->prefetch != NULL)
+		{
+			if (nf > 0)
+				s->ops->prefetch(s->ops->ctx, fresh, nf, false);
+			upper_read_ahead(s, &C, &W, ef, &vis, layer, ubuf2);
+		}
 		search_add_nodes(s, fresh, nf, idx);
 		for (int k = 0; k < nf; k++)
 		{
@@ -2016,6 +2072,8 @@ shnsw_search_upper_layer(ShnswSearch *s, ShnswRef entry, int layer, int ef, uint
 	shnsw_heap_free(&W);
 	shnsw_free(idx);
 	shnsw_free(fresh);
+	if (ubuf2)
+		shnsw_free(ubuf2);
 	return n;
 }
 
