@@ -7,13 +7,15 @@
  * One pass over the heap collects each indexable row's heap TID, its
  * navigation vector (float, normalized for cosine) and its exact value,
  * which goes to a temporary file. SQ8 is trained on the ranges of all rows.
- * The graph is then built in memory on the float vectors; if they would not
- * fit in maintenance_work_mem, on the SQ8 codes instead (4x smaller; codes
- * are re-derived from the temporary file). If even that does not fit, the
- * graph is built on the rows that fit, written, and the remaining rows are
- * read back from a file of their own and inserted into the written index
- * through aminsert, by the leader and, in a parallel build, its workers at
- * once (slower, but the build always finishes).
+ * The graph is then built in memory on the float vectors (from 64
+ * dimensions up on half-precision copies of them, read back from the
+ * temporary file: SHNSW_HALF_MIN_DIMS); if they would not fit in
+ * maintenance_work_mem, on the SQ8 codes instead (4x smaller than floats;
+ * codes are re-derived from the temporary file). If even that does not
+ * fit, the graph is built on the rows that fit, written, and the remaining
+ * rows are read back from a file of their own and inserted into the
+ * written index through aminsert, by the leader and, in a parallel build,
+ * its workers at once (slower, but the build always finishes).
  *
  * The temporary files hold one fixed-size record per row, its heap TID and
  * its exact image: one file for the rows of the in-memory part (which also
@@ -54,6 +56,17 @@
 /* The graph's level generator's seed: builds are reproducible (serial ones). */
 #define SHNSW_BUILD_SEED 0x5EED5EEDULL
 
+/*
+ * A graph on floats links on halves (kernels.h, graph.c) from this many
+ * dimensions up: half the memory traffic of floats in the build's
+ * distances, memory bound once the vectors outgrow the caches (72.7 % of
+ * a 768-d parallel build's samples were the float kernel), for the same
+ * graph (src/README, Build). Below it a vector is a few cache lines either
+ * way and widening the halves costs more than it saves (GloVe 400k x 50
+ * linked in 77 s on halves against 45 s on floats, one process).
+ */
+#define SHNSW_HALF_MIN_DIMS 64
+
 typedef struct ShnswBuildState
 {
 	Relation	index;
@@ -72,6 +85,10 @@ typedef struct ShnswBuildState
 	ItemPointerData *tids;		/* in-memory rows only */
 	float	   *nav;			/* cap * dims, NULL once over budget */
 	bool		use_codes;
+	bool		plan_halves;	/* a graph on floats would link on halves */
+	bool		use_halves;		/* it does (not on codes) */
+	float		half_scale;		/* their power-of-two scale (kernels.h) */
+	uint8	   *half_codes;		/* nmem * dims: the node records' SQ8 codes */
 	float	   *mins;
 	float	   *maxs;
 	BufFile    *exact;			/* records: heap TID, then exact image */
@@ -132,9 +149,14 @@ phase_secs_since(instr_time then)
 static Size
 build_memory(ShnswBuildState *bs, uint32 n, bool use_codes)
 {
-	Size		per = shnsw_build_node_bytes(bs->dims, bs->m, use_codes) +
+	bool		halves = !use_codes && bs->plan_halves;
+	Size		per = shnsw_build_node_bytes(bs->dims, bs->m, use_codes, halves) +
 		sizeof(ItemPointerData) + sizeof(int) + sizeof(off_t) +
 		sizeof(uint32) * 2 + sizeof(ShnswUpperLoc) + sizeof(uint8);
+
+	/* a graph on halves keeps the node records' codes beside (build_put_half) */
+	if (halves)
+		per += bs->dims;
 
 	/* a parallel build's node locks and workers' per-node scratch */
 	if (bs->nworkers > 0)
@@ -302,6 +324,23 @@ build_read_exact(ShnswBuildState *bs, uint32 i, char *out)
 }
 
 /*
+ * build_put_half fills node i of a graph on halves from its navigation
+ * vector nav: the SQ8 code its node record gets (from the floats, as a
+ * float graph's is) and its residual (metapage), then its halves.
+ */
+static void
+build_put_half(ShnswBuildState *bs, ShnswBuildGraph *g, uint32 i, const float *nav,
+			   const float *lo, const float *scale)
+{
+	uint8	   *code = bs->half_codes + (Size) i * bs->dims;
+
+	sq8_encode(lo, scale, nav, code, bs->dims);
+	bs->max_residual = Max(bs->max_residual,
+						   shnsw_code_residual(lo, scale, nav, code, bs->dims));
+	shnsw_floats_to_halves(nav, bs->half_scale, g->halves + (Size) i * bs->dims, bs->dims);
+}
+
+/*
  * Placement of every node, computed before any page is written so that
  * node records can name their neighbours, vectors and upper records.
  */
@@ -417,6 +456,8 @@ build_fill_node(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswLayout *l, uint32 
 		out[k] = layout_ref(l, l->pos[nb[k]]);
 	if (g->use_codes)
 		memcpy(shnsw_node_code(h, bs->m), g->codes + (Size) node * bs->dims, bs->dims);
+	else if (g->use_halves)
+		memcpy(shnsw_node_code(h, bs->m), bs->half_codes + (Size) node * bs->dims, bs->dims);
 	else
 		sq8_encode(lo, scale, g->vecs + (Size) node * bs->dims, shnsw_node_code(h, bs->m), bs->dims);
 }
@@ -693,6 +734,7 @@ build_state_init(ShnswBuildState *bs, Relation heap, Relation index, int nworker
 	bs->nworkers = Max(nworkers, 0);
 	bs->budget = (Size) maintenance_work_mem * 1024;
 	bs->reltuples = heap->rd_rel->reltuples;
+	bs->plan_halves = bs->dims >= SHNSW_HALF_MIN_DIMS && !shnsw_debug_build_floats;
 	bs->cap = Min(1024, build_max_rows(bs, false));
 	bs->tids = palloc_extended(sizeof(ItemPointerData) * bs->cap, MCXT_ALLOC_HUGE);
 	bs->exact_file = palloc_extended(sizeof(int) * bs->cap, MCXT_ALLOC_HUGE);
@@ -701,9 +743,11 @@ build_state_init(ShnswBuildState *bs, Relation heap, Relation index, int nworker
 	/*
 	 * A parallel build keeps no float vectors while it scans: it reads them
 	 * back from the temporary file into shared memory (buildpar.c), so they
-	 * are never held twice. The budget counts them all the same.
+	 * are never held twice. The budget counts them all the same. Nor does a
+	 * build whose graph will link on halves: it reads them back as halves,
+	 * and the budget counts halves and codes.
 	 */
-	if (bs->nworkers == 0)
+	if (bs->nworkers == 0 && !bs->plan_halves)
 		bs->nav = palloc_extended(sizeof(float) * bs->cap * bs->dims, MCXT_ALLOC_HUGE);
 	bs->mins = palloc(sizeof(float) * bs->dims);
 	bs->maxs = palloc(sizeof(float) * bs->dims);
@@ -727,15 +771,27 @@ build_graph(ShnswBuildState *bs, ShnswBuildGraph *g, const float *lo, const floa
 
 	if (!bs->use_codes && !have_nav)
 	{
-		/* a parallel build was planned but had too few rows: read them back */
+		/*
+		 * a graph on halves (whose scan kept no floats), or a parallel build
+		 * planned with too few rows: read them back
+		 */
 		char	   *img = palloc(bs->vec_size);
 
 		for (uint32 i = 0; i < bs->nmem; i++)
 		{
+			if ((i & 1023) == 0)
+				CHECK_FOR_INTERRUPTS();
 			build_read_exact(bs, i, img);
 			shnsw_vector_to_nav((struct varlena *) img, bs->elemtype, bs->metric, bs->dims, bs->navbuf);
-			shnsw_build_add_vector(g, bs->navbuf);
+			if (bs->use_halves)
+			{
+				(void) shnsw_build_add_in_place(g);
+				build_put_half(bs, g, i, bs->navbuf, lo, scale);
+			}
+			else
+				shnsw_build_add_vector(g, bs->navbuf);
 		}
+		bs->have_residual = bs->use_halves;
 		pfree(img);
 	}
 	else if (bs->use_codes)
@@ -808,7 +864,7 @@ build_graph_parallel(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswParallelBuild
 	(void) shnsw_parallel_launch(pb);
 	for (uint32 i = 0; i < bs->nmem; i++)
 	{
-		float	   *nav = bs->use_codes ? bs->navbuf : g->vecs + (Size) i * bs->dims;
+		float	   *nav = bs->use_codes || bs->use_halves ? bs->navbuf : g->vecs + (Size) i * bs->dims;
 		uint8	   *code = bs->use_codes ? g->codes + (Size) i * bs->dims : codebuf;
 
 		if ((i & 1023) == 0)
@@ -817,6 +873,11 @@ build_graph_parallel(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswParallelBuild
 			shnsw_parallel_ready(pb, i);
 		build_read_exact(bs, i, img);
 		shnsw_vector_to_nav((struct varlena *) img, bs->elemtype, bs->metric, bs->dims, nav);
+		if (bs->use_halves)
+		{
+			build_put_half(bs, g, i, nav, lo, scale);
+			continue;
+		}
 		sq8_encode(lo, scale, nav, code, bs->dims);
 		bs->max_residual = Max(bs->max_residual,
 							   shnsw_code_residual(lo, scale, nav, code, bs->dims));
@@ -923,19 +984,30 @@ shnsw_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, SHNSW_PHASE_GRAPH);
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_TOTAL, bs.nmem);
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, 0);
+	bs.use_halves = bs.plan_halves && !bs.use_codes;
+	if (bs.use_halves)
+	{
+		bs.half_scale = shnsw_half_scale(bs.mins, bs.maxs, bs.dims);
+		bs.half_codes = palloc_extended((Size) Max(bs.nmem, 1) * bs.dims, MCXT_ALLOC_HUGE);
+	}
 	if (bs.nworkers > 0 && bs.nmem >= 2)
 	{
 		/* parallel: the graph lives in shared memory until the pages are written */
 		pb = shnsw_parallel_begin(bs.nworkers, bs.dims, bs.m, bs.efc, bs.metric, bs.use_codes,
-								  bs.nmem, lo, scale, SHNSW_BUILD_SEED, &g);
+								  bs.use_halves, bs.half_scale, bs.nmem, lo, scale,
+								  SHNSW_BUILD_SEED, &g);
 		build_graph_parallel(&bs, &g, pb, lo, scale);
 	}
 	else
 	{
 		bool		have_nav = bs.nav != NULL;
 
-		shnsw_build_init(&g, bs.dims, bs.m, bs.efc, bs.metric, Max(bs.nmem, 1), bs.use_codes,
-						 lo, scale, SHNSW_BUILD_SEED, bs.use_codes ? NULL : bs.nav);
+		if (bs.use_halves)
+			shnsw_build_init_halves(&g, bs.dims, bs.m, bs.efc, bs.metric, Max(bs.nmem, 1),
+									SHNSW_BUILD_SEED, NULL, bs.dims, bs.half_scale);
+		else
+			shnsw_build_init(&g, bs.dims, bs.m, bs.efc, bs.metric, Max(bs.nmem, 1), bs.use_codes,
+							 lo, scale, SHNSW_BUILD_SEED, bs.use_codes ? NULL : bs.nav);
 		bs.nav = NULL;			/* owned by the graph now */
 		build_graph(&bs, &g, lo, scale, have_nav);
 	}

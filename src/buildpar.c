@@ -8,11 +8,12 @@
  * rows, their SQ8 ranges, the temporary file of exact values, the decision
  * to build on floats or codes and where the in-memory part stops). Only
  * then does it enter parallel mode: it sizes one DSM chunk for exactly the
- * in-memory rows (their vectors or codes, levels, layer-0 lists with their
- * distance caches, the upper-layer lists, a lock per node), draws every
- * node's level with the serial build's generator (so both builds have the
- * same levels), launches the workers, and fills the vectors or codes from
- * the temporary file in node order while the workers link the nodes
+ * in-memory rows (their vectors, halves or codes, levels, layer-0 lists
+ * with their distance caches, the upper-layer lists, a lock per node),
+ * draws every node's level with the serial build's generator (so both
+ * builds have the same levels), launches the workers, and fills the
+ * vectors, halves or codes from the temporary file in node order while
+ * the workers link the nodes
  * already filled (a worker whose node is not yet filled waits:
  * par_wait_ready). Each process attaches its own ShnswBuildGraph to
  * the shared arrays (graph.c, shnsw_build_attach: the visit stamps and
@@ -79,6 +80,8 @@ typedef struct ShnswParallelShared
 	int			efc;
 	ShnswMetric metric;
 	bool		use_codes;
+	bool		use_halves;		/* the vectors are halves (graph.c) */
+	float		half_scale;
 	uint32		n;
 	int			tranche;
 	int			nprocs;			/* leader and launched workers */
@@ -200,14 +203,14 @@ shnsw_secs_since(instr_time then)
 
 /*
  * Memory a parallel build with nworkers workers needs per in-memory row
- * beyond a serial build's: the node's lock, and each worker's visit stamp
- * and upper-list pointer for it.
+ * beyond a serial build's: the node's lock, and each worker's visit stamp,
+ * visited distance and upper-list pointer for it.
  */
 Size
 shnsw_parallel_row_bytes(int nworkers)
 {
 	return sizeof(LWLock) + sizeof(uint8) +
-		(Size) nworkers * (sizeof(uint32 *) + sizeof(uint32));
+		(Size) nworkers * (sizeof(uint32 *) + sizeof(uint32) + sizeof(float));
 }
 
 /* Lay the arrays out after the header; returns the chunk's size. */
@@ -221,7 +224,8 @@ par_layout(ShnswParallelShared *sh)
 #define PLACE(field, bytes) \
 	do { sh->field = off; off = add_size(off, MAXALIGN(bytes)); } while (0)
 	PLACE(off_locks, mul_size(n, sizeof(LWLock)));
-	PLACE(off_vecs, mul_size(mul_size(n, sh->dims), sh->use_codes ? 1 : sizeof(float)));
+	PLACE(off_vecs, mul_size(mul_size(n, sh->dims),
+							 sh->use_codes ? 1 : sh->use_halves ? sizeof(uint16) : sizeof(float)));
 	PLACE(off_levels, n);
 	PLACE(off_nbr0, mul_size(mul_size(n, deg), sizeof(ShnswRef)));
 	PLACE(off_cnt0, mul_size(n, sizeof(uint16)));
@@ -251,6 +255,9 @@ par_attach(ShnswParallelShared *sh, ShnswBuildGraph *g, ShnswBuildSync *sync)
 					   (float *) SHARED_AT(sh, sh->off_dist0),
 					   (uint8 *) SHARED_AT(sh, sh->off_pruned0),
 					   (uint32 *) SHARED_AT(sh, sh->off_upper));
+	if (sh->use_halves)
+		shnsw_build_attach_halves(g, (uint16 *) SHARED_AT(sh, sh->off_vecs), sh->dims,
+								  sh->half_scale);
 	sync->arg = sh;
 	sync->lock_node = par_lock_node;
 	sync->unlock_node = par_unlock_node;
@@ -350,18 +357,19 @@ par_relink_loop(ShnswParallelShared *sh, ShnswBuildGraph *g)
 /*
  * shnsw_parallel_begin enters parallel mode and sets up a parallel context
  * for up to nworkers workers whose DSM chunk holds the graph of n nodes
- * (n >= 2); draws the nodes' levels (the serial build's, from seed) and
- * copies lo/scale (for a graph on codes) into it, and attaches g (in the
- * current memory context) to it. The caller then launches the workers
- * (shnsw_parallel_launch), fills g->vecs or g->codes in node order, saying
- * how far it got (shnsw_parallel_ready), and calls shnsw_parallel_link once
- * all n are in place. The chunk lives until shnsw_parallel_end (or the
+ * (n >= 2) on floats, halves (use_halves, scaled by half_scale) or codes;
+ * draws the nodes' levels (the serial build's, from seed) and copies
+ * lo/scale (for a graph on codes) into it, and attaches g (in the current
+ * memory context) to it. The caller then launches the workers
+ * (shnsw_parallel_launch), fills g->vecs, g->halves or g->codes in node
+ * order, saying how far it got (shnsw_parallel_ready), and calls
+ * shnsw_parallel_link once all n are in place. The chunk lives until shnsw_parallel_end (or the
  * transaction's abort).
  */
 ShnswParallelBuild *
 shnsw_parallel_begin(int nworkers, int dims, int m, int efc, ShnswMetric metric,
-					 bool use_codes, uint32 n, const float *lo, const float *scale,
-					 uint64 seed, ShnswBuildGraph *g)
+					 bool use_codes, bool use_halves, float half_scale, uint32 n,
+					 const float *lo, const float *scale, uint64 seed, ShnswBuildGraph *g)
 {
 	ShnswParallelBuild *pb = palloc0(sizeof(ShnswParallelBuild));
 	ShnswParallelShared hdr;
@@ -382,6 +390,8 @@ shnsw_parallel_begin(int nworkers, int dims, int m, int efc, ShnswMetric metric,
 	hdr.efc = efc;
 	hdr.metric = metric;
 	hdr.use_codes = use_codes;
+	hdr.use_halves = use_halves;
+	hdr.half_scale = half_scale;
 	hdr.n = n;
 	hdr.tranche = shnsw_build_tranche;
 	hdr.upper_words = shnsw_build_upper_words(levels, n, m);

@@ -35,14 +35,14 @@
 
 
 size_t
-shnsw_build_node_bytes(int dim, int m, bool use_codes)
+shnsw_build_node_bytes(int dim, int m, bool use_codes, bool use_halves)
 {
 	size_t		sz = 0;
 
-	sz += use_codes ? (size_t) dim : (size_t) dim * sizeof(float);
+	sz += (size_t) dim * (use_codes ? 1 : use_halves ? sizeof(uint16_t) : sizeof(float));
 	sz += sizeof(ShnswRef) * 2 * m + sizeof(uint16_t) + sizeof(uint8_t);
 	sz += (sizeof(float) + sizeof(uint8_t)) * 2 * m;	/* dist0, pruned0 */
-	sz += sizeof(uint32_t *) + sizeof(uint32_t);
+	sz += sizeof(uint32_t *) + sizeof(uint32_t) + sizeof(float);	/* upper, vis, vdist */
 	/* expected upper-layer storage: about 1/(m-1) nodes per upper layer */
 	sz += (sizeof(uint32_t) * (m + 1) * 2) / (m > 1 ? (size_t) (m - 1) : 1);
 	return sz;
@@ -89,6 +89,8 @@ build_init_common(ShnswBuildGraph *g, int dim, int m, int ef_construction,
 		g->scale = scale;
 	}
 	g->vis = shnsw_alloc0(sizeof(uint32_t) * (size_t) g->cap);
+	g->vdist = shnsw_alloc(sizeof(float) * (size_t) g->cap);
+	g->vis_node = UINT32_MAX;
 	g->qbuf = shnsw_alloc(sizeof(float) * dim);
 	g->qbuf2 = shnsw_alloc(sizeof(float) * dim);
 	g->sq.dim = g->sq2.dim = dim;
@@ -115,6 +117,26 @@ shnsw_build_init(ShnswBuildGraph *g, int dim, int m, int ef_construction,
 		g->vecs = vecs;
 	else
 		g->vecs = shnsw_alloc(sizeof(float) * (size_t) g->cap * dim);
+	g->levels = shnsw_alloc(g->cap);
+	g->nbr0 = shnsw_alloc(sizeof(ShnswRef) * (size_t) g->cap * 2 * m);
+	g->cnt0 = shnsw_alloc0(sizeof(uint16_t) * (size_t) g->cap);
+	g->dist0 = shnsw_alloc(sizeof(float) * (size_t) g->cap * 2 * m);
+	g->pruned0 = shnsw_alloc(sizeof(uint8_t) * (size_t) g->cap * 2 * m);
+	g->upper = shnsw_alloc0(sizeof(uint32_t *) * (size_t) g->cap);
+}
+
+void
+shnsw_build_init_halves(ShnswBuildGraph *g, int dim, int m, int ef_construction,
+						ShnswMetric metric, uint32_t capacity, uint64_t seed,
+						uint16_t *halves, int stride, float half_scale)
+{
+	build_init_common(g, dim, m, ef_construction, metric, capacity, false, NULL, NULL);
+	g->rng = seed ? seed : 0x9E3779B97F4A7C15ULL;
+	g->use_halves = true;
+	g->half_scale = half_scale;
+	g->half_stride = stride;
+	g->halves = halves != NULL ? halves
+		: shnsw_alloc(sizeof(uint16_t) * (size_t) g->cap * stride);
 	g->levels = shnsw_alloc(g->cap);
 	g->nbr0 = shnsw_alloc(sizeof(ShnswRef) * (size_t) g->cap * 2 * m);
 	g->cnt0 = shnsw_alloc0(sizeof(uint16_t) * (size_t) g->cap);
@@ -174,6 +196,16 @@ shnsw_build_attach(ShnswBuildGraph *g, int dim, int m, int ef_construction,
 }
 
 void
+shnsw_build_attach_halves(ShnswBuildGraph *g, uint16_t *halves, int stride, float half_scale)
+{
+	g->vecs = NULL;
+	g->halves = halves;
+	g->use_halves = true;
+	g->half_scale = half_scale;
+	g->half_stride = stride;
+}
+
+void
 shnsw_build_free(ShnswBuildGraph *g)
 {
 	if (!g->external)
@@ -183,6 +215,8 @@ shnsw_build_free(ShnswBuildGraph *g)
 				shnsw_free(g->upper[i]);
 		if (g->vecs)
 			shnsw_free(g->vecs);
+		if (g->halves)
+			shnsw_free(g->halves);
 		if (g->codes)
 			shnsw_free(g->codes);
 		shnsw_free(g->levels);
@@ -193,6 +227,7 @@ shnsw_build_free(ShnswBuildGraph *g)
 	}
 	shnsw_free(g->upper);
 	shnsw_free(g->vis);
+	shnsw_free(g->vdist);
 	shnsw_free(g->qbuf);
 	shnsw_free(g->qbuf2);
 	shnsw_free(g->sq.qs);
@@ -229,7 +264,10 @@ shnsw_build_add_vector(ShnswBuildGraph *g, const float *v)
 {
 	uint32_t	i = build_add_common(g);
 
-	memcpy(g->vecs + (size_t) i * g->dim, v, sizeof(float) * g->dim);
+	if (g->use_halves)
+		shnsw_floats_to_halves(v, g->half_scale, g->halves + (size_t) i * g->half_stride, g->dim);
+	else
+		memcpy(g->vecs + (size_t) i * g->dim, v, sizeof(float) * g->dim);
 	return i;
 }
 
@@ -287,9 +325,10 @@ build_read_list(const ShnswBuildGraph *g, uint32_t i, int layer, ShnswRef *buf, 
 }
 
 /*
- * A prepared "from" point for build distances: a float vector, or in the
- * low-memory path an SQ8 query made from a decoded code. slot picks which
- * of the two scratch queries to use.
+ * A prepared "from" point for build distances: a float vector (a half
+ * vector widened to floats, exactly), or in the low-memory path an SQ8
+ * query made from a decoded code. slot picks which of the two scratch
+ * buffers to use.
  */
 typedef struct BuildFrom
 {
@@ -302,7 +341,15 @@ build_from_node(ShnswBuildGraph *g, uint32_t i, int slot)
 {
 	BuildFrom	f;
 
-	if (!g->use_codes)
+	if (g->use_halves)
+	{
+		float	   *buf = slot ? g->qbuf2 : g->qbuf;
+
+		shnsw_halves_to_floats_nav(g->halves + (size_t) i * g->half_stride, buf, g->dim);
+		f.v = buf;
+		f.sq = NULL;
+	}
+	else if (!g->use_codes)
 	{
 		f.v = g->vecs + (size_t) i * g->dim;
 		f.sq = NULL;
@@ -323,6 +370,9 @@ build_from_node(ShnswBuildGraph *g, uint32_t i, int slot)
 static inline float
 build_dist(const ShnswBuildGraph *g, const BuildFrom *f, uint32_t j)
 {
+	if (g->use_halves)
+		return shnsw_half_distance(g->metric, f->v, g->halves + (size_t) j * g->half_stride,
+								   g->dim);
 	if (!g->use_codes)
 		return shnsw_float_distance(g->metric, f->v, g->vecs + (size_t) j * g->dim, g->dim);
 	return sq8_distance(f->sq, g->codes + (size_t) j * g->dim);
@@ -339,12 +389,31 @@ build_next_stamp(ShnswBuildGraph *g)
 }
 
 /*
- * Best-first search of one layer from entry points eps; leaves up to ef
- * results, nearest first, in out/outd and returns their count.
+ * The distance from node x to node y if the last search, for x, computed
+ * it: the value build_dist would compute again (the same from-point and
+ * row, in every representation), so using it changes nothing but the
+ * time. The back-link rule measures a new node against the lists of its
+ * neighbours, nodes its search has mostly visited. Returns false if not
+ * known.
+ */
+static inline bool
+build_known_dist(const ShnswBuildGraph *g, uint32_t x, uint32_t y, float *d)
+{
+	if (x != g->vis_node || g->vis[y] != g->stamp)
+		return false;
+	*d = g->vdist[y];
+	return true;
+}
+
+/*
+ * Best-first search of one layer from entry points eps for node qnode
+ * (prepared as q); leaves up to ef results, nearest first, in out/outd and
+ * returns their count. The distance of every node it visits stays in
+ * g->vdist until the next search (build_known_dist).
  */
 static int
-build_search_layer(ShnswBuildGraph *g, const BuildFrom *q, const uint32_t *eps, int neps,
-				   int layer, int ef, uint32_t *out, float *outd)
+build_search_layer(ShnswBuildGraph *g, const BuildFrom *q, uint32_t qnode, const uint32_t *eps,
+				   int neps, int layer, int ef, uint32_t *out, float *outd)
 {
 	ShnswHeap  *C = &g->cand,
 			   *W = &g->res;
@@ -352,6 +421,7 @@ build_search_layer(ShnswBuildGraph *g, const BuildFrom *q, const uint32_t *eps, 
 	ShnswRef	buf[2 * SHNSW_MAX_M];
 
 	build_next_stamp(g);
+	g->vis_node = qnode;
 	C->n = W->n = 0;
 	for (int k = 0; k < neps; k++)
 	{
@@ -361,6 +431,7 @@ build_search_layer(ShnswBuildGraph *g, const BuildFrom *q, const uint32_t *eps, 
 			continue;
 		g->vis[eps[k]] = g->stamp;
 		d = build_dist(g, q, eps[k]);
+		g->vdist[eps[k]] = d;
 		shnsw_heap_push(C, d, eps[k]);
 		shnsw_heap_push(W, d, eps[k]);
 		if (W->n > ef)
@@ -385,6 +456,7 @@ build_search_layer(ShnswBuildGraph *g, const BuildFrom *q, const uint32_t *eps, 
 				continue;
 			g->vis[e] = g->stamp;
 			d = build_dist(g, q, e);
+			g->vdist[e] = d;
 			if (W->n < ef || d < shnsw_heap_top(W).d)
 			{
 				shnsw_heap_push(C, d, e);
@@ -532,14 +604,33 @@ typedef struct BuildListArg
 	BuildFrom	fx;
 } BuildListArg;
 
+/*
+ * The owner's distances to list. An entry the last search was for (the
+ * node being linked, which the back-link rule measures against its new
+ * neighbours) takes its distance from that search when the distances are
+ * symmetric bit for bit: floats and halves (a product or difference does
+ * not depend on the order of its operands, and the kernels sum them in
+ * the order of the dimensions), not SQ8 codes (the query side is
+ * prepared differently).
+ */
 static void
 build_list_distances(void *arg, const uint32_t *list, int n, float *d)
 {
 	BuildListArg *a = (BuildListArg *) arg;
-	BuildFrom	from = build_from_node(a->g, a->owner, 0);
+	BuildFrom	from = {NULL, NULL};
+	bool		prepared = false;
 
 	for (int k = 0; k < n; k++)
+	{
+		if (!a->g->use_codes && build_known_dist(a->g, list[k], a->owner, &d[k]))
+			continue;
+		if (!prepared)
+		{
+			from = build_from_node(a->g, a->owner, 0);
+			prepared = true;
+		}
 		d[k] = build_dist(a->g, &from, list[k]);
+	}
 }
 
 static int
@@ -573,7 +664,10 @@ static float
 build_node_dist(void *arg, uint32_t x, uint32_t y)
 {
 	BuildListArg *a = (BuildListArg *) arg;
+	float		d;
 
+	if (build_known_dist(a->g, x, y, &d))
+		return d;
 	if (a->from != x)
 	{
 		a->fx = build_from_node(a->g, x, 1);
@@ -682,7 +776,7 @@ build_link_layers(ShnswBuildGraph *g, uint32_t i, uint32_t ep, int top)
 		BuildFrom	q = build_from_node(g, i, 0);
 
 		/* entry points: the previous layer's results */
-		nres = build_search_layer(g, &q, prev, nprev, l, efc, res, resd);
+		nres = build_search_layer(g, &q, i, prev, nprev, l, efc, res, resd);
 
 		/*
 		 * A node is not its own neighbour: a search for a node already in
@@ -1027,7 +1121,7 @@ reach_link_node(ShnswBuildGraph *g, const uint32_t *parent, uint8_t *replaced,
 	resd = shnsw_alloc(sizeof(float) * (ef + 1));
 	eps[0] = build_descend(g, &q, g->entry, g->max_level, 0);
 	eps[1] = g->entry;
-	nfound = build_search_layer(g, &q, eps, 2, 0, ef, res, resd);
+	nfound = build_search_layer(g, &q, u, eps, 2, 0, ef, res, resd);
 	for (int k = 0; k < nfound; k++)
 		if (parent[res[k]] != REACH_NONE)
 			res[nres++] = res[k];

@@ -60,9 +60,11 @@ typedef struct ShnswBuildSync
 } ShnswBuildSync;
 
 /*
- * The graph under construction. Node i's navigation data is either a float
- * vector (vecs) or an SQ8 code (codes, with lo/scale): the second form is the
- * low-memory build path. Layer-0 lists hold up to 2m neighbours, upper layers
+ * The graph under construction. Node i's navigation data is a float vector
+ * (vecs), or that vector scaled by a power of two and rounded to IEEE
+ * halves (halves: half the memory traffic; shnsw_build_init_halves), or an
+ * SQ8 code (codes, with lo/scale): the last form is the low-memory build
+ * path. Layer-0 lists hold up to 2m neighbours, upper layers
  * up to m; upper[i] holds, for each layer 1..level, a count then m entries.
  */
 typedef struct ShnswBuildGraph
@@ -77,7 +79,11 @@ typedef struct ShnswBuildGraph
 
 	uint32_t	n;
 	uint32_t	cap;
-	float	   *vecs;			/* cap * dim, if !use_codes */
+	float	   *vecs;			/* cap * dim, if floats */
+	uint16_t   *halves;			/* cap rows of half_stride, if use_halves */
+	bool		use_halves;		/* floats rounded to halves (kernels.h) */
+	float		half_scale;		/* power of two they were scaled by */
+	int			half_stride;	/* halves from a row to the next (>= dim) */
 	uint8_t    *codes;			/* cap * dim, if use_codes */
 	const float *lo;			/* SQ8 parameters, if use_codes */
 	const float *scale;
@@ -100,6 +106,9 @@ typedef struct ShnswBuildGraph
 	/* scratch, reused across inserts */
 	uint32_t   *vis;			/* visit stamps, cap entries */
 	uint32_t	stamp;
+	float	   *vdist;			/* cap: distance from vis_node of each node
+								 * stamped by the last search */
+	uint32_t	vis_node;		/* the node that search was for */
 	float	   *qbuf;			/* dim floats: decoded query */
 	float	   *qbuf2;
 	Sq8Query	sq;
@@ -109,7 +118,7 @@ typedef struct ShnswBuildGraph
 } ShnswBuildGraph;
 
 /* Bytes of memory one node costs in a graph (for maintenance_work_mem). */
-extern size_t shnsw_build_node_bytes(int dim, int m, bool use_codes);
+extern size_t shnsw_build_node_bytes(int dim, int m, bool use_codes, bool use_halves);
 
 /*
  * vecs, if not NULL, is an array of capacity * dim floats (from shnsw_alloc)
@@ -121,6 +130,21 @@ extern void shnsw_build_init(ShnswBuildGraph *g, int dim, int m, int ef_construc
 							 const float *lo, const float *scale, uint64_t seed,
 							 float *vecs);
 extern void shnsw_build_free(ShnswBuildGraph *g);
+
+/*
+ * A graph that links on half vectors (kernels.h, shnsw_half_scale): the
+ * nodes' distances are those between their float vectors rounded to
+ * halves after scaling by half_scale, a power of two, so their order is
+ * that of float distances up to the rounding. Row i's halves start at
+ * halves + i * stride (stride >= dim: the caller may keep other data in
+ * the rest of a row). halves, if not NULL, is an array of capacity rows
+ * (from shnsw_alloc) whose ownership passes to the graph, its rows added
+ * with shnsw_build_add_in_place; rows added with shnsw_build_add_vector
+ * are scaled and rounded.
+ */
+extern void shnsw_build_init_halves(ShnswBuildGraph *g, int dim, int m, int ef_construction,
+									ShnswMetric metric, uint32_t capacity, uint64_t seed,
+									uint16_t *halves, int stride, float half_scale);
 
 /*
  * Levels of n nodes as a graph seeded with seed draws them when its nodes
@@ -148,6 +172,14 @@ extern void shnsw_build_attach(ShnswBuildGraph *g, int dim, int m, int ef_constr
 							   uint8_t *codes, uint8_t *levels, ShnswRef *nbr0,
 							   uint16_t *cnt0, float *dist0, uint8_t *pruned0,
 							   uint32_t *upper_pool);
+
+/*
+ * Make a graph attached with vecs NULL (and not on codes) link on the
+ * caller's half vectors instead (n rows, stride halves apart, scaled by
+ * half_scale).
+ */
+extern void shnsw_build_attach_halves(ShnswBuildGraph *g, uint16_t *halves, int stride,
+									  float half_scale);
 
 /* Append a node (navigation vector or code) without linking it; returns its number. */
 extern uint32_t shnsw_build_add_vector(ShnswBuildGraph *g, const float *v);

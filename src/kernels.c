@@ -95,6 +95,49 @@ sq8_dot_batch_portable(const float *qs, const uint8_t *codes, int stride, int n,
 		out[j] = sq8_dot_portable(qs, codes + (size_t) j * stride, dim);
 }
 
+/*
+ * Half-precision navigation vectors (kernels.h): the conversions and the
+ * float-to-half distances. The portable conversion is the hardware's
+ * (IEEE round-to-nearest-even, subnormals kept, overflow to infinity).
+ */
+static void
+floats_to_halves_portable(const float *v, float scale, uint16_t *out, int dim)
+{
+	for (int i = 0; i < dim; i++)
+		out[i] = shnsw_float_to_half(v[i] * scale);
+}
+
+static void
+halves_to_floats_portable(const uint16_t *h, float *out, int dim)
+{
+	for (int i = 0; i < dim; i++)
+		out[i] = shnsw_half_to_float(h[i]);
+}
+
+static float
+l2sq_f32_f16_portable(const float *a, const uint16_t *b, int dim)
+{
+	float		s = 0.0f;
+
+	for (int i = 0; i < dim; i++)
+	{
+		float		d = a[i] - shnsw_half_to_float(b[i]);
+
+		s += d * d;
+	}
+	return s;
+}
+
+static float
+dot_f32_f16_portable(const float *a, const uint16_t *b, int dim)
+{
+	float		s = 0.0f;
+
+	for (int i = 0; i < dim; i++)
+		s += a[i] * shnsw_half_to_float(b[i]);
+	return s;
+}
+
 /* ---------- AVX2 + FMA kernels ---------- */
 
 #ifdef SHNSW_X86_SIMD
@@ -352,6 +395,101 @@ sq8_dot_batch_avx2(const float *qs, const uint8_t *codes, int stride, int n, int
 		out[j] = sq8_dot_avx2(qs, codes + (size_t) j * stride, dim);
 }
 
+/*
+ * Half vectors, AVX2 + F16C (every AVX2 CPU has F16C, but it is checked
+ * on its own): eight halves widened to floats per load.
+ */
+#define SHNSW_F16_ROUND (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+
+__attribute__((target("avx2,fma,f16c")))
+static void
+floats_to_halves_avx2(const float *v, float scale, uint16_t *out, int dim)
+{
+	__m256		s = _mm256_set1_ps(scale);
+	int			i = 0;
+
+	for (; i + 8 <= dim; i += 8)
+		_mm_storeu_si128((__m128i *) (out + i),
+						 _mm256_cvtps_ph(_mm256_mul_ps(_mm256_loadu_ps(v + i), s),
+										 SHNSW_F16_ROUND));
+	for (; i < dim; i++)
+		out[i] = shnsw_float_to_half(v[i] * scale);
+}
+
+__attribute__((target("avx2,fma,f16c")))
+static void
+halves_to_floats_avx2(const uint16_t *h, float *out, int dim)
+{
+	int			i = 0;
+
+	for (; i + 8 <= dim; i += 8)
+		_mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) (h + i))));
+	for (; i < dim; i++)
+		out[i] = shnsw_half_to_float(h[i]);
+}
+
+__attribute__((target("avx2,fma,f16c")))
+static inline __m256
+load_half8_avx2(const uint16_t *h)
+{
+	return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) h));
+}
+
+__attribute__((target("avx2,fma,f16c")))
+static float
+l2sq_f32_f16_avx2(const float *a, const uint16_t *b, int dim)
+{
+	__m256		s0 = _mm256_setzero_ps(),
+				s1 = _mm256_setzero_ps();
+	int			i = 0;
+	float		s;
+
+	for (; i + 16 <= dim; i += 16)
+	{
+		__m256		d0 = _mm256_sub_ps(_mm256_loadu_ps(a + i), load_half8_avx2(b + i));
+		__m256		d1 = _mm256_sub_ps(_mm256_loadu_ps(a + i + 8), load_half8_avx2(b + i + 8));
+
+		s0 = _mm256_fmadd_ps(d0, d0, s0);
+		s1 = _mm256_fmadd_ps(d1, d1, s1);
+	}
+	for (; i + 8 <= dim; i += 8)
+	{
+		__m256		d0 = _mm256_sub_ps(_mm256_loadu_ps(a + i), load_half8_avx2(b + i));
+
+		s0 = _mm256_fmadd_ps(d0, d0, s0);
+	}
+	s = hsum256(_mm256_add_ps(s0, s1));
+	for (; i < dim; i++)
+	{
+		float		d = a[i] - shnsw_half_to_float(b[i]);
+
+		s += d * d;
+	}
+	return s;
+}
+
+__attribute__((target("avx2,fma,f16c")))
+static float
+dot_f32_f16_avx2(const float *a, const uint16_t *b, int dim)
+{
+	__m256		s0 = _mm256_setzero_ps(),
+				s1 = _mm256_setzero_ps();
+	int			i = 0;
+	float		s;
+
+	for (; i + 16 <= dim; i += 16)
+	{
+		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load_half8_avx2(b + i), s0);
+		s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), load_half8_avx2(b + i + 8), s1);
+	}
+	for (; i + 8 <= dim; i += 8)
+		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load_half8_avx2(b + i), s0);
+	s = hsum256(_mm256_add_ps(s0, s1));
+	for (; i < dim; i++)
+		s += a[i] * shnsw_half_to_float(b[i]);
+	return s;
+}
+
 /* ---------- AVX-512 kernels ---------- */
 
 __attribute__((target("avx512f")))
@@ -529,6 +667,114 @@ sq8_dot_batch_avx512(const float *qs, const uint8_t *codes, int stride, int n, i
 	for (; j < n; j++)
 		out[j] = sq8_dot_avx512(qs, codes + (size_t) j * stride, dim);
 }
+/*
+ * Half vectors, AVX-512: sixteen halves widened per load, two accumulators
+ * (a 768-d distance is otherwise one chain of 48 dependent FMAs); the
+ * last dim % 16 halves go through a zero-padded copy, the float side
+ * through a masked load (zero in both: no effect on either sum).
+ */
+__attribute__((target("avx512f")))
+static void
+floats_to_halves_avx512(const float *v, float scale, uint16_t *out, int dim)
+{
+	__m512		s = _mm512_set1_ps(scale);
+	int			i = 0;
+
+	for (; i + 16 <= dim; i += 16)
+		_mm256_storeu_si256((__m256i *) (out + i),
+							_mm512_cvtps_ph(_mm512_mul_ps(_mm512_loadu_ps(v + i), s),
+											SHNSW_F16_ROUND));
+	for (; i < dim; i++)
+		out[i] = shnsw_float_to_half(v[i] * scale);
+}
+
+__attribute__((target("avx512f")))
+static void
+halves_to_floats_avx512(const uint16_t *h, float *out, int dim)
+{
+	int			i = 0;
+
+	for (; i + 16 <= dim; i += 16)
+		_mm512_storeu_ps(out + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) (h + i))));
+	for (; i < dim; i++)
+		out[i] = shnsw_half_to_float(h[i]);
+}
+
+__attribute__((target("avx512f")))
+static inline __m512
+load_half16_avx512(const uint16_t *h)
+{
+	return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) h));
+}
+
+/* The last n < 16 halves of b, widened, zeros beyond. */
+__attribute__((target("avx512f")))
+static inline __m512
+load_half_tail_avx512(const uint16_t *h, int n)
+{
+	uint16_t	pad[16] = {0};
+
+	memcpy(pad, h, sizeof(uint16_t) * n);
+	return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) pad));
+}
+
+__attribute__((target("avx512f")))
+static float
+l2sq_f32_f16_avx512(const float *a, const uint16_t *b, int dim)
+{
+	__m512		s0 = _mm512_setzero_ps(),
+				s1 = _mm512_setzero_ps();
+	int			i = 0;
+
+	for (; i + 32 <= dim; i += 32)
+	{
+		__m512		d0 = _mm512_sub_ps(_mm512_loadu_ps(a + i), load_half16_avx512(b + i));
+		__m512		d1 = _mm512_sub_ps(_mm512_loadu_ps(a + i + 16), load_half16_avx512(b + i + 16));
+
+		s0 = _mm512_fmadd_ps(d0, d0, s0);
+		s1 = _mm512_fmadd_ps(d1, d1, s1);
+	}
+	for (; i + 16 <= dim; i += 16)
+	{
+		__m512		d0 = _mm512_sub_ps(_mm512_loadu_ps(a + i), load_half16_avx512(b + i));
+
+		s0 = _mm512_fmadd_ps(d0, d0, s0);
+	}
+	if (i < dim)
+	{
+		__mmask16	m = (__mmask16) ((1u << (dim - i)) - 1);
+		__m512		d = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, a + i),
+									  load_half_tail_avx512(b + i, dim - i));
+
+		s1 = _mm512_fmadd_ps(d, d, s1);
+	}
+	return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+}
+
+__attribute__((target("avx512f")))
+static float
+dot_f32_f16_avx512(const float *a, const uint16_t *b, int dim)
+{
+	__m512		s0 = _mm512_setzero_ps(),
+				s1 = _mm512_setzero_ps();
+	int			i = 0;
+
+	for (; i + 32 <= dim; i += 32)
+	{
+		s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), load_half16_avx512(b + i), s0);
+		s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), load_half16_avx512(b + i + 16), s1);
+	}
+	for (; i + 16 <= dim; i += 16)
+		s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), load_half16_avx512(b + i), s0);
+	if (i < dim)
+	{
+		__mmask16	m = (__mmask16) ((1u << (dim - i)) - 1);
+
+		s1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i),
+							 load_half_tail_avx512(b + i, dim - i), s1);
+	}
+	return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+}
 #endif							/* SHNSW_X86_SIMD */
 
 /* ---------- dispatch ---------- */
@@ -541,6 +787,13 @@ void		(*sq8_l2_batch_kernel) (const float *qs, const float *w, const uint8_t *co
 									int stride, int n, int dim, float *out) = sq8_l2_batch_portable;
 void		(*sq8_dot_batch_kernel) (const float *qs, const uint8_t *codes, int stride, int n,
 									 int dim, float *out) = sq8_dot_batch_portable;
+
+void		(*shnsw_floats_to_halves) (const float *v, float scale, uint16_t *out,
+									   int dim) = floats_to_halves_portable;
+void		(*shnsw_halves_to_floats_nav) (const uint16_t *h, float *out,
+										   int dim) = halves_to_floats_portable;
+float		(*shnsw_l2sq_f32_f16) (const float *a, const uint16_t *b, int dim) = l2sq_f32_f16_portable;
+float		(*shnsw_dot_f32_f16) (const float *a, const uint16_t *b, int dim) = dot_f32_f16_portable;
 
 /*
  * shnsw_cpu_features reads the CPU's SIMD features once per process with
@@ -622,6 +875,10 @@ shnsw_kernels_init(ShnswSimdLevel max)
 	sq8_dot_kernel = sq8_dot_portable;
 	sq8_l2_batch_kernel = sq8_l2_batch_portable;
 	sq8_dot_batch_kernel = sq8_dot_batch_portable;
+	shnsw_floats_to_halves = floats_to_halves_portable;
+	shnsw_halves_to_floats_nav = halves_to_floats_portable;
+	shnsw_l2sq_f32_f16 = l2sq_f32_f16_portable;
+	shnsw_dot_f32_f16 = dot_f32_f16_portable;
 
 #ifdef SHNSW_X86_SIMD
 	if (max >= SHNSW_SIMD_AVX2 && cpu->avx2 && cpu->fma)
@@ -632,6 +889,13 @@ shnsw_kernels_init(ShnswSimdLevel max)
 		sq8_dot_kernel = sq8_dot_avx2;
 		sq8_l2_batch_kernel = sq8_l2_batch_avx2;
 		sq8_dot_batch_kernel = sq8_dot_batch_avx2;
+		if (cpu->f16c)
+		{
+			shnsw_floats_to_halves = floats_to_halves_avx2;
+			shnsw_halves_to_floats_nav = halves_to_floats_avx2;
+			shnsw_l2sq_f32_f16 = l2sq_f32_f16_avx2;
+			shnsw_dot_f32_f16 = dot_f32_f16_avx2;
+		}
 		level = SHNSW_SIMD_AVX2;
 	}
 	if (max >= SHNSW_SIMD_AVX512 && cpu->avx512f)
@@ -642,6 +906,10 @@ shnsw_kernels_init(ShnswSimdLevel max)
 		sq8_dot_kernel = sq8_dot_avx512;
 		sq8_l2_batch_kernel = sq8_l2_batch_avx512;
 		sq8_dot_batch_kernel = sq8_dot_batch_avx512;
+		shnsw_floats_to_halves = floats_to_halves_avx512;
+		shnsw_halves_to_floats_nav = halves_to_floats_avx512;
+		shnsw_l2sq_f32_f16 = l2sq_f32_f16_avx512;
+		shnsw_dot_f32_f16 = dot_f32_f16_avx512;
 		level = SHNSW_SIMD_AVX512;
 	}
 #else
@@ -683,6 +951,76 @@ shnsw_halves_to_floats(const uint16_t *h, float *out, int dim)
 {
 	for (int i = 0; i < dim; i++)
 		out[i] = shnsw_half_to_float(h[i]);
+}
+
+/*
+ * shnsw_float_to_half rounds a float to the nearest IEEE half, ties to
+ * even, as F16C's conversion does: values from 65520 up become infinity,
+ * values below 2^-14 halves' subnormals, NaN a quiet NaN keeping the top
+ * of its payload.
+ */
+uint16_t
+shnsw_float_to_half(float f)
+{
+	uint32_t	x;
+	uint32_t	sign;
+	uint32_t	a;
+
+	memcpy(&x, &f, sizeof(x));
+	sign = (x >> 16) & 0x8000;
+	a = x & 0x7fffffff;
+	if (a >= 0x7f800000)		/* infinity, NaN */
+		return (uint16_t) (sign | 0x7c00 | (a > 0x7f800000 ? 0x200 | ((a >> 13) & 0x3ff) : 0));
+	if (a >= 0x477ff000)		/* 65520 and up round to infinity */
+		return (uint16_t) (sign | 0x7c00);
+	if (a >= 0x38800000)
+	{
+		/* normal: round the 13 dropped bits to nearest, ties to even */
+		a += 0xfff + ((a >> 13) & 1);
+		return (uint16_t) (sign | ((a - 0x38000000) >> 13));
+	}
+	if (a < 0x33000000)			/* below 2^-25 (2^-25 itself ties to 0) */
+		return (uint16_t) sign;
+	{
+		/* subnormal: the value in units of 2^-24, rounded likewise */
+		uint32_t	mant = (a & 0x7fffff) | 0x800000;
+		int			shift = 126 - (int) (a >> 23);	/* 14 .. 24 */
+		uint32_t	h = mant >> shift;
+		uint32_t	rem = mant & ((1u << shift) - 1);
+		uint32_t	half = 1u << (shift - 1);
+
+		if (rem > half || (rem == half && (h & 1)))
+			h++;
+		return (uint16_t) (sign | h);
+	}
+}
+
+/*
+ * shnsw_half_scale is the power of two that brings the largest magnitude
+ * in the ranges mins/maxs to between 2^13 and 2^14: below binary16's
+ * largest value (65504), and far above its subnormals (below 2^-14, where
+ * precision is lost: values down to 2^-27 of the largest keep all of
+ * theirs). The kernels widen halves to floats before any arithmetic, so
+ * sums do not overflow. 1 if the ranges are empty or all zero; at most
+ * 2^126 (a float).
+ */
+float
+shnsw_half_scale(const float *mins, const float *maxs, int dim)
+{
+	float		top = 0.0f;
+	int			e;
+
+	for (int i = 0; i < dim; i++)
+	{
+		if (fabsf(mins[i]) > top && isfinite(mins[i]))
+			top = fabsf(mins[i]);
+		if (fabsf(maxs[i]) > top && isfinite(maxs[i]))
+			top = fabsf(maxs[i]);
+	}
+	if (!(top > 0.0f))
+		return 1.0f;
+	(void) frexpf(top, &e);		/* top < 2^e */
+	return ldexpf(1.0f, 14 - e < 126 ? 14 - e : 126);
 }
 
 /* shnsw_normalize scales v to unit length; false (v unchanged) if it is zero. */

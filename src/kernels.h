@@ -59,6 +59,33 @@ shnsw_float_distance(ShnswMetric metric, const float *a, const float *b, int dim
 extern float shnsw_half_to_float(uint16_t h);
 extern void shnsw_halves_to_floats(const uint16_t *h, float *out, int dim);
 
+/*
+ * Half-precision navigation vectors: a build may link on IEEE binary16
+ * copies of its float vectors (graph.c, shnsw_build_use_halves), half the
+ * memory traffic of floats. A vector is multiplied by a power of two
+ * (shnsw_half_scale) before it is rounded, so that the largest value of
+ * the data set sits well inside binary16's range; distances between scaled
+ * vectors are the float distances times the square of that power, which
+ * keeps their order. The rounding is IEEE round-to-nearest-even at every
+ * level (F16C and AVX-512 convert as the portable code does).
+ */
+extern uint16_t shnsw_float_to_half(float f);
+extern float shnsw_half_scale(const float *mins, const float *maxs, int dim);
+extern void (*shnsw_floats_to_halves) (const float *v, float scale, uint16_t *out, int dim);
+extern void (*shnsw_halves_to_floats_nav) (const uint16_t *h, float *out, int dim);
+
+/* Distances from a float vector a to a half vector b (smaller is closer). */
+extern float (*shnsw_l2sq_f32_f16) (const float *a, const uint16_t *b, int dim);
+extern float (*shnsw_dot_f32_f16) (const float *a, const uint16_t *b, int dim);
+
+static inline float
+shnsw_half_distance(ShnswMetric metric, const float *a, const uint16_t *b, int dim)
+{
+	if (metric == SHNSW_METRIC_L2)
+		return shnsw_l2sq_f32_f16(a, b, dim);
+	return -shnsw_dot_f32_f16(a, b, dim);
+}
+
 /* Scale v to unit length in place; returns false (and leaves v) if its norm is 0. */
 extern bool shnsw_normalize(float *v, int dim);
 

@@ -26,6 +26,7 @@ bool		shnsw_debug_list_conflicts = false;
 int			shnsw_debug_io_cap = -1;
 bool		shnsw_debug_reader_main = false;
 bool		shnsw_debug_keep_lists = false;
+bool		shnsw_debug_build_floats = false;
 int			shnsw_iterative_scan = SHNSW_ITERATIVE_STRICT;
 double		shnsw_sweep_threshold = SHNSW_DEFAULT_SWEEP_THRESHOLD;
 
@@ -126,6 +127,11 @@ shnsw_init_options(void)
 							 "Keeps the neighbour list of every node a search over the shared graph image sees, as the buffer path does (developer setting, for A/B measurements).",
 							 "Off: the list is read from the image when the node is expanded.",
 							 &shnsw_debug_keep_lists, false,
+							 PGC_USERSET, GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
+	DefineCustomBoolVariable("streamhnsw.debug_build_floats",
+							 "Builds the in-memory graph on float vectors where it would link on half-precision ones (developer setting, for A/B measurements).",
+							 "Off: a graph on floats of 64 dimensions or more links on halves; the index written is the same format either way.",
+							 &shnsw_debug_build_floats, false,
 							 PGC_USERSET, GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("streamhnsw");
 }

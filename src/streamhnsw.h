@@ -77,6 +77,7 @@ extern bool shnsw_debug_list_conflicts;
 extern int	shnsw_debug_io_cap;
 extern bool shnsw_debug_reader_main;
 extern bool shnsw_debug_keep_lists;
+extern bool shnsw_debug_build_floats;
 extern int	shnsw_iterative_scan;
 
 /* streamhnsw.io_mode */
@@ -470,7 +471,8 @@ extern void shnsw_buildempty(Relation index);
 typedef struct ShnswParallelBuild ShnswParallelBuild;
 extern Size shnsw_parallel_row_bytes(int nworkers);
 extern ShnswParallelBuild *shnsw_parallel_begin(int nworkers, int dims, int m, int efc,
-												ShnswMetric metric, bool use_codes, uint32 n,
+												ShnswMetric metric, bool use_codes,
+												bool use_halves, float half_scale, uint32 n,
 												const float *lo, const float *scale,
 												uint64 seed, ShnswBuildGraph *g);
 extern int	shnsw_parallel_launch(ShnswParallelBuild *pb);

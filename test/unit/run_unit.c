@@ -243,6 +243,352 @@ test_sq8_clamp_and_half(void)
 	}
 }
 
+/* shnsw_half_scale for the rows of x (n x dim). */
+static float
+half_scale_of(const float *x, int n, int dim)
+{
+	float		top = 0.0f;
+
+	for (size_t i = 0; i < (size_t) n * dim; i++)
+		if (fabsf(x[i]) > top)
+			top = fabsf(x[i]);
+	return shnsw_half_scale(&top, &top, 1);
+}
+
+/*
+ * Floats to IEEE halves: round to nearest, ties to even, subnormals,
+ * overflow to infinity, NaN, as F16C converts; every finite half goes
+ * back to itself through a float; the SIMD conversions give the portable
+ * one's bits at every level, whatever the dimension (SIMD body and tail).
+ */
+static void
+test_half_conversion(void)
+{
+	struct
+	{
+		float		f;
+		uint16_t	h;
+	}			cases[] = {
+		{0.0f, 0x0000}, {-0.0f, 0x8000}, {1.0f, 0x3C00}, {-2.0f, 0xC000},
+		{65504.0f, 0x7BFF}, {65519.99f, 0x7BFF}, {65520.0f, 0x7C00}, {1e10f, 0x7C00},
+		{-1e10f, 0xFC00}, {INFINITY, 0x7C00}, {-INFINITY, 0xFC00},
+		{0x1p-14f, 0x0400}, {0x1p-24f, 0x0001}, {0x1p-25f, 0x0000},
+		{0x1.8p-25f, 0x0001}, {0x1.8p-24f, 0x0002}, {0x1.4p-24f, 0x0001},
+		{0x1.ff8p-15f, 0x03FF}, {0x1.ffcp-15f, 0x0400}, {0x1.ffap-15f, 0x03FF},
+		{0x1.ffep-15f, 0x0400}, {1e-30f, 0x0000},
+		{1.0f + 0x1p-11f, 0x3C00}, {1.0f + 0x3p-11f, 0x3C02}, {1.0f + 0x1.8p-11f, 0x3C01},
+		{0.1f, 0x2E66}, {3.14159265f, 0x4248},
+	};
+	int			bad = 0,
+				roundtrip = 0;
+
+	for (size_t t = 0; t < sizeof(cases) / sizeof(cases[0]); t++)
+		CHECK(shnsw_float_to_half(cases[t].f) == cases[t].h, "half of %a: %04x, want %04x",
+			  cases[t].f, shnsw_float_to_half(cases[t].f), cases[t].h);
+	CHECK((shnsw_float_to_half(NAN) & 0x7E00) == 0x7E00, "half of NaN is a quiet NaN");
+	for (uint32_t h = 0; h < 0x10000; h++)
+	{
+		if ((h & 0x7C00) == 0x7C00 && (h & 0x3FF) != 0)
+			continue;			/* NaN */
+		roundtrip += shnsw_float_to_half(shnsw_half_to_float((uint16_t) h)) != h;
+	}
+	CHECK(roundtrip == 0, "%d halves do not go back to themselves through a float", roundtrip);
+
+	/* the power-of-two scale brings the largest magnitude into [2^13, 2^14) */
+	{
+		float		mins[3] = {-3.0f, 0.5f, -1e-3f},
+					maxs[3] = {2.0f, 70000.0f, 1e-3f},
+					z[1] = {0.0f};
+		float		sc = shnsw_half_scale(mins, maxs, 3);
+		float		tiny = 1e-9f,
+					big = 1e30f;
+
+		CHECK(70000.0f * sc >= 8192.0f && 70000.0f * sc < 16384.0f, "scale %a", sc);
+		CHECK(shnsw_half_scale(mins, maxs, 1) * 3.0f >= 8192.0f, "scale of 3");
+		CHECK(shnsw_half_scale(z, z, 1) == 1.0f, "scale of zeros");
+		CHECK(tiny * shnsw_half_scale(&tiny, &tiny, 1) >= 8192.0f, "scale of tiny values");
+		CHECK(big * shnsw_half_scale(&big, &big, 1) < 16384.0f, "scale of huge values");
+		sc = shnsw_half_scale(mins, maxs, 3);
+		CHECK(frexpf(sc, &(int) {0}) == 0.5f, "scale %a is a power of two", sc);
+	}
+
+	for (int level = SHNSW_SIMD_PORTABLE; level <= SHNSW_SIMD_AVX512; level++)
+	{
+		ShnswSimdLevel got = shnsw_kernels_init((ShnswSimdLevel) level);
+		int			dims[] = {1, 7, 8, 15, 16, 17, 31, 33, 50, 384, 769};
+
+		for (size_t t = 0; t < sizeof(dims) / sizeof(dims[0]); t++)
+		{
+			int			dim = dims[t];
+			float		v[1024],
+						back[1024];
+			uint16_t	h[1024 + 8],
+						want[1024];
+			float		sc = (t % 2) ? 1.0f : 0x1p10f;
+
+			/* normal, subnormal, overflowing and tied values */
+			for (int i = 0; i < dim; i++)
+			{
+				switch (i % 5)
+				{
+					case 0:
+						v[i] = (float) nrand();
+						break;
+					case 1:
+						v[i] = (float) nrand() * 1e-6f;
+						break;
+					case 2:
+						v[i] = (float) nrand() * 1e5f;
+						break;
+					case 3:
+						v[i] = 1.0f + 0x1p-11f * (float) (i % 4);
+						break;
+					default:
+						v[i] = (float) nrand() * 1e-9f;
+						break;
+				}
+				want[i] = shnsw_float_to_half(v[i] * sc);
+			}
+			h[dim] = 0xABCD;
+			shnsw_floats_to_halves(v, sc, h, dim);
+			bad = 0;
+			for (int i = 0; i < dim; i++)
+				bad += h[i] != want[i];
+			CHECK(bad == 0 && h[dim] == 0xABCD, "floats to halves level %d dim %d: %d differ",
+				  got, dim, bad);
+			back[dim] = -1.0f;
+			shnsw_halves_to_floats_nav(h, back, dim);
+			bad = 0;
+			for (int i = 0; i < dim; i++)
+				bad += memcmp(&back[i], &(float) {shnsw_half_to_float(h[i])}, sizeof(float)) != 0;
+			CHECK(bad == 0 && back[dim] == -1.0f, "halves to floats level %d dim %d: %d differ",
+				  got, dim, bad);
+		}
+	}
+	shnsw_kernels_init(SHNSW_SIMD_AVX512);
+}
+
+/*
+ * Float-to-half distances at every level: the distance between the float
+ * vector and the half vector's value, within float rounding, for every
+ * dimension (SIMD bodies and tails); and the same at every level within
+ * that rounding.
+ */
+static void
+test_half_kernels(void)
+{
+	int			dims[] = {1, 3, 7, 8, 15, 16, 17, 31, 32, 33, 50, 100, 384, 769};
+
+	for (int level = SHNSW_SIMD_PORTABLE; level <= SHNSW_SIMD_AVX512; level++)
+	{
+		ShnswSimdLevel got = shnsw_kernels_init((ShnswSimdLevel) level);
+
+		for (size_t t = 0; t < sizeof(dims) / sizeof(dims[0]); t++)
+		{
+			int			dim = dims[t];
+			float	   *a = make_data(1, dim, 1),
+					   *b = make_data(1, dim, 1);
+			uint16_t	hb[1024];
+			double		l2 = 0,
+						dot = 0,
+						norm = 0;
+
+			for (int i = 0; i < dim; i++)
+				hb[i] = shnsw_float_to_half(b[i]);
+			for (int i = 0; i < dim; i++)
+			{
+				double		bi = shnsw_half_to_float(hb[i]);
+
+				l2 += ((double) a[i] - bi) * ((double) a[i] - bi);
+				dot += (double) a[i] * bi;
+				norm += fabs((double) a[i] * bi);
+			}
+			CHECK(fabs(shnsw_l2sq_f32_f16(a, hb, dim) - l2) <= 1e-5 * (1 + l2),
+				  "half l2 level %d dim %d: %g vs %g", got, dim, shnsw_l2sq_f32_f16(a, hb, dim), l2);
+			CHECK(fabs(shnsw_dot_f32_f16(a, hb, dim) - dot) <= 1e-5 * (1 + norm),
+				  "half dot level %d dim %d: %g vs %g", got, dim, shnsw_dot_f32_f16(a, hb, dim), dot);
+			CHECK(shnsw_half_distance(SHNSW_METRIC_IP, a, hb, dim) == -shnsw_dot_f32_f16(a, hb, dim) &&
+				  shnsw_half_distance(SHNSW_METRIC_L2, a, hb, dim) == shnsw_l2sq_f32_f16(a, hb, dim),
+				  "half distance level %d dim %d", got, dim);
+			/* and the halves are the floats to within their rounding */
+			{
+				double		fl2 = shnsw_l2sq_f32(a, b, dim);
+
+				CHECK(fabs(fl2 - l2) <= 1e-3 * (1 + fl2), "half l2 %g far from float l2 %g (dim %d)",
+					  l2, fl2, dim);
+			}
+			free(a);
+			free(b);
+		}
+	}
+	shnsw_kernels_init(SHNSW_SIMD_AVX512);
+}
+
+/*
+ * Recall@10 of a greedy layer-0 search of width ef over g, on exact float
+ * distances to x (n rows), for nq queries q (the graph's quality, whatever
+ * it linked on).
+ */
+static double
+graph_recall(ShnswBuildGraph *g, ShnswMetric metric, const float *x, int n, const float *q,
+			 int nq, int dim, int ef)
+{
+	int			k = 10;
+	double		hits = 0;
+	uint8_t    *seen = malloc(n);
+	uint32_t   *res = malloc(sizeof(uint32_t) * ef);
+
+	for (int qi = 0; qi < nq; qi++)
+	{
+		const float *qv = q + (size_t) qi * dim;
+		ShnswHeap	C,
+					W;
+		uint32_t	ep = g->entry;
+		float		epd = shnsw_float_distance(metric, qv, x + (size_t) ep * dim, dim);
+		int			best[10];
+		float		bestd[10];
+		int			nres;
+
+		memset(seen, 0, n);
+		for (int l = g->max_level; l > 0; l--)
+		{
+			bool		changed = true;
+
+			while (changed)
+			{
+				int			cnt;
+				ShnswRef   *nb = shnsw_build_neighbors(g, ep, l, &cnt);
+
+				changed = false;
+				for (int j = 0; j < cnt; j++)
+				{
+					float		d = shnsw_float_distance(metric, qv, x + (size_t) nb[j] * dim, dim);
+
+					if (d < epd)
+						epd = d, ep = nb[j], changed = true;
+				}
+			}
+		}
+		shnsw_heap_init(&C, 64, false);
+		shnsw_heap_init(&W, 64, true);
+		shnsw_heap_push(&C, epd, ep);
+		shnsw_heap_push(&W, epd, ep);
+		seen[ep] = 1;
+		while (C.n > 0)
+		{
+			ShnswPair	c = shnsw_heap_pop(&C);
+			int			cnt;
+			ShnswRef   *nb;
+
+			if (W.n >= ef && c.d > shnsw_heap_top(&W).d)
+				break;
+			nb = shnsw_build_neighbors(g, c.id, 0, &cnt);
+			for (int j = 0; j < cnt; j++)
+			{
+				float		d;
+
+				if (seen[nb[j]])
+					continue;
+				seen[nb[j]] = 1;
+				d = shnsw_float_distance(metric, qv, x + (size_t) nb[j] * dim, dim);
+				if (W.n < ef || d < shnsw_heap_top(&W).d)
+				{
+					shnsw_heap_push(&C, d, nb[j]);
+					shnsw_heap_push(&W, d, nb[j]);
+					if (W.n > ef)
+						shnsw_heap_pop(&W);
+				}
+			}
+		}
+		nres = W.n;
+		for (int j = nres - 1; j >= 0; j--)
+			res[j] = shnsw_heap_pop(&W).id;
+		shnsw_heap_free(&C);
+		shnsw_heap_free(&W);
+
+		/* the exact top k */
+		for (int j = 0; j < k; j++)
+			bestd[j] = INFINITY, best[j] = -1;
+		for (int i = 0; i < n; i++)
+		{
+			float		d = shnsw_float_distance(metric, qv, x + (size_t) i * dim, dim);
+			int			j = k - 1;
+
+			if (d >= bestd[k - 1])
+				continue;
+			while (j > 0 && bestd[j - 1] > d)
+			{
+				bestd[j] = bestd[j - 1];
+				best[j] = best[j - 1];
+				j--;
+			}
+			bestd[j] = d;
+			best[j] = i;
+		}
+		for (int j = 0; j < k && j < nres; j++)
+			for (int t = 0; t < k; t++)
+				hits += (int) res[j] == best[t];
+	}
+	free(seen);
+	free(res);
+	return hits / ((double) nq * k);
+}
+
+/*
+ * A graph linked on halves is as good as one linked on floats (recall@10
+ * of an exact search at ef 10 over each, on the same rows and levels),
+ * also where the values lie far outside binary16's range (scaled by 1e6
+ * under L2: the scale brings them in) or deep in its subnormals (1e-7).
+ */
+static void
+test_halves_graph_quality(void)
+{
+	struct
+	{
+		ShnswMetric metric;
+		int			dim;
+		float		mult;
+	}			cases[] = {
+		{SHNSW_METRIC_COSINE, 96, 1.0f}, {SHNSW_METRIC_L2, 64, 1e6f},
+		{SHNSW_METRIC_L2, 64, 1e-7f}, {SHNSW_METRIC_IP, 64, 1e5f},
+	};
+	int			n = 4000,
+				nq = 100;
+
+	for (size_t t = 0; t < sizeof(cases) / sizeof(cases[0]); t++)
+	{
+		int			dim = cases[t].dim;
+		ShnswMetric metric = cases[t].metric;
+		float	   *x = make_data(n + nq, dim, 40);
+		ShnswBuildGraph gf,
+					gh;
+		double		rf,
+					rh;
+
+		for (size_t i = 0; i < (size_t) (n + nq) * dim; i++)
+			x[i] *= cases[t].mult;
+		if (metric == SHNSW_METRIC_COSINE)
+			for (int i = 0; i < n + nq; i++)
+				shnsw_normalize(x + (size_t) i * dim, dim);
+		shnsw_build_init(&gf, dim, 8, 40, metric, n, false, NULL, NULL, 11, NULL);
+		shnsw_build_init_halves(&gh, dim, 8, 40, metric, n, 11, NULL, dim,
+								half_scale_of(x, n, dim));
+		for (int i = 0; i < n; i++)
+		{
+			shnsw_build_link(&gf, shnsw_build_add_vector(&gf, x + (size_t) i * dim));
+			shnsw_build_link(&gh, shnsw_build_add_vector(&gh, x + (size_t) i * dim));
+		}
+		rf = graph_recall(&gf, metric, x, n, x + (size_t) n * dim, nq, dim, 10);
+		rh = graph_recall(&gh, metric, x, n, x + (size_t) n * dim, nq, dim, 10);
+		printf("  graph on floats / halves, metric=%d dim=%d values x %g: recall@10 at ef 10 %.3f / %.3f\n",
+			   metric, dim, cases[t].mult, rf, rh);
+		CHECK(rf >= 0.8 && rh >= rf - 0.02, "halves graph recall %.3f, floats %.3f", rh, rf);
+		shnsw_build_free(&gf);
+		shnsw_build_free(&gh);
+		free(x);
+	}
+}
+
 static void
 test_heap_visited(void)
 {
@@ -531,9 +877,15 @@ sq8_data_free(Sq8Data *d)
 	free(d->codes);
 }
 
+/* What test_graph_search builds its graph on. */
+#define ON_FLOATS	0
+#define ON_CODES	1
+#define ON_HALVES	2
+
 static void
-test_graph_search(ShnswMetric metric, int n, int dim, int m, int efc, bool use_codes)
+test_graph_search(ShnswMetric metric, int n, int dim, int m, int efc, int on)
 {
+	bool		use_codes = on == ON_CODES;
 	int			nq = 50,
 				k = 10,
 				ef = 40;
@@ -557,7 +909,11 @@ test_graph_search(ShnswMetric metric, int n, int dim, int m, int efc, bool use_c
 	scale = sd.scale;
 	codes = sd.codes;
 
-	shnsw_build_init(&g, dim, m, efc, metric, n, use_codes, lo, scale, 42, NULL);
+	if (on == ON_HALVES)
+		shnsw_build_init_halves(&g, dim, m, efc, metric, n, 42, NULL, dim,
+								half_scale_of(x, n, dim));
+	else
+		shnsw_build_init(&g, dim, m, efc, metric, n, use_codes, lo, scale, 42, NULL);
 	for (int i = 0; i < n; i++)
 	{
 		uint32_t	id = use_codes ? shnsw_build_add_code(&g, codes + (size_t) i * dim)
@@ -732,9 +1088,10 @@ test_graph_search(ShnswMetric metric, int n, int dim, int m, int efc, bool use_c
 	{
 		double		rec = hits / (nq * k);
 
-		printf("  recall@10 metric=%d n=%d dim=%d m=%d codes=%d: %.3f"
+		printf("  recall@10 metric=%d n=%d dim=%d m=%d on=%s: %.3f"
 			   " (%d unreachable before the repair, %u links added)\n",
-			   metric, n, dim, m, use_codes, rec, unreachable, repaired);
+			   metric, n, dim, m, on == ON_CODES ? "codes" : on == ON_HALVES ? "halves" : "floats",
+			   rec, unreachable, repaired);
 		CHECK(rec >= 0.95, "recall %.3f below 0.95", rec);
 	}
 
@@ -941,6 +1298,14 @@ unit_mark_stale(void *arg, uint32_t i)
 	(void) i;
 	((UnitSync *) arg)->nstale++;
 }
+
+/*
+ * A parallel build's graph on halves: attached to caller arrays whose rows
+ * hold other bytes after their halves (the build keeps each row's SQ8 code
+ * there: SHNSW_HALF_ROW_STRIDE), linked in node order, it is the serial
+ * graph on compact halves, list for list.
+ */
+static void test_build_attach_halves(void);
 
 /*
  * A graph attached to caller arrays (shnsw_build_attach, as a parallel
@@ -2008,6 +2373,81 @@ test_select_by_codes_cosine(void)
 	rng_state = saved;
 }
 
+static void
+test_build_attach_halves(void)
+{
+	int			n = 2000,
+				dim = 24,
+				m = 8,
+				efc = 40,
+				stride = 2 * dim;
+	float	   *x = make_data(n, dim, 20);
+	float		sc = half_scale_of(x, n, dim);
+	ShnswBuildGraph g1,
+				g2;
+	uint8_t    *levels = malloc(n);
+	ShnswRef   *nbr0 = malloc(sizeof(ShnswRef) * n * 2 * m);
+	uint16_t   *cnt0 = calloc(n, sizeof(uint16_t));
+	float	   *dist0 = malloc(sizeof(float) * n * 2 * m);
+	uint8_t    *pruned0 = malloc(n * 2 * m);
+	uint16_t   *rows = malloc(sizeof(uint16_t) * n * stride);
+	uint32_t   *pool;
+	uint32_t	entry = 0;
+	int32_t		max_level;
+	UnitSync	u = {0};
+	ShnswBuildSync sync = {&u, unit_lock_node, unit_unlock_node, unit_lock_entry,
+	unit_unlock_entry, &entry, &max_level, unit_progress, unit_mark_stale, 1000000};
+	int			diff = 0;
+
+	shnsw_build_init_halves(&g1, dim, m, efc, SHNSW_METRIC_L2, n, 7, NULL, dim, sc);
+	for (int i = 0; i < n; i++)
+		shnsw_build_link(&g1, shnsw_build_add_vector(&g1, x + (size_t) i * dim));
+	shnsw_build_draw_levels(levels, n, m, 7);
+	pool = calloc(shnsw_build_upper_words(levels, n, m) + 1, sizeof(uint32_t));
+	for (int i = 0; i < n; i++)
+	{
+		shnsw_floats_to_halves(x + (size_t) i * dim, sc, rows + (size_t) i * stride, dim);
+		for (int j = dim; j < stride; j++)
+			rows[(size_t) i * stride + j] = 0x7C00;	/* infinity: must not be read */
+	}
+	shnsw_build_attach(&g2, dim, m, efc, SHNSW_METRIC_L2, n, false, NULL, NULL, NULL, NULL,
+					   levels, nbr0, cnt0, dist0, pruned0, pool);
+	shnsw_build_attach_halves(&g2, rows, stride, sc);
+	max_level = levels[0];
+	g2.sync = &sync;
+	for (uint32_t i = 1; i < (uint32_t) n; i++)
+	{
+		u.claims++;
+		shnsw_build_link(&g2, i);
+	}
+	g2.sync = NULL;
+	CHECK(g1.entry == entry && g1.max_level == max_level, "attach halves: entry point %u/%u",
+		  g1.entry, entry);
+	for (uint32_t i = 0; i < (uint32_t) n; i++)
+	{
+		for (int l = 0; l <= g1.levels[i] && l <= g1.max_level; l++)
+		{
+			int			c1,
+						c2;
+			ShnswRef   *a = shnsw_build_neighbors(&g1, i, l, &c1);
+			ShnswRef   *b = shnsw_build_neighbors(&g2, i, l, &c2);
+
+			diff += c1 != c2 || memcmp(a, b, sizeof(ShnswRef) * c1) != 0;
+		}
+	}
+	CHECK(diff == 0, "attach halves: %d lists differ from the serial build's", diff);
+	shnsw_build_free(&g1);
+	shnsw_build_free(&g2);
+	free(levels);
+	free(nbr0);
+	free(cnt0);
+	free(dist0);
+	free(pruned0);
+	free(rows);
+	free(pool);
+	free(x);
+}
+
 int
 main(void)
 {
@@ -2017,11 +2457,17 @@ main(void)
 	test_sq8_clamp_and_half();
 	test_heap_visited();
 	test_lookahead();
-	test_graph_search(SHNSW_METRIC_L2, 3000, 32, 16, 64, false);
-	test_graph_search(SHNSW_METRIC_L2, 3000, 32, 8, 64, true);
-	test_graph_search(SHNSW_METRIC_COSINE, 2000, 64, 16, 64, false);
-	test_graph_search(SHNSW_METRIC_IP, 2000, 16, 16, 64, false);
-	test_graph_search(SHNSW_METRIC_L2, 20000, 24, 16, 64, false);
+	test_half_conversion();
+	test_half_kernels();
+	test_graph_search(SHNSW_METRIC_L2, 3000, 32, 16, 64, ON_FLOATS);
+	test_graph_search(SHNSW_METRIC_L2, 3000, 32, 8, 64, ON_CODES);
+	test_graph_search(SHNSW_METRIC_COSINE, 2000, 64, 16, 64, ON_FLOATS);
+	test_graph_search(SHNSW_METRIC_IP, 2000, 16, 16, 64, ON_FLOATS);
+	test_graph_search(SHNSW_METRIC_L2, 20000, 24, 16, 64, ON_FLOATS);
+	test_graph_search(SHNSW_METRIC_L2, 3000, 32, 16, 64, ON_HALVES);
+	test_graph_search(SHNSW_METRIC_COSINE, 2000, 64, 16, 64, ON_HALVES);
+	test_graph_search(SHNSW_METRIC_IP, 2000, 16, 16, 64, ON_HALVES);
+	test_halves_graph_quality();
 	test_reachability_cases();
 	test_search_bounds();
 	test_emit_bounds();
@@ -2029,6 +2475,7 @@ main(void)
 	/* the page-greedy layout before co-location: 0.877 and 0.958 */
 	test_layout_locality("clustered", 20000, 32, 50, 15, 0.85);
 	test_layout_locality("uniform", 20000, 32, 0, 15, 0.94);
+	test_build_attach_halves();
 	test_build_attach();		/* last: it draws from the data generator */
 	printf("%d passed, %d failed\n", npassed, nfailed);
 	return nfailed == 0 ? 0 : 1;
