@@ -104,6 +104,18 @@ build_init_common(ShnswBuildGraph *g, int dim, int m, int ef_construction,
 	g->max_level = -1;
 }
 
+/* A process-local graph's levels and neighbour lists, for g->cap nodes. */
+static void
+build_alloc_links(ShnswBuildGraph *g)
+{
+	g->levels = shnsw_alloc(g->cap);
+	g->nbr0 = shnsw_alloc(sizeof(ShnswRef) * (size_t) g->cap * 2 * g->m);
+	g->cnt0 = shnsw_alloc0(sizeof(uint16_t) * (size_t) g->cap);
+	g->dist0 = shnsw_alloc(sizeof(float) * (size_t) g->cap * 2 * g->m);
+	g->pruned0 = shnsw_alloc(sizeof(uint8_t) * (size_t) g->cap * 2 * g->m);
+	g->upper = shnsw_alloc0(sizeof(uint32_t *) * (size_t) g->cap);
+}
+
 void
 shnsw_build_init(ShnswBuildGraph *g, int dim, int m, int ef_construction,
 				 ShnswMetric metric, uint32_t capacity, bool use_codes,
@@ -117,12 +129,7 @@ shnsw_build_init(ShnswBuildGraph *g, int dim, int m, int ef_construction,
 		g->vecs = vecs;
 	else
 		g->vecs = shnsw_alloc(sizeof(float) * (size_t) g->cap * dim);
-	g->levels = shnsw_alloc(g->cap);
-	g->nbr0 = shnsw_alloc(sizeof(ShnswRef) * (size_t) g->cap * 2 * m);
-	g->cnt0 = shnsw_alloc0(sizeof(uint16_t) * (size_t) g->cap);
-	g->dist0 = shnsw_alloc(sizeof(float) * (size_t) g->cap * 2 * m);
-	g->pruned0 = shnsw_alloc(sizeof(uint8_t) * (size_t) g->cap * 2 * m);
-	g->upper = shnsw_alloc0(sizeof(uint32_t *) * (size_t) g->cap);
+	build_alloc_links(g);
 }
 
 void
@@ -137,12 +144,7 @@ shnsw_build_init_halves(ShnswBuildGraph *g, int dim, int m, int ef_construction,
 	g->half_stride = stride;
 	g->halves = halves != NULL ? halves
 		: shnsw_alloc(sizeof(uint16_t) * (size_t) g->cap * stride);
-	g->levels = shnsw_alloc(g->cap);
-	g->nbr0 = shnsw_alloc(sizeof(ShnswRef) * (size_t) g->cap * 2 * m);
-	g->cnt0 = shnsw_alloc0(sizeof(uint16_t) * (size_t) g->cap);
-	g->dist0 = shnsw_alloc(sizeof(float) * (size_t) g->cap * 2 * m);
-	g->pruned0 = shnsw_alloc(sizeof(uint8_t) * (size_t) g->cap * 2 * m);
-	g->upper = shnsw_alloc0(sizeof(uint32_t *) * (size_t) g->cap);
+	build_alloc_links(g);
 }
 
 void
