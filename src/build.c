@@ -1004,7 +1004,7 @@ shnsw_build(Relation heap, Relation index, IndexInfo *indexInfo)
 
 		if (bs.use_halves)
 			shnsw_build_init_halves(&g, bs.dims, bs.m, bs.efc, bs.metric, Max(bs.nmem, 1),
-									SHNSW_BUILD_SEED, NULL, bs.dims, bs.half_scale);
+									SHNSW_BUILD_SEED, NULL, bs.half_scale);
 		else
 			shnsw_build_init(&g, bs.dims, bs.m, bs.efc, bs.metric, Max(bs.nmem, 1), bs.use_codes,
 							 lo, scale, SHNSW_BUILD_SEED, bs.use_codes ? NULL : bs.nav);

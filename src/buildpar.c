@@ -256,8 +256,7 @@ par_attach(ShnswParallelShared *sh, ShnswBuildGraph *g, ShnswBuildSync *sync)
 					   (uint8 *) SHARED_AT(sh, sh->off_pruned0),
 					   (uint32 *) SHARED_AT(sh, sh->off_upper));
 	if (sh->use_halves)
-		shnsw_build_attach_halves(g, (uint16 *) SHARED_AT(sh, sh->off_vecs), sh->dims,
-								  sh->half_scale);
+		shnsw_build_attach_halves(g, (uint16 *) SHARED_AT(sh, sh->off_vecs), sh->half_scale);
 	sync->arg = sh;
 	sync->lock_node = par_lock_node;
 	sync->unlock_node = par_unlock_node;

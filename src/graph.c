@@ -135,15 +135,14 @@ shnsw_build_init(ShnswBuildGraph *g, int dim, int m, int ef_construction,
 void
 shnsw_build_init_halves(ShnswBuildGraph *g, int dim, int m, int ef_construction,
 						ShnswMetric metric, uint32_t capacity, uint64_t seed,
-						uint16_t *halves, int stride, float half_scale)
+						uint16_t *halves, float half_scale)
 {
 	build_init_common(g, dim, m, ef_construction, metric, capacity, false, NULL, NULL);
 	g->rng = seed ? seed : 0x9E3779B97F4A7C15ULL;
 	g->use_halves = true;
 	g->half_scale = half_scale;
-	g->half_stride = stride;
 	g->halves = halves != NULL ? halves
-		: shnsw_alloc(sizeof(uint16_t) * (size_t) g->cap * stride);
+		: shnsw_alloc(sizeof(uint16_t) * (size_t) g->cap * dim);
 	build_alloc_links(g);
 }
 
@@ -198,13 +197,12 @@ shnsw_build_attach(ShnswBuildGraph *g, int dim, int m, int ef_construction,
 }
 
 void
-shnsw_build_attach_halves(ShnswBuildGraph *g, uint16_t *halves, int stride, float half_scale)
+shnsw_build_attach_halves(ShnswBuildGraph *g, uint16_t *halves, float half_scale)
 {
 	g->vecs = NULL;
 	g->halves = halves;
 	g->use_halves = true;
 	g->half_scale = half_scale;
-	g->half_stride = stride;
 }
 
 void
@@ -267,7 +265,7 @@ shnsw_build_add_vector(ShnswBuildGraph *g, const float *v)
 	uint32_t	i = build_add_common(g);
 
 	if (g->use_halves)
-		shnsw_floats_to_halves(v, g->half_scale, g->halves + (size_t) i * g->half_stride, g->dim);
+		shnsw_floats_to_halves(v, g->half_scale, g->halves + (size_t) i * g->dim, g->dim);
 	else
 		memcpy(g->vecs + (size_t) i * g->dim, v, sizeof(float) * g->dim);
 	return i;
@@ -347,7 +345,7 @@ build_from_node(ShnswBuildGraph *g, uint32_t i, int slot)
 	{
 		float	   *buf = slot ? g->qbuf2 : g->qbuf;
 
-		shnsw_halves_to_floats_nav(g->halves + (size_t) i * g->half_stride, buf, g->dim);
+		shnsw_halves_to_floats_nav(g->halves + (size_t) i * g->dim, buf, g->dim);
 		f.v = buf;
 		f.sq = NULL;
 	}
@@ -373,7 +371,7 @@ static inline float
 build_dist(const ShnswBuildGraph *g, const BuildFrom *f, uint32_t j)
 {
 	if (g->use_halves)
-		return shnsw_half_distance(g->metric, f->v, g->halves + (size_t) j * g->half_stride,
+		return shnsw_half_distance(g->metric, f->v, g->halves + (size_t) j * g->dim,
 								   g->dim);
 	if (!g->use_codes)
 		return shnsw_float_distance(g->metric, f->v, g->vecs + (size_t) j * g->dim, g->dim);
@@ -1900,11 +1898,12 @@ search_add_nodes(ShnswSearch *s, const ShnswRef *refs, int n, uint32_t *idx)
 }
 
 /*
- * The upper layers' reads over a memory source: a memory prefetch of all
- * the records of a hop before the first is read, so that their cache
- * misses overlap instead of coming one record after another (layer 0 does
- * the same through the prefetch it asks for at every expansion). Not for
- * the buffer source: its descent has read-ahead of its own (pageaccess.c).
+ * The greedy descent's reads over a memory source: a memory prefetch of
+ * all the records of a hop before the first is read, so that their cache
+ * misses overlap instead of coming one record after another (layer 0 and
+ * layer 1's beam do the same through the prefetch they ask for at every
+ * expansion). Not for the buffer source: the descent's pages have
+ * read-ahead of their own (pageaccess.c).
  */
 static inline void
 search_prefetch_upper(ShnswSearch *s, const ShnswRef *refs, int n)
@@ -2045,12 +2044,13 @@ shnsw_search_upper_layer(ShnswSearch *s, ShnswRef entry, int layer, int ef, uint
 		for (int k = 0; k < cnt; k++)
 			if (shnsw_visited_add(&vis, s->ubuf[k]))
 				fresh[nf++] = s->ubuf[k];
-		search_prefetch_upper(s, fresh, nf);
-		if (s->ops->speculative && s->ops->prefetch != NULL)
+		if (s->ops->prefetch != NULL)
 		{
+			/* this hop's records first (cache lines or pages), then guesses */
 			if (nf > 0)
 				s->ops->prefetch(s->ops->ctx, fresh, nf, false);
-			upper_read_ahead(s, &C, &W, ef, &vis, layer, ubuf2);
+			if (s->ops->speculative)
+				upper_read_ahead(s, &C, &W, ef, &vis, layer, ubuf2);
 		}
 		search_add_nodes(s, fresh, nf, idx);
 		for (int k = 0; k < nf; k++)

@@ -80,10 +80,9 @@ typedef struct ShnswBuildGraph
 	uint32_t	n;
 	uint32_t	cap;
 	float	   *vecs;			/* cap * dim, if floats */
-	uint16_t   *halves;			/* cap rows of half_stride, if use_halves */
+	uint16_t   *halves;			/* cap * dim, if use_halves */
 	bool		use_halves;		/* floats rounded to halves (kernels.h) */
 	float		half_scale;		/* power of two they were scaled by */
-	int			half_stride;	/* halves from a row to the next (>= dim) */
 	uint8_t    *codes;			/* cap * dim, if use_codes */
 	const float *lo;			/* SQ8 parameters, if use_codes */
 	const float *scale;
@@ -135,16 +134,15 @@ extern void shnsw_build_free(ShnswBuildGraph *g);
  * A graph that links on half vectors (kernels.h, shnsw_half_scale): the
  * nodes' distances are those between their float vectors rounded to
  * halves after scaling by half_scale, a power of two, so their order is
- * that of float distances up to the rounding. Row i's halves start at
- * halves + i * stride (stride >= dim: the caller may keep other data in
- * the rest of a row). halves, if not NULL, is an array of capacity rows
+ * that of float distances up to the rounding. halves, if not NULL, is an
+ * array of capacity rows of dim halves
  * (from shnsw_alloc) whose ownership passes to the graph, its rows added
  * with shnsw_build_add_in_place; rows added with shnsw_build_add_vector
  * are scaled and rounded.
  */
 extern void shnsw_build_init_halves(ShnswBuildGraph *g, int dim, int m, int ef_construction,
 									ShnswMetric metric, uint32_t capacity, uint64_t seed,
-									uint16_t *halves, int stride, float half_scale);
+									uint16_t *halves, float half_scale);
 
 /*
  * Levels of n nodes as a graph seeded with seed draws them when its nodes
@@ -175,11 +173,10 @@ extern void shnsw_build_attach(ShnswBuildGraph *g, int dim, int m, int ef_constr
 
 /*
  * Make a graph attached with vecs NULL (and not on codes) link on the
- * caller's half vectors instead (n rows, stride halves apart, scaled by
+ * caller's half vectors instead (n rows of dim halves, scaled by
  * half_scale).
  */
-extern void shnsw_build_attach_halves(ShnswBuildGraph *g, uint16_t *halves, int stride,
-									  float half_scale);
+extern void shnsw_build_attach_halves(ShnswBuildGraph *g, uint16_t *halves, float half_scale);
 
 /* Append a node (navigation vector or code) without linking it; returns its number. */
 extern uint32_t shnsw_build_add_vector(ShnswBuildGraph *g, const float *v);

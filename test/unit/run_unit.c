@@ -571,7 +571,7 @@ test_halves_graph_quality(void)
 			for (int i = 0; i < n + nq; i++)
 				shnsw_normalize(x + (size_t) i * dim, dim);
 		shnsw_build_init(&gf, dim, 8, 40, metric, n, false, NULL, NULL, 11, NULL);
-		shnsw_build_init_halves(&gh, dim, 8, 40, metric, n, 11, NULL, dim,
+		shnsw_build_init_halves(&gh, dim, 8, 40, metric, n, 11, NULL,
 								half_scale_of(x, n, dim));
 		for (int i = 0; i < n; i++)
 		{
@@ -910,7 +910,7 @@ test_graph_search(ShnswMetric metric, int n, int dim, int m, int efc, int on)
 	codes = sd.codes;
 
 	if (on == ON_HALVES)
-		shnsw_build_init_halves(&g, dim, m, efc, metric, n, 42, NULL, dim,
+		shnsw_build_init_halves(&g, dim, m, efc, metric, n, 42, NULL,
 								half_scale_of(x, n, dim));
 	else
 		shnsw_build_init(&g, dim, m, efc, metric, n, use_codes, lo, scale, 42, NULL);
@@ -1300,28 +1300,22 @@ unit_mark_stale(void *arg, uint32_t i)
 }
 
 /*
- * A parallel build's graph on halves: attached to caller arrays whose rows
- * hold other bytes after their halves (the build keeps each row's SQ8 code
- * there: SHNSW_HALF_ROW_STRIDE), linked in node order, it is the serial
- * graph on compact halves, list for list.
- */
-static void test_build_attach_halves(void);
-
-/*
  * A graph attached to caller arrays (shnsw_build_attach, as a parallel
- * build's processes do) and linked in node order through the sync hooks
- * is the serial build's, list for list; linking nodes again
- * (shnsw_build_relink) keeps every list valid: no self-link, no duplicate,
- * within its capacity.
+ * build's processes do; on halves, shnsw_build_attach_halves) and linked in
+ * node order through the sync hooks is the serial build's, list for list;
+ * linking nodes again (shnsw_build_relink) keeps every list valid: no
+ * self-link, no duplicate, within its capacity.
  */
 static void
-test_build_attach(void)
+test_build_attach(bool halves)
 {
-	int			n = 3000,
-				dim = 16,
+	int			n = halves ? 2000 : 3000,
+				dim = halves ? 24 : 16,
 				m = 8,
 				efc = 40;
 	float	   *x = make_data(n, dim, 20);
+	float		sc = halves ? half_scale_of(x, n, dim) : 0.0f;
+	uint16_t   *rows = halves ? malloc(sizeof(uint16_t) * n * dim) : NULL;
 	ShnswBuildGraph g1,
 				g2;
 	uint8_t    *levels = malloc(n);
@@ -1339,12 +1333,25 @@ test_build_attach(void)
 	int			diff = 0,
 				invalid = 0;
 
-	build_graph(&g1, SHNSW_METRIC_L2, x, NULL, n, dim, m, efc, false, NULL, NULL, false, NULL);
+	if (halves)
+	{
+		shnsw_build_init_halves(&g1, dim, m, efc, SHNSW_METRIC_L2, n, 7, NULL, sc);
+		for (int i = 0; i < n; i++)
+			shnsw_build_link(&g1, shnsw_build_add_vector(&g1, x + (size_t) i * dim));
+	}
+	else
+		build_graph(&g1, SHNSW_METRIC_L2, x, NULL, n, dim, m, efc, false, NULL, NULL, false,
+					NULL);
 	shnsw_build_draw_levels(levels, n, m, 7);
 	pool = calloc(shnsw_build_upper_words(levels, n, m) + 1, sizeof(uint32_t));
-	memcpy(vecs, x, sizeof(float) * n * dim);
-	shnsw_build_attach(&g2, dim, m, efc, SHNSW_METRIC_L2, n, false, NULL, NULL, vecs, NULL,
-					   levels, nbr0, cnt0, dist0, pruned0, pool);
+	if (halves)
+		shnsw_floats_to_halves(x, sc, rows, n * dim);
+	else
+		memcpy(vecs, x, sizeof(float) * n * dim);
+	shnsw_build_attach(&g2, dim, m, efc, SHNSW_METRIC_L2, n, false, NULL, NULL,
+					   halves ? NULL : vecs, NULL, levels, nbr0, cnt0, dist0, pruned0, pool);
+	if (halves)
+		shnsw_build_attach_halves(&g2, rows, sc);
 	max_level = levels[0];
 	g2.sync = &sync;
 	for (uint32_t i = 1; i < (uint32_t) n; i++)
@@ -1403,6 +1410,8 @@ test_build_attach(void)
 	free(dist0);
 	free(pruned0);
 	free(vecs);
+	if (rows)
+		free(rows);
 	free(pool);
 	free(x);
 }
@@ -2373,81 +2382,6 @@ test_select_by_codes_cosine(void)
 	rng_state = saved;
 }
 
-static void
-test_build_attach_halves(void)
-{
-	int			n = 2000,
-				dim = 24,
-				m = 8,
-				efc = 40,
-				stride = 2 * dim;
-	float	   *x = make_data(n, dim, 20);
-	float		sc = half_scale_of(x, n, dim);
-	ShnswBuildGraph g1,
-				g2;
-	uint8_t    *levels = malloc(n);
-	ShnswRef   *nbr0 = malloc(sizeof(ShnswRef) * n * 2 * m);
-	uint16_t   *cnt0 = calloc(n, sizeof(uint16_t));
-	float	   *dist0 = malloc(sizeof(float) * n * 2 * m);
-	uint8_t    *pruned0 = malloc(n * 2 * m);
-	uint16_t   *rows = malloc(sizeof(uint16_t) * n * stride);
-	uint32_t   *pool;
-	uint32_t	entry = 0;
-	int32_t		max_level;
-	UnitSync	u = {0};
-	ShnswBuildSync sync = {&u, unit_lock_node, unit_unlock_node, unit_lock_entry,
-	unit_unlock_entry, &entry, &max_level, unit_progress, unit_mark_stale, 1000000};
-	int			diff = 0;
-
-	shnsw_build_init_halves(&g1, dim, m, efc, SHNSW_METRIC_L2, n, 7, NULL, dim, sc);
-	for (int i = 0; i < n; i++)
-		shnsw_build_link(&g1, shnsw_build_add_vector(&g1, x + (size_t) i * dim));
-	shnsw_build_draw_levels(levels, n, m, 7);
-	pool = calloc(shnsw_build_upper_words(levels, n, m) + 1, sizeof(uint32_t));
-	for (int i = 0; i < n; i++)
-	{
-		shnsw_floats_to_halves(x + (size_t) i * dim, sc, rows + (size_t) i * stride, dim);
-		for (int j = dim; j < stride; j++)
-			rows[(size_t) i * stride + j] = 0x7C00;	/* infinity: must not be read */
-	}
-	shnsw_build_attach(&g2, dim, m, efc, SHNSW_METRIC_L2, n, false, NULL, NULL, NULL, NULL,
-					   levels, nbr0, cnt0, dist0, pruned0, pool);
-	shnsw_build_attach_halves(&g2, rows, stride, sc);
-	max_level = levels[0];
-	g2.sync = &sync;
-	for (uint32_t i = 1; i < (uint32_t) n; i++)
-	{
-		u.claims++;
-		shnsw_build_link(&g2, i);
-	}
-	g2.sync = NULL;
-	CHECK(g1.entry == entry && g1.max_level == max_level, "attach halves: entry point %u/%u",
-		  g1.entry, entry);
-	for (uint32_t i = 0; i < (uint32_t) n; i++)
-	{
-		for (int l = 0; l <= g1.levels[i] && l <= g1.max_level; l++)
-		{
-			int			c1,
-						c2;
-			ShnswRef   *a = shnsw_build_neighbors(&g1, i, l, &c1);
-			ShnswRef   *b = shnsw_build_neighbors(&g2, i, l, &c2);
-
-			diff += c1 != c2 || memcmp(a, b, sizeof(ShnswRef) * c1) != 0;
-		}
-	}
-	CHECK(diff == 0, "attach halves: %d lists differ from the serial build's", diff);
-	shnsw_build_free(&g1);
-	shnsw_build_free(&g2);
-	free(levels);
-	free(nbr0);
-	free(cnt0);
-	free(dist0);
-	free(pruned0);
-	free(rows);
-	free(pool);
-	free(x);
-}
-
 int
 main(void)
 {
@@ -2475,8 +2409,9 @@ main(void)
 	/* the page-greedy layout before co-location: 0.877 and 0.958 */
 	test_layout_locality("clustered", 20000, 32, 50, 15, 0.85);
 	test_layout_locality("uniform", 20000, 32, 0, 15, 0.94);
-	test_build_attach_halves();
-	test_build_attach();		/* last: it draws from the data generator */
+	/* last: they draw from the data generator */
+	test_build_attach(true);
+	test_build_attach(false);
 	printf("%d passed, %d failed\n", npassed, nfailed);
 	return nfailed == 0 ? 0 : 1;
 }
