@@ -25,8 +25,8 @@ from . import datasets, plots, report
 from .runner import Bench, Log
 from ..cluster import ROOT
 
-ALL_MODES = ["faiss", "hot", "fresh", "concurrent", "mixed", "cold", "latency", "eic", "ltm",
-             "insert"]
+ALL_MODES = ["faiss", "hot", "fresh", "concurrent", "mixed", "cold", "latency", "eic", "workers",
+             "ltm", "insert"]
 
 BASE = dict(
     dataset="synthetic", rows=100_000, dim=128, metric="cosine", type="vector", seed=42,
@@ -36,6 +36,7 @@ BASE = dict(
     cold_queries=50, cold_explain_sample=10, cold_extra_above=2, latency_extra_above=0,
     latency_queries=20, delay_us=300,
     eic=[0, 1, 2, 4, 8, 16, 32, 64], eic_queries=12, eic_explain_sample=3,
+    io_workers=[3, 8, 16],
     fresh_queries=100, clients=[2], seconds=10,
     mixed_seconds=15, pgbench_clients=2, mixed_vector_clients=2, pgbench_scale=5,
     insert_rows=1000, modes=list(ALL_MODES), ams=["hnsw", "streamhnsw"],
@@ -146,6 +147,8 @@ def parse(argv=None):
     g.add_argument("--delay-us", type=int, help="injected storage latency per read (300)")
     g.add_argument("--eic", type=_ints, help="effective_io_concurrency values to sweep")
     g.add_argument("--eic-queries", type=int)
+    g.add_argument("--io-workers", type=_ints,
+                   help="io_workers values of the workers mode (cold + latency at the server's eic)")
     g.add_argument("--fresh-queries", type=int)
     g.add_argument("--clients", type=_ints, help="concurrent client counts, e.g. 1,2,4")
     g.add_argument("--seconds", type=int, help="duration of each concurrent run")
@@ -183,6 +186,7 @@ def _one(ap, a, preset, extra):
     for key in ("dataset", "file", "rows", "dim", "metric", "type", "seed", "queries", "m",
                 "ef_construction", "ef_search", "k", "target_recall", "ams", "io_modes",
                 "modes", "hot_queries", "hot_passes", "cold_queries", "latency_queries", "delay_us", "eic",
+                "io_workers",
                 "eic_queries", "fresh_queries", "clients", "seconds", "mixed_seconds",
                 "pgbench_clients", "mixed_vector_clients", "pgbench_scale", "insert_rows",
                 "ltm_fractions", "ltm_seconds"):

@@ -314,6 +314,22 @@ def markdown(res: dict, summary: dict, plots: dict) -> str:
         md.append(f"{m['queries']} cold queries per row at ef*; speedup against the first "
                   "row of the same engine.")
         md.append("")
+    m = res["modes"].get("workers")
+    if m:
+        md += [f"## io_workers (cold + {m['delay_us']} us per read, effective_io_concurrency "
+               f"{m['effective_io_concurrency']})", ""]
+        base = {p["io_workers"]: p["p50_ms"] for p in m["points"]
+                if p["engine"] in [e for e, i in res["engines"].items() if i.get("am") == "hnsw"]}
+        rows = [[p["engine"], p["io_workers"], p["p50_ms"],
+                 f"{base[p['io_workers']] / p['p50_ms']:.1f}x" if p["io_workers"] in base else "",
+                 p["round_trips_p50"], p["storage_reads"], p.get("waits"),
+                 p.get("sync_reads")] for p in m["points"]]
+        md += [_table(["engine", "io_workers", "p50 ms", "pgvector p50 / p50", "round trips",
+                       "storage reads/q", "waits", "synchronous reads"], rows), ""]
+        md.append(f"{m['queries']} cold queries per row at ef*, the eic sweep's. With "
+                  "io_method = worker each I/O worker reads one block at a time: io_workers "
+                  "bounds the reads in flight (3 is PostgreSQL's default).")
+        md.append("")
     m = res["modes"].get("ltm")
     if m:
         md += ["## Index larger than shared_buffers", ""]

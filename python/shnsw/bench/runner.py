@@ -566,6 +566,58 @@ class Bench:
         self.result["modes"]["eic"] = {"queries": len(lits), "delay_us": delay,
                                        "points": points}
 
+    def workers_sweep(self):
+        """Cold + latency at the server's effective_io_concurrency with each
+        io_workers of cfg["io_workers"] (3 is PostgreSQL's default; the
+        suite's server runs 8): with io_method = worker each I/O worker reads
+        one block at a time, so io_workers bounds a scan's reads in flight
+        whatever effective_io_concurrency allows. The setting is reloaded
+        (no restart: the shared graph image and the tables stay) and put
+        back afterwards. Same queries as the eic sweep, each engine at ef*."""
+        cfg, log = self.cfg, self.log
+        delay = cfg["delay_us"]
+        off = min(cfg["cold_queries"] + cfg["latency_queries"], len(self.lits) - cfg["eic_queries"])
+        lits, truth = self.lits_for(cfg["eic_queries"], max(0, off))
+        base = self.settings.get("io_workers", 8)
+        points = []
+        try:
+            for w in cfg["io_workers"]:
+                got = self._reload_with({"io_workers": w})
+                for eng in self.engines:
+                    ef = self.ef_at_target[eng.label]
+                    log.step(f"io_workers {got['io_workers']}: {eng.label}, ef {ef}, "
+                             f"{len(lits)} cold queries, {delay} us per read")
+                    with self.conn(eng) as c:
+                        ev = pg.Evictor(c, self.cluster.datadir, eng)
+                        p = self._cold_run(c, eng, ev, ef, lits, truth, delay,
+                                           cfg["eic_explain_sample"])
+                    p["io_workers"] = w
+                    points.append(p)
+                    log(f"    p50 {p['p50_ms']:.1f} ms  round trips {p['round_trips_p50']:.0f}"
+                        f"  reads/q {p['storage_reads']:.0f}" + _shnsw_io_text(p), flush=True)
+        finally:
+            self._reload_with({"io_workers": base})
+        self.result["modes"]["workers"] = {"queries": len(lits), "delay_us": delay,
+                                           "effective_io_concurrency":
+                                               self.settings.get("effective_io_concurrency", 16),
+                                           "points": points}
+
+    def _reload_with(self, settings: dict):
+        """Append settings to postgresql.conf and reload; waits until a new
+        session shows them (returns them as the server has them)."""
+        self.cluster.write_conf(settings)
+        with self.cluster.connect() as c:
+            c.execute("SELECT pg_reload_conf()")
+        deadline = time.time() + 10
+        while True:
+            with self.cluster.connect() as c:
+                got = {n: v for n, v in c.execute(
+                    "SELECT name, setting FROM pg_settings WHERE name = ANY(%s)",
+                    (list(settings),)).fetchall()}
+            if all(str(got.get(k)) == str(v) for k, v in settings.items()) or time.time() > deadline:
+                return got
+            time.sleep(0.2)
+
     def _restart_with(self, settings: dict):
         """Restart the server with these settings (appended to postgresql.conf)."""
         self.cluster.write_conf(settings)
@@ -720,6 +772,8 @@ class Bench:
                 self.cold(cfg["delay_us"])
             if "eic" in modes:
                 self.eic_sweep()
+            if "workers" in modes:
+                self.workers_sweep()
             if "ltm" in modes:
                 self.ltm()
             if "insert" in modes:
