@@ -544,25 +544,35 @@ class Bench:
         self.result["modes"][name] = {"queries": len(lits), "delay_us": delay_us,
                                       "points": points}
 
+    def _cold_points(self, eng, lits, truth, delay, eics):
+        """Cold runs of eng at ef* on one connection, one per effective_io_concurrency
+        of eics (None: the server's)."""
+        ef = self.ef_at_target[eng.label]
+        with self.conn(eng) as c:
+            ev = pg.Evictor(c, self.cluster.datadir, eng)
+            return [self._cold_run(c, eng, ev, ef, lits, truth, delay,
+                                   self.cfg["eic_explain_sample"], eic=eic) for eic in eics]
+
+    def _sweep_queries(self):
+        """The eic and io_workers sweeps' queries: after the cold and latency
+        modes' (a new vector each time), as many as eic_queries says."""
+        cfg = self.cfg
+        off = min(cfg["cold_queries"] + cfg["latency_queries"], len(self.lits) - cfg["eic_queries"])
+        return self.lits_for(cfg["eic_queries"], max(0, off))
+
     def eic_sweep(self):
         cfg, log = self.cfg, self.log
         delay = cfg["delay_us"]
-        off = min(cfg["cold_queries"] + cfg["latency_queries"], len(self.lits) - cfg["eic_queries"])
-        lits, truth = self.lits_for(cfg["eic_queries"], max(0, off))
+        lits, truth = self._sweep_queries()
         points = []
         for eng in self.engines:
-            ef = self.ef_at_target[eng.label]
-            log.step(f"eic sweep: {eng.label}, ef {ef}, eic {cfg['eic']}, {len(lits)} cold "
-                     f"queries each, {delay} us per read")
-            with self.conn(eng) as c:
-                ev = pg.Evictor(c, self.cluster.datadir, eng)
-                for eic in cfg["eic"]:
-                    p = self._cold_run(c, eng, ev, ef, lits, truth, delay,
-                                       cfg["eic_explain_sample"], eic=eic)
-                    points.append(p)
-                    log(f"    eic {eic:3d}: mean {p['mean_ms']:.1f} ms  p50 {p['p50_ms']:.1f} ms"
-                        f"  round trips {p['round_trips_p50']:.0f}  reads/q "
-                        f"{p['storage_reads']:.0f}" + _shnsw_io_text(p), flush=True)
+            log.step(f"eic sweep: {eng.label}, ef {self.ef_at_target[eng.label]}, eic "
+                     f"{cfg['eic']}, {len(lits)} cold queries each, {delay} us per read")
+            for eic, p in zip(cfg["eic"], self._cold_points(eng, lits, truth, delay, cfg["eic"])):
+                points.append(p)
+                log(f"    eic {eic:3d}: mean {p['mean_ms']:.1f} ms  p50 {p['p50_ms']:.1f} ms"
+                    f"  round trips {p['round_trips_p50']:.0f}  reads/q "
+                    f"{p['storage_reads']:.0f}" + _shnsw_io_text(p), flush=True)
         self.result["modes"]["eic"] = {"queries": len(lits), "delay_us": delay,
                                        "points": points}
 
@@ -576,21 +586,17 @@ class Bench:
         back afterwards. Same queries as the eic sweep, each engine at ef*."""
         cfg, log = self.cfg, self.log
         delay = cfg["delay_us"]
-        off = min(cfg["cold_queries"] + cfg["latency_queries"], len(self.lits) - cfg["eic_queries"])
-        lits, truth = self.lits_for(cfg["eic_queries"], max(0, off))
+        lits, truth = self._sweep_queries()
         base = self.settings.get("io_workers", 8)
         points = []
         try:
             for w in cfg["io_workers"]:
                 got = self._reload_with({"io_workers": w})
                 for eng in self.engines:
-                    ef = self.ef_at_target[eng.label]
-                    log.step(f"io_workers {got['io_workers']}: {eng.label}, ef {ef}, "
-                             f"{len(lits)} cold queries, {delay} us per read")
-                    with self.conn(eng) as c:
-                        ev = pg.Evictor(c, self.cluster.datadir, eng)
-                        p = self._cold_run(c, eng, ev, ef, lits, truth, delay,
-                                           cfg["eic_explain_sample"])
+                    log.step(f"io_workers {got['io_workers']}: {eng.label}, ef "
+                             f"{self.ef_at_target[eng.label]}, {len(lits)} cold queries, "
+                             f"{delay} us per read")
+                    p = self._cold_points(eng, lits, truth, delay, [None])[0]
                     p["io_workers"] = w
                     points.append(p)
                     log(f"    p50 {p['p50_ms']:.1f} ms  round trips {p['round_trips_p50']:.0f}"
