@@ -18,7 +18,7 @@ import re
 import numpy as np
 import pytest
 
-from buildtest import CASES, build, own_vector_missed, search
+from buildtest import CASE_IDS, CASES, build, check_own_vectors, load_case, search
 from shnsw import data
 
 FLOATS_FULL = re.compile(r"on float vectors no longer fits into maintenance_work_mem after (\d+) rows")
@@ -28,23 +28,11 @@ def size(conn, table):
     return conn.execute(f"SELECT pg_relation_size('{table}_idx')").fetchone()[0]
 
 
-def check_own_vectors(conn, table, rows, op, typ):
-    # a row is its own nearest neighbour (not under inner product); a
-    # wider search finds any that ef_search 200 misses
-    missed = own_vector_missed(conn, table, rows, op, typ, list(range(len(rows))))
-    assert len(missed) <= 4, missed
-    if missed:
-        assert own_vector_missed(conn, table, rows, op, typ, missed, ef=1000) == []
-
-
-@pytest.mark.parametrize("typ,opclass,op,metric", CASES,
-                         ids=[f"{c[0]}-{c[3]}" for c in CASES])
+@pytest.mark.parametrize("typ,opclass,op,metric", CASES, ids=CASE_IDS)
 def test_halves_match_floats(conn, typ, opclass, op, metric):
     rows, queries = data.clustered(4000, 96, seed=31, n_queries=200)
     table = f"bh_{typ}_{metric}"
-    data.load(conn, table, rows, typ=typ)
-    conn.execute(f"ALTER TABLE {table} SET (parallel_workers = 2)")
-    truth = data.ground_truth(rows, queries, 10, metric)
+    truth = load_case(conn, table, rows, queries, typ, metric)
 
     assert build(conn, table, opclass, floats=True) is None
     on_floats = data.recall(search(conn, table, queries, op, typ), truth, 10)

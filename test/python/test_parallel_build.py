@@ -17,20 +17,17 @@ import re
 
 import pytest
 
-from buildtest import CASES, build, own_vector_missed, search
+from buildtest import CASE_IDS, CASES, build, check_own_vectors, load_case, own_vector_missed, search
 from shnsw import data
 
 SPILL = re.compile(r"no longer fits into maintenance_work_mem after (\d+) rows")
 
 
-@pytest.mark.parametrize("typ,opclass,op,metric", CASES,
-                         ids=[f"{c[0]}-{c[3]}" for c in CASES])
+@pytest.mark.parametrize("typ,opclass,op,metric", CASES, ids=CASE_IDS)
 def test_parallel_matches_serial(conn, typ, opclass, op, metric):
     rows, queries = data.clustered(8000, 32, seed=21, n_queries=200)
     table = f"pb_{typ}_{metric}"
-    data.load(conn, table, rows, typ=typ)
-    conn.execute(f"ALTER TABLE {table} SET (parallel_workers = 2)")
-    truth = data.ground_truth(rows, queries, 10, metric)
+    truth = load_case(conn, table, rows, queries, typ, metric)
 
     assert build(conn, table, opclass, 0) is None
     serial = data.recall(search(conn, table, queries, op, typ), truth, 10)
@@ -42,15 +39,7 @@ def test_parallel_matches_serial(conn, typ, opclass, op, metric):
     assert parallel >= serial - 0.02, (serial, parallel)
     assert parallel >= 0.9, parallel
     if metric != "ip":
-        # under inner product a row is not its own nearest neighbour.
-        # A serial build misses none of these rows at ef_search 200; parallel
-        # builds on this loaded 2-core machine missed 0 or 1 of 8,000 (a node
-        # linked while its process was held up, src/README Build), which a
-        # wider search finds.
-        missed = own_vector_missed(conn, table, rows, op, typ, list(range(len(rows))))
-        assert len(missed) <= 4, missed
-        if missed:
-            assert own_vector_missed(conn, table, rows, op, typ, missed, ef=1000) == []
+        check_own_vectors(conn, table, rows, op, typ)
     conn.execute(f"DROP TABLE {table}")
 
 
