@@ -235,10 +235,10 @@ class Bench:
                 qps = {e.label: [] for e in self.engines}
                 found = {}
                 for eng in self.engines:
-                    c = conns[eng.label]
+                    c, sql = conns[eng.label], self.sql(eng)
                     pg.apply_gucs(c, {eng.ef_guc: ef})
                     for lit in lits[:cfg["warmup"]]:
-                        c.execute(self.sql(eng), (lit,)).fetchall()
+                        c.execute(sql, (lit,)).fetchall()
                 for p_i in range(passes):
                     order = self.engines if p_i % 2 == 0 else list(reversed(self.engines))
                     for eng in order:
@@ -616,23 +616,23 @@ class Bench:
             c.execute("SELECT pg_reload_conf()")
         deadline = time.time() + 10
         while True:
-            with self.cluster.connect() as c:
-                got = {n: v for n, v in c.execute(
-                    "SELECT name, setting FROM pg_settings WHERE name = ANY(%s)",
-                    (list(settings),)).fetchall()}
+            got = {n: v for n, (v, _) in self._server_settings(list(settings)).items()}
             if all(str(got.get(k)) == str(v) for k, v in settings.items()) or time.time() > deadline:
                 return got
             time.sleep(0.2)
+
+    def _server_settings(self, names: list) -> dict:
+        """{name: (setting, unit)} as a new session sees them."""
+        with self.cluster.connect() as c:
+            return {n: (v, u) for n, v, u in c.execute(
+                "SELECT name, setting, unit FROM pg_settings WHERE name = ANY(%s)",
+                (names,)).fetchall()}
 
     def _restart_with(self, settings: dict):
         """Restart the server with these settings (appended to postgresql.conf)."""
         self.cluster.write_conf(settings)
         self.cluster.restart()
-        with self.cluster.connect() as c:
-            got = {n: _with_unit(v, u) for n, v, u in c.execute(
-                "SELECT name, setting, unit FROM pg_settings WHERE name = ANY(%s)",
-                (list(settings),)).fetchall()}
-        return got
+        return {n: _with_unit(v, u) for n, (v, u) in self._server_settings(list(settings)).items()}
 
     def _ltm_run(self, eng, ef, cache: str, sql, lits):
         """Steady state of one engine with the current (small) shared_buffers:
