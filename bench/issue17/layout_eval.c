@@ -3,8 +3,8 @@
  * owner's own page) of a real index's graph under the build's layouts.
  *
  *   python bench/issue17/layout_dump.py INDEX > graph.bin   (kept devloop server)
- *   cc -O2 -Isrc -o layout_eval bench/issue17/layout_eval.c src/graph.c \
- *      src/kernels.c src/neighbors.c src/reach.c src/lookahead.c -lm
+ *   cc -O2 -Isrc -o layout_eval bench/issue17/layout_eval.c test/unit/port_malloc.c \
+ *      src/graph.c src/kernels.c src/neighbors.c src/reach.c src/lookahead.c -lm
  *   ./layout_eval graph.bin PER_PAGE
  *
  * graph.bin: uint32 n, m, entry; then per node (in the index's order)
@@ -18,14 +18,16 @@
 
 #include "graph.h"
 
+/* test/unit/port_malloc.c has the allocation stubs; the unit runner has this one */
+void		shnsw_check_interrupts(void);
+
+void
+shnsw_check_interrupts(void)
+{
+}
+
 static double pages_per_list_at(const ShnswBuildGraph *g, const uint32_t *order, int per_page,
 								int own, int layer);
-
-void *shnsw_alloc(size_t size) { return malloc(size ? size : 1); }
-void *shnsw_alloc0(size_t size) { return calloc(1, size ? size : 1); }
-void *shnsw_realloc(void *p, size_t size) { return realloc(p, size); }
-void shnsw_free(void *p) { free(p); }
-void shnsw_check_interrupts(void) {}
 
 static double
 pages_per_list(const ShnswBuildGraph *g, const uint32_t *order, int per_page, int own)
@@ -141,6 +143,14 @@ main(int argc, char **argv)
 	shnsw_build_layout_pages(&g, per_page, order, scratch);
 	printf("  this build's:   %.2f / %.2f (%.1f s)\n", pages_per_list(&g, order, per_page, 0),
 		   pages_per_list(&g, order, per_page, 1), (double) (clock() - t) / CLOCKS_PER_SEC);
+	/*
+	 * A read of G adjacent pages costs about one read of one on storage
+	 * whose latency dominates: how many such groups a list spans (a
+	 * built index keeps its graph pages adjacent, in this order).
+	 */
+	for (int gp = 2; gp <= 8; gp *= 2)
+		printf("  groups of %d adjacent pages per list beyond own group: as stored %.2f\n", gp,
+			   pages_per_list(&g, ident, per_page * gp, 0));
 	for (int l = 1; l <= g.max_level && l <= 3; l++)
 		printf("  layer %d lists beyond own page: as stored %.2f, this build's %.2f\n", l,
 			   pages_per_list_at(&g, ident, per_page, 0, l),

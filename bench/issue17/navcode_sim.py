@@ -29,6 +29,9 @@ from shnsw.bench import datasets
 EFS = {"sentences": [20, 30, 40, 50, 60, 80],
        "synthetic768": [100, 150, 200, 250, 300],
        "glove": [60, 80, 100, 120, 150, 200]}
+# product codes need a wider search for the same recall
+EFS_PQ = {"sentences": [100, 120, 160, 200], "synthetic768": [400, 500, 600],
+          "glove": [250, 300, 400]}
 
 
 def load(name: str):
@@ -47,7 +50,13 @@ def unit(a: np.ndarray) -> np.ndarray:
     return a / np.linalg.norm(a, axis=1, keepdims=True)
 
 
-def run(name: str, nq: int) -> list[dict]:
+def pq_sizes(d: int, pq: str) -> list[int]:
+    """Sub-quantizer counts to try: --pq gives dimensions per sub-quantizer
+    (8,4: d/8 and d/4 bytes a code); only those that divide d."""
+    return [d // k for k in (int(v) for v in pq.split(",") if v) if d % k == 0]
+
+
+def run(name: str, nq: int, pq: str = "", only_pq: bool = False) -> list[dict]:
     import faiss
 
     ds = load(name)
@@ -58,26 +67,38 @@ def run(name: str, nq: int) -> list[dict]:
     graph.hnsw.efConstruction = 64
     graph.add(x)
     out = []
-    for bits, qt in ((8, faiss.ScalarQuantizer.QT_8bit), (6, faiss.ScalarQuantizer.QT_6bit),
-                     (4, faiss.ScalarQuantizer.QT_4bit)):
-        idx = faiss.IndexHNSWSQ(d, qt, 16, faiss.METRIC_INNER_PRODUCT)
+    codes = [("sq", bits, qt) for bits, qt in ((8, faiss.ScalarQuantizer.QT_8bit),
+                                               (6, faiss.ScalarQuantizer.QT_6bit),
+                                               (4, faiss.ScalarQuantizer.QT_4bit))
+             if not only_pq]
+    codes += [("pq", sub, None) for sub in pq_sizes(d, pq)]
+    for kind, bits, qt in codes:
+        if kind == "sq":
+            idx = faiss.IndexHNSWSQ(d, qt, 16, faiss.METRIC_INNER_PRODUCT)
+            code_bytes = d * bits // 8
+        else:
+            # product quantizer: bits = sub-quantizers of 8 bits (one byte each)
+            idx = faiss.IndexHNSWPQ(d, bits, 16, 8, faiss.METRIC_INNER_PRODUCT)
+            code_bytes = bits
         idx.train(x)
         idx.hnsw = graph.hnsw          # the float graph, searched on codes
         idx.storage.add(x)
         idx.ntotal = x.shape[0]
-        for ef in EFS[name]:
+        for ef in EFS[name] + (EFS_PQ[name] if kind == "pq" else []):
             idx.hnsw.efSearch = ef
             faiss.cvar.hnsw_stats.reset()
             _, ids = idx.search(q, ef)
             ndis = faiss.cvar.hnsw_stats.ndis / nq
+            nhops = faiss.cvar.hnsw_stats.nhops / nq
             hits = 0
             for i in range(nq):
                 c = ids[i][ids[i] >= 0]
                 top = c[np.argsort(-(x[c] @ q[i]))[:10]]
                 hits += len(set(top.tolist()) & set(truth[i].tolist()))
-            row = {"set": name, "dims": d, "bits": bits, "code_bytes": d * bits // 8,
+            row = {"set": name, "dims": d, "code": kind,
+                   "bits": bits if kind == "sq" else 8 * bits / d, "code_bytes": code_bytes,
                    "ef_search": ef, "recall@10": round(hits / (10 * nq), 4),
-                   "distances": round(ndis)}
+                   "distances": round(ndis), "expansions": round(nhops, 1)}
             print(json.dumps(row), flush=True)
             out.append(row)
     return out
@@ -87,11 +108,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sets", default="sentences,synthetic768,glove")
     ap.add_argument("--queries", type=int, default=1000)
+    ap.add_argument("--pq", default="", help="product quantizers too: dimensions per "
+                    "sub-quantizer, e.g. 8,4 (one byte each)")
+    ap.add_argument("--only-pq", action="store_true", help="skip the scalar quantizers")
     ap.add_argument("--out")
     a = ap.parse_args()
     rows = []
     for name in a.sets.split(","):
-        rows += run(name, a.queries)
+        rows += run(name, a.queries, a.pq, a.only_pq)
     if a.out:
         with open(a.out, "w") as f:
             json.dump(rows, f, indent=1)
