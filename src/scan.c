@@ -39,6 +39,7 @@
 #include <float.h>
 #include <math.h>
 
+#include "access/genam.h"
 #include "access/relscan.h"
 #include "access/tableam.h"
 #include "executor/nodeHash.h"
@@ -1747,6 +1748,11 @@ shnsw_gettuple(IndexScanDesc scan, ScanDirection dir)
 		if (!scan_setup(scan))
 			so->done = true;
 		pgstat_count_index_scan(scan->indexRelation);
+#if PG_VERSION_NUM >= 180000
+		/* EXPLAIN ANALYZE's "Index Searches": one graph search a scan */
+		if (scan->instrument)
+			scan->instrument->nsearches++;
+#endif
 	}
 
 	while (so->null_query && !so->done)

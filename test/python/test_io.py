@@ -226,6 +226,9 @@ def test_explain_shows_the_scan(io_cluster):
         io = [l for l in lines if l.startswith("streamhnsw I/O:")]
         la = [l for l in lines if l.startswith("streamhnsw look-ahead:")]
         assert len(main) == len(order) == len(io) == len(la) == 1, lines
+        # PostgreSQL 18's count of index searches: one graph search, as
+        # pgvector's hnsw reports
+        assert "Index Searches: 1" in lines, lines
         m = parse(main[0])
         assert int(m["rounds"]) >= 1 and int(m["expanded"]) > 0
         assert int(m["distances"]) > int(m["expanded"])
