@@ -69,6 +69,7 @@
 #include "utils/rel.h"
 #include "utils/resowner.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #define SHNSW_SHMGRAPH_NO_WRAP
@@ -1363,6 +1364,94 @@ typedef struct ShmBuildRequest
 PGDLLEXPORT void streamhnsw_image_worker(Datum arg);
 
 /*
+ * sweep_dropped drops the images of this database's indexes that are gone
+ * (DROP INDEX, DROP TABLE) or now live in another relfilenode (REINDEX,
+ * TRUNCATE, VACUUM FULL) and frees their entries. Scans never reach such an
+ * image (entries are keyed by relfilenode), but it would keep its dynamic
+ * shared memory until the least recently used eviction got to it, memory
+ * that parallel queries and live images need (/dev/shm is often small in
+ * containers). Other databases' entries cannot be checked from here; their
+ * own backends sweep them. Called where a backend asks for a build, loads
+ * or lists images, in a transaction (it reads pg_class), never from the
+ * build worker (which holds no snapshot). A relation this backend cannot
+ * see yet (created by a transaction still open) may lose its image: the
+ * next scan builds it again. Entries being built or refreshed are left
+ * alone.
+ */
+static void
+sweep_dropped(void)
+{
+	int			slots[SHM_MAX_IMAGES];
+	Oid			relids[SHM_MAX_IMAGES];
+	RelFileNumber files[SHM_MAX_IMAGES];
+	uint64		ids[SHM_MAX_IMAGES];
+	int			n = 0,
+				ndead = 0;
+	dsm_handle	unpin[SHM_MAX_IMAGES];
+	int			nunpin = 0;
+
+	if (ctl == NULL || !IsTransactionState() || IsInParallelMode())
+		return;
+	LWLockAcquire(&ctl->lock, LW_SHARED);
+	for (int i = 0; i < SHM_MAX_IMAGES; i++)
+	{
+		ShmEntry   *e = &ctl->entries[i];
+
+		if ((e->state == ENTRY_READY || e->state == ENTRY_EMPTY) && e->dbid == MyDatabaseId)
+		{
+			slots[n] = i;
+			relids[n] = e->relid;
+			files[n] = e->locator.relNumber;
+			ids[n] = e->image_id;
+			n++;
+		}
+	}
+	LWLockRelease(&ctl->lock);
+
+	/* no lock held while the catalog is read */
+	for (int k = 0; k < n; k++)
+	{
+		HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relids[k]));
+		bool		gone = !HeapTupleIsValid(tup);
+
+		if (!gone)
+		{
+			Form_pg_class form = (Form_pg_class) GETSTRUCT(tup);
+
+			gone = form->relfilenode != InvalidRelFileNumber && form->relfilenode != files[k];
+			ReleaseSysCache(tup);
+		}
+		if (gone)
+		{
+			slots[ndead] = slots[k];
+			relids[ndead] = relids[k];
+			files[ndead] = files[k];
+			ids[ndead] = ids[k];
+			ndead++;
+		}
+	}
+	if (ndead == 0)
+		return;
+
+	LWLockAcquire(&ctl->lock, LW_EXCLUSIVE);
+	for (int k = 0; k < ndead; k++)
+	{
+		ShmEntry   *e = &ctl->entries[slots[k]];
+
+		/* still the entry (and image) that was found gone */
+		if (e->dbid != MyDatabaseId || e->relid != relids[k] ||
+			e->locator.relNumber != files[k] || e->image_id != ids[k] ||
+			(e->state != ENTRY_READY && e->state != ENTRY_EMPTY))
+			continue;
+		if (e->state == ENTRY_READY)
+			unpin[nunpin++] = drop_segment(e);
+		e->state = ENTRY_FREE;
+	}
+	LWLockRelease(&ctl->lock);
+	unpin_handles(unpin, nunpin);
+}
+
+/*
  * request_build asks a dynamic background worker to build the index's
  * image, so that the scan that found none searches through buffers at
  * once instead of paying for the build. At most one request per index is
@@ -1384,6 +1473,7 @@ request_build(Relation index, int *status)
 	bool		launch = false;
 	int			slot = -1;
 
+	sweep_dropped();
 	LWLockAcquire(&ctl->lock, LW_EXCLUSIVE);
 	e = find_entry(index);
 	if (e == NULL)
@@ -2320,6 +2410,7 @@ streamhnsw_cache_load(PG_FUNCTION_ARGS)
 	Datum		result = (Datum) 0;
 
 	get_ctl();
+	sweep_dropped();
 	shnsw_read_meta(index, &snap);
 	info = shnsw_get_index_info(index);
 	if (RelationUsesLocalBuffers(index))
@@ -2388,6 +2479,7 @@ streamhnsw_cache_list(PG_FUNCTION_ARGS)
 
 	InitMaterializedSRF(fcinfo, 0);
 	get_ctl();
+	sweep_dropped();
 	LWLockAcquire(&ctl->lock, LW_SHARED);
 	for (int i = 0; i < SHM_MAX_IMAGES; i++)
 	{

@@ -171,6 +171,34 @@ def test_list_load_drop_reindex(conn):
         conn.execute("SELECT streamhnsw_cache_load('sg_list_pkey')")
 
 
+def test_dropped_and_rewritten_indexes_free_their_images(conn):
+    """An image no scan can reach any more, because its index was dropped or
+    now lives in another relfilenode (REINDEX, TRUNCATE), gives its memory
+    back the next time a backend of the database lists, loads or asks for
+    images, instead of holding dynamic shared memory until eviction."""
+    rows, _ = data.clustered(1500, 16, seed=53, n_queries=1)
+    indexed_table(conn, "sg_gone", rows)
+    oid = conn.execute("SELECT 'sg_gone_idx'::regclass::oid").fetchone()[0]
+
+    def listed():
+        return conn.execute("SELECT count(*), coalesce(sum(bytes), 0) FROM streamhnsw_cache_list() "
+                            "WHERE index::oid = %s", (oid,)).fetchone()
+
+    size = conn.execute("SELECT streamhnsw_cache_load('sg_gone_idx')").fetchone()[0]
+    assert listed() == (1, size)
+    conn.execute("REINDEX INDEX sg_gone_idx")
+    assert listed() == (0, 0)
+    size = conn.execute("SELECT streamhnsw_cache_load('sg_gone_idx')").fetchone()[0]
+    assert listed() == (1, size)
+    conn.execute("TRUNCATE sg_gone")
+    assert listed() == (0, 0)
+    data.load(conn, "sg_gone", rows, create=False)
+    conn.execute("SELECT streamhnsw_cache_load('sg_gone_idx')")
+    assert listed()[0] == 1
+    conn.execute("DROP TABLE sg_gone")
+    assert listed() == (0, 0)
+
+
 def test_fresh_connection_uses_image(cluster):
     rows, queries = data.clustered(2000, 16, seed=41, n_queries=3)
     with cluster.connect() as c:
