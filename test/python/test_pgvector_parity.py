@@ -689,7 +689,11 @@ def test_cost_at_high_dimensions(conn, dim, n):
     an exact sequential scan and sort on an index this small (it charges
     the scan for the sweep such a filter leads to): that divergence from
     pgvector's plan assertion is reported as an expected failure once the
-    row floor has held.
+    row floor has held. Measured on these shapes (no row is within 1):
+    the sequential scan and sort take 1.3 ms (384-d) and 3.9 ms (1,536-d),
+    our index scan forced with enable_seqscan off 40 and 39 ms, for it
+    must offer every row to the filter (pgvector's scan ends after
+    ef_search candidates, iterative scans off).
     """
     value = "ARRAY[" + ",".join(["random()"] * dim) + "]"
     names = twins(conn, f"pp_cost_{dim}", f"i int4, v vector({dim})",
