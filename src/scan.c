@@ -99,7 +99,6 @@ typedef struct ShnswScanOpaqueData
 	int			nresults;
 	int			next;
 	int			rescap;
-	bool		returned_any;
 	uint64		nreturned;		/* rows returned so far */
 	double		last_distance;
 
@@ -289,7 +288,6 @@ shnsw_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys, int 
 	so->ntaken = 0;
 	so->oldest_held_round = 0;
 	so->search_done = false;
-	so->returned_any = false;
 	so->nreturned = 0;
 }
 
@@ -1815,7 +1813,7 @@ shnsw_gettuple(IndexScanDesc scan, ScanDirection dir)
 			bool		late;
 			ShnswResult r = held_pop(so, &late);
 
-			if (so->returned_any && distance_cmp(r.distance, so->last_distance) < 0)
+			if (so->nreturned > 0 && distance_cmp(r.distance, so->last_distance) < 0)
 			{
 				/* found only after a farther row was returned */
 				so->stats.late_unplaced++;
@@ -1841,7 +1839,6 @@ shnsw_gettuple(IndexScanDesc scan, ScanDirection dir)
 			if (shnsw_iterative_scan == SHNSW_ITERATIVE_STRICT && !so->swept &&
 				!so->unbounded)
 				so->stats.unproven++;
-			so->returned_any = true;
 			so->nreturned++;
 			scan_heap_ahead(scan, so);
 			so->heap_prev = ItemPointerGetBlockNumber(&r.tid);

@@ -1381,10 +1381,13 @@ PGDLLEXPORT void streamhnsw_image_worker(Datum arg);
 static void
 sweep_dropped(void)
 {
-	int			slots[SHM_MAX_IMAGES];
-	Oid			relids[SHM_MAX_IMAGES];
-	RelFileNumber files[SHM_MAX_IMAGES];
-	uint64		ids[SHM_MAX_IMAGES];
+	struct
+	{
+		int			slot;
+		Oid			relid;
+		RelFileNumber file;
+		uint64		image_id;
+	}			seen[SHM_MAX_IMAGES];
 	int			n = 0,
 				ndead = 0;
 	dsm_handle	unpin[SHM_MAX_IMAGES];
@@ -1399,36 +1402,30 @@ sweep_dropped(void)
 
 		if ((e->state == ENTRY_READY || e->state == ENTRY_EMPTY) && e->dbid == MyDatabaseId)
 		{
-			slots[n] = i;
-			relids[n] = e->relid;
-			files[n] = e->locator.relNumber;
-			ids[n] = e->image_id;
+			seen[n].slot = i;
+			seen[n].relid = e->relid;
+			seen[n].file = e->locator.relNumber;
+			seen[n].image_id = e->image_id;
 			n++;
 		}
 	}
 	LWLockRelease(&ctl->lock);
 
-	/* no lock held while the catalog is read */
+	/* no lock held while the catalog is read; the dead ones move to the front */
 	for (int k = 0; k < n; k++)
 	{
-		HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relids[k]));
+		HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(seen[k].relid));
 		bool		gone = !HeapTupleIsValid(tup);
 
 		if (!gone)
 		{
 			Form_pg_class form = (Form_pg_class) GETSTRUCT(tup);
 
-			gone = form->relfilenode != InvalidRelFileNumber && form->relfilenode != files[k];
+			gone = form->relfilenode != InvalidRelFileNumber && form->relfilenode != seen[k].file;
 			ReleaseSysCache(tup);
 		}
 		if (gone)
-		{
-			slots[ndead] = slots[k];
-			relids[ndead] = relids[k];
-			files[ndead] = files[k];
-			ids[ndead] = ids[k];
-			ndead++;
-		}
+			seen[ndead++] = seen[k];
 	}
 	if (ndead == 0)
 		return;
@@ -1436,11 +1433,11 @@ sweep_dropped(void)
 	LWLockAcquire(&ctl->lock, LW_EXCLUSIVE);
 	for (int k = 0; k < ndead; k++)
 	{
-		ShmEntry   *e = &ctl->entries[slots[k]];
+		ShmEntry   *e = &ctl->entries[seen[k].slot];
 
 		/* still the entry (and image) that was found gone */
-		if (e->dbid != MyDatabaseId || e->relid != relids[k] ||
-			e->locator.relNumber != files[k] || e->image_id != ids[k] ||
+		if (e->dbid != MyDatabaseId || e->relid != seen[k].relid ||
+			e->locator.relNumber != seen[k].file || e->image_id != seen[k].image_id ||
 			(e->state != ENTRY_READY && e->state != ENTRY_EMPTY))
 			continue;
 		if (e->state == ENTRY_READY)
