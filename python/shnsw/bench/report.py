@@ -29,6 +29,8 @@ TARGETS = [
     ("fresh_ratio", "fresh connection p50 / warm p50 at ef*", False, None, None, ""),
     ("fresh_net", "fresh connection: (fresh - warm) - (PK lookup fresh - warm), / warm, at ef*",
      False, "abs", 1.2, "<= 1.2x"),
+    ("fresh_net_vec", "fresh connection: (fresh - warm) - (PK lookup with a vector literal fresh - "
+     "warm), / warm, at ef*", False, None, None, ""),
     ("conc_qps", "concurrent: queries/s, {c} clients at ef*", True, None, None, ""),
     ("mixed_qps", "mixed: vector queries/s beside pgbench", True, "ratio", 2.0, ">= 2x"),
     ("mixed_tps", "mixed: TPC-B tps beside vector clients", True, "ratio", 1.0, "no lower"),
@@ -88,6 +90,7 @@ def summarize(res: dict) -> dict:
         for p in _pts(res, "fresh", eng):
             s["fresh_ratio"] = p["fresh_over_warm_p50"]
             s["fresh_net"] = p.get("fresh_extra_net_over_warm")
+            s["fresh_net_vec"] = p.get("fresh_extra_net_vec_over_warm")
             s["fresh_p50"] = p["p50_ms"]
         conc = _pts(res, "concurrent", eng)
         if conc:
@@ -357,11 +360,14 @@ def markdown(res: dict, summary: dict, plots: dict) -> str:
         rows = [[p["engine"], p["ef_search"], _r(p["recall@10"]), p["p50_ms"], p["p95_ms"],
                  p["warm"]["p50_ms"], p["fresh_over_warm_p50"], p.get("pk_fresh_p50_ms"),
                  p.get("pk_warm_p50_ms"), p.get("fresh_extra_net_over_warm"),
-                 p["connect_ms_p50"]]
+                 p.get("vec_fresh_p50_ms"), p.get("vec_warm_p50_ms"),
+                 p.get("fresh_extra_net_vec_over_warm"), p["connect_ms_p50"]]
                 for p in m["points"]]
         md += [_table(["engine", "ef_search", "recall@10", "fresh p50 ms", "fresh p95 ms",
                        "warm p50 ms", "fresh / warm", "PK fresh p50 ms", "PK warm p50 ms",
-                       "(fresh - warm - PK's) / warm", "connect ms (untimed)"], rows), ""]
+                       "(fresh - warm - PK's) / warm", "PK + vector literal fresh p50 ms",
+                       "PK + vector literal warm p50 ms", "(fresh - warm - PK + literal's) / warm",
+                       "connect ms (untimed)"], rows), ""]
     m = res["modes"].get("concurrent")
     if m:
         md += ["## Concurrent clients (hot)", ""]
