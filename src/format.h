@@ -123,10 +123,17 @@ shnsw_node_neighbors(const ShnswNodeHeader *node)
 	return (ShnswRef *) ((char *) node + sizeof(ShnswNodeHeader));
 }
 
+/* Where a node record's code starts (after the header and 2m neighbours). */
+static inline size_t
+shnsw_node_code_offset(int m)
+{
+	return sizeof(ShnswNodeHeader) + sizeof(ShnswRef) * 2 * m;
+}
+
 static inline uint8_t *
 shnsw_node_code(const ShnswNodeHeader *node, int m)
 {
-	return (uint8_t *) (shnsw_node_neighbors(node) + 2 * m);
+	return (uint8_t *) node + shnsw_node_code_offset(m);
 }
 
 static inline size_t

@@ -89,6 +89,7 @@ int			shnsw_debug_image_build_delay = 0;	/* ms */
 #define SHM_MAX_IMAGES		64
 #define SHM_RETRY_SECS		10	/* after a failed build, retry lazily after */
 #define SHM_IDLE_SECS		10	/* a lazy build evicts only images idle this long */
+#define SHM_PREFETCH_AHEAD	2	/* records prefetched ahead of a read_nodes read */
 
 /* capacities of an image built at nblocks, ng graph and nu upper pages: an
  * eighth more, for the pages inserts add */
@@ -1639,6 +1640,7 @@ typedef struct ShmScan
 	ShnswScanStats *stats;
 	int			slot_bits;
 	int			node_size;
+	int			code_off;		/* where a record's code starts */
 	int			m;
 	ShnswRef   *fb;				/* scratch for prefetch of absent nodes */
 	int			fbcap;
@@ -1688,6 +1690,45 @@ shm_node_fn(ShmScan *ss, ShnswRef ref, ShnswNodeFn fn, void *arg, int i)
 	return false;
 }
 
+/*
+ * The image's record of node ref, or NULL if the image lacks it (no
+ * seqlock: for a memory prefetch, which may name a stale or wrong line).
+ */
+static inline const char *
+shm_record_addr(ShmScan *ss, ShnswRef ref, const ShmPageDesc **desc)
+{
+	LocalImage *li = ss->li;
+	uint32		blk = shnsw_ref_block(ref, ss->slot_bits);
+	uint32		v = blk < li->img->mapcap ? pg_atomic_read_u32(&li->map[blk]) : MAP_ABSENT;
+
+	if (MAP_KIND(v) != MAP_GRAPH || v == MAP_RESERVED)
+		return NULL;
+	if (desc != NULL)
+		*desc = &li->gdesc[MAP_INDEX(v)];
+	return li->gdata + (Size) MAP_INDEX(v) * li->img->gstride +
+		(Size) shnsw_ref_slot(ref, ss->slot_bits) * ss->node_size;
+}
+
+/*
+ * Memory prefetch of the lines of the image's record of ref that its
+ * distance reads (the header and the code), if the image has it. Not its
+ * neighbour list: the search reads that only for the few nodes it expands.
+ */
+static inline void
+shm_prefetch_record(ShmScan *ss, ShnswRef ref)
+{
+	const ShmPageDesc *d;
+	const char *p = shm_record_addr(ss, ref, &d);
+
+	if (p == NULL)
+		return;
+	__builtin_prefetch(d);		/* its page's sequence counter */
+	__builtin_prefetch(p);
+	for (int off = ss->code_off; off < ss->node_size; off += 64)
+		__builtin_prefetch(p + off);
+	__builtin_prefetch(p + ss->node_size - 1);
+}
+
 /* Callback shim: the buffer path's one-reference call reports position 0. */
 typedef struct ShimArg
 {
@@ -1728,10 +1769,20 @@ shm_read_nodes(void *vctx, const ShnswRef *refs, int n, ShnswNodeFn fn, void *ar
 		}
 		order[j] = k;
 	}
+	/*
+	 * Software pipelining: the records SHM_PREFETCH_AHEAD places ahead are
+	 * asked for while this one is read, so that a hop's misses overlap
+	 * with the work on the records already in, and prefetches are issued
+	 * no faster than the memory system takes them.
+	 */
+	for (int k = 0; k < Min(n, SHM_PREFETCH_AHEAD); k++)
+		shm_prefetch_record(ss, refs[order[k]]);
 	for (int k = 0; k < n; k++)
 	{
 		int			i = order[k];
 
+		if (k + SHM_PREFETCH_AHEAD < n)
+			shm_prefetch_record(ss, refs[order[k + SHM_PREFETCH_AHEAD]]);
 		if (shm_node_fn(ss, refs[i], fn, arg, i))
 			ss->stats->image_nodes++;
 		else
@@ -1809,14 +1860,13 @@ shm_read_upper(void *vctx, ShnswUpperLoc loc, int layer, ShnswRef *out)
 }
 
 /*
- * prefetch over the image: memory prefetch of the records in the image,
- * the buffer path's read-ahead for those it lacks.
+ * prefetch over the image: the buffer path's read-ahead for the records the
+ * image lacks (shm_read_nodes prefetches the image's own from memory).
  */
 static void
 shm_prefetch(void *vctx, const ShnswRef *refs, int n, bool speculative)
 {
 	ShmScan    *ss = (ShmScan *) vctx;
-	LocalImage *li = ss->li;
 	int			nfb = 0;
 
 	/*
@@ -1830,19 +1880,12 @@ shm_prefetch(void *vctx, const ShnswRef *refs, int n, bool speculative)
 		return;
 	for (int k = 0; k < n; k++)
 	{
-		uint32		blk = shnsw_ref_block(refs[k], ss->slot_bits);
-		uint32		v = blk < li->img->mapcap ? pg_atomic_read_u32(&li->map[blk]) : MAP_ABSENT;
-
-		if (MAP_KIND(v) == MAP_GRAPH && v != MAP_RESERVED)
-		{
-			const char *p = li->gdata + (Size) MAP_INDEX(v) * li->img->gstride +
-				(Size) shnsw_ref_slot(refs[k], ss->slot_bits) * ss->node_size;
-
-			/* these records are read next: all their lines */
-			for (int off = 0; off < ss->node_size; off += 64)
-				__builtin_prefetch(p + off);
-		}
-		else if (ss->inner.prefetch != NULL)
+		/*
+		 * The image's records are read next, by shm_read_nodes, which
+		 * prefetches them a few records ahead of its reads: prefetching a
+		 * hop's records all at once here stalled on a full miss queue.
+		 */
+		if (shm_record_addr(ss, refs[k], NULL) == NULL && ss->inner.prefetch != NULL)
 		{
 			if (nfb == ss->fbcap)
 			{
@@ -2113,6 +2156,7 @@ shnsw_shm_scan_begin(Relation index, const ShnswIndexInfo *info,
 	ss->stats = stats;
 	ss->slot_bits = info->slot_bits;
 	ss->node_size = info->node_size;
+	ss->code_off = (int) shnsw_node_code_offset(info->m);
 	ss->m = info->m;
 	ops->ctx = ss;
 	ops->read_nodes = shm_read_nodes;
