@@ -70,7 +70,9 @@
  * reader to start reads of their heap blocks (shnsw_reader_heap_prefetch):
  * the executor's heap fetch then finds the page in flight or cached,
  * instead of a LIMIT 10 costing ten serial heap reads. Those pins are
- * released as the executor moves past each row.
+ * released as the executor moves past each row. While the heap is hot
+ * (SHNSW_HEAP_PROBE_AFTER read-aheads in a row hit), only the first block
+ * of a batch is read ahead, as a probe.
  *
  * prefetch mode issues posix_fadvise hints (PrefetchBuffer) for the same
  * pages, remembered in the same table (without pins) so that a page is
@@ -111,6 +113,18 @@
 
 /* at most this many heap blocks read ahead of the executor */
 #define SHNSW_HEAP_AHEAD_MAX	32
+
+/*
+ * After this many heap read-aheads in a row found their block in shared
+ * buffers, this backend reads ahead only the first block of each batch (a
+ * probe); the first probe that needs a read turns full read-ahead back on
+ * at once, for the rest of that batch too. A hot heap then costs one buffer
+ * lookup a batch instead of one a row; a heap turning cold loses nothing,
+ * and a partly cached one rarely strings this many hits together.
+ */
+#define SHNSW_HEAP_PROBE_AFTER	64
+
+static uint32 heap_hit_run = 0;	/* heap read-aheads in a row that hit */
 
 /*
  * reader_io_cap: how many reads a scan keeps in flight at most, known and
@@ -1000,6 +1014,7 @@ shnsw_reader_heap_prefetch(ShnswReader *r, Relation heap, const ItemPointerData 
 		BlockNumber blk = ItemPointerGetBlockNumber(&tids[k]);
 		ShnswHeapAhead *h = NULL;
 		bool		held = false;
+		bool		missed;
 
 		for (int i = 0; i < r->max_heap; i++)
 		{
@@ -1021,8 +1036,7 @@ shnsw_reader_heap_prefetch(ShnswReader *r, Relation heap, const ItemPointerData 
 			/* advice only: remembered so that it is given once */
 			h->io = false;
 			h->buf = InvalidBuffer;
-			if (PrefetchBuffer(heap, MAIN_FORKNUM, blk).initiated_io)
-				r->stats.heap_reads++;
+			missed = PrefetchBuffer(heap, MAIN_FORKNUM, blk).initiated_io;
 		}
 		else
 		{
@@ -1040,13 +1054,23 @@ shnsw_reader_heap_prefetch(ShnswReader *r, Relation heap, const ItemPointerData 
 			h->op.strategy = NULL;
 			h->buf = InvalidBuffer;
 			h->io = StartReadBuffer(&h->op, &h->buf, blk, 0);
-			if (h->io)
-				r->stats.heap_reads++;
+			missed = h->io;
 		}
 		h->blk = blk;
 		h->seq = r->seq++;
 		r->nheap++;
 		r->stats.heap_prefetched++;
+		if (missed)
+		{
+			r->stats.heap_reads++;
+			heap_hit_run = 0;
+		}
+		else if (++heap_hit_run >= SHNSW_HEAP_PROBE_AFTER)
+		{
+			/* the probe hit (or the run just got long enough): the rest too */
+			heap_hit_run = SHNSW_HEAP_PROBE_AFTER;
+			break;
+		}
 	}
 	reader_leave_batch(r);
 }

@@ -92,6 +92,28 @@ def test_heap_blocks_are_read_ahead(io_cluster):
         assert not any(l.startswith("streamhnsw heap:") for l in lines)
 
 
+def test_heap_read_ahead_probes_while_the_heap_is_hot(io_cluster):
+    """After a run of heap read-aheads that all found their block cached, a
+    backend reads ahead only the first row's block; the first probe that
+    needs a read (the heap evicted) brings full read-ahead back at once."""
+    with io_cluster.connect() as conn:
+        conn.execute("SET streamhnsw.io_mode = stream")
+        conn.execute("SET streamhnsw.heap_prefetch = 10")
+        # the heap into shared buffers (a new backend's run of hits starts at 0)
+        conn.execute("SELECT count(*) FROM io_t").fetchall()
+        heap = []
+        for q in io_cluster.queries[:10]:
+            lines = explain_lines(conn, q)
+            heap.append(parse(next(l for l in lines if l.startswith("streamhnsw heap:"))))
+        # the first queries read ahead every row's block (hits); the last probe
+        assert int(heap[0]["ahead"]) >= 5 and int(heap[0]["reads"]) == 0, heap
+        assert int(heap[-1]["ahead"]) == 1 and int(heap[-1]["reads"]) == 0, heap
+        evict(conn, io_cluster, ["io_t"])
+        lines = explain_lines(conn, io_cluster.queries[11])
+        h = parse(next(l for l in lines if l.startswith("streamhnsw heap:")))
+        assert int(h["ahead"]) >= 5 and int(h["reads"]) >= 1, h
+
+
 @pytest.fixture(scope="module")
 def scattered(io_cluster):
     """Scattered neighbours: uniform random 128-d rows, whose neighbours lie
