@@ -1647,6 +1647,27 @@ typedef struct ShmScan
 } ShmScan;
 
 /*
+ * The image's record of node ref and (if desc) its page's descriptor, or
+ * NULL if the image lacks the node. No seqlock: the caller reads the record
+ * under its page's sequence counter, or only prefetches it (a prefetch may
+ * name a stale line).
+ */
+static inline const char *
+shm_record_addr(ShmScan *ss, ShnswRef ref, ShmPageDesc **desc)
+{
+	LocalImage *li = ss->li;
+	uint32		blk = shnsw_ref_block(ref, ss->slot_bits);
+	uint32		v = blk < li->img->mapcap ? pg_atomic_read_u32(&li->map[blk]) : MAP_ABSENT;
+
+	if (MAP_KIND(v) != MAP_GRAPH || v == MAP_RESERVED)
+		return NULL;
+	if (desc != NULL)
+		*desc = &li->gdesc[MAP_INDEX(v)];
+	return li->gdata + (Size) MAP_INDEX(v) * li->img->gstride +
+		(Size) shnsw_ref_slot(ref, ss->slot_bits) * ss->node_size;
+}
+
+/*
  * shm_node_fn calls fn(arg, i, record) on the image's record of node ref
  * itself (no copy) inside its page's seqlock: if a writer changed the page
  * meanwhile it calls again (the node source contract lets the last call
@@ -1656,20 +1677,12 @@ typedef struct ShmScan
 static inline bool
 shm_node_fn(ShmScan *ss, ShnswRef ref, ShnswNodeFn fn, void *arg, int i)
 {
-	LocalImage *li = ss->li;
-	uint32		blk = shnsw_ref_block(ref, ss->slot_bits);
 	uint32		slot = shnsw_ref_slot(ref, ss->slot_bits);
-	uint32		v;
 	ShmPageDesc *d;
-	const char *src;
+	const char *src = shm_record_addr(ss, ref, &d);
 
-	if (blk >= li->img->mapcap)
+	if (src == NULL)
 		return false;
-	v = pg_atomic_read_u32(&li->map[blk]);
-	if (MAP_KIND(v) != MAP_GRAPH || v == MAP_RESERVED)
-		return false;
-	d = &li->gdesc[MAP_INDEX(v)];
-	src = li->gdata + (Size) MAP_INDEX(v) * li->img->gstride + (Size) slot * ss->node_size;
 	for (int tries = 0; tries < 64; tries++)
 	{
 		uint32		s1 = pg_atomic_read_u32(&d->seq);
@@ -1691,25 +1704,6 @@ shm_node_fn(ShmScan *ss, ShnswRef ref, ShnswNodeFn fn, void *arg, int i)
 }
 
 /*
- * The image's record of node ref, or NULL if the image lacks it (no
- * seqlock: for a memory prefetch, which may name a stale or wrong line).
- */
-static inline const char *
-shm_record_addr(ShmScan *ss, ShnswRef ref, const ShmPageDesc **desc)
-{
-	LocalImage *li = ss->li;
-	uint32		blk = shnsw_ref_block(ref, ss->slot_bits);
-	uint32		v = blk < li->img->mapcap ? pg_atomic_read_u32(&li->map[blk]) : MAP_ABSENT;
-
-	if (MAP_KIND(v) != MAP_GRAPH || v == MAP_RESERVED)
-		return NULL;
-	if (desc != NULL)
-		*desc = &li->gdesc[MAP_INDEX(v)];
-	return li->gdata + (Size) MAP_INDEX(v) * li->img->gstride +
-		(Size) shnsw_ref_slot(ref, ss->slot_bits) * ss->node_size;
-}
-
-/*
  * Memory prefetch of the lines of the image's record of ref that its
  * distance reads (the header and the code), if the image has it. Not its
  * neighbour list: the search reads that only for the few nodes it expands.
@@ -1717,7 +1711,7 @@ shm_record_addr(ShmScan *ss, ShnswRef ref, const ShmPageDesc **desc)
 static inline void
 shm_prefetch_record(ShmScan *ss, ShnswRef ref)
 {
-	const ShmPageDesc *d;
+	ShmPageDesc *d;
 	const char *p = shm_record_addr(ss, ref, &d);
 
 	if (p == NULL)
@@ -1876,7 +1870,7 @@ shm_prefetch(void *vctx, const ShnswRef *refs, int n, bool speculative)
 	 * by the time they are used; measured: 9% of a hot search's time spent
 	 * here). Nodes outside the image lose their speculative read-ahead.
 	 */
-	if (speculative)
+	if (speculative || ss->inner.prefetch == NULL)
 		return;
 	for (int k = 0; k < n; k++)
 	{
@@ -1885,7 +1879,7 @@ shm_prefetch(void *vctx, const ShnswRef *refs, int n, bool speculative)
 		 * prefetches them a few records ahead of its reads: prefetching a
 		 * hop's records all at once here stalled on a full miss queue.
 		 */
-		if (shm_record_addr(ss, refs[k], NULL) == NULL && ss->inner.prefetch != NULL)
+		if (shm_record_addr(ss, refs[k], NULL) == NULL)
 		{
 			if (nfb == ss->fbcap)
 			{
