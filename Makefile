@@ -31,6 +31,7 @@ OBJS = \
 	src/choose.o \
 	src/links.o \
 	src/scan.o \
+	src/bound.o \
 	src/vacuum.o \
 	src/truncate.o \
 	src/verify.o \

@@ -97,9 +97,10 @@ explain_scan(const ShnswScanStats *st, ExplainState *es)
 		explain_text_line(es, "streamhnsw order: held back=" UINT64_FORMAT " late finds placed="
 						  UINT64_FORMAT " found after a farther row=" UINT64_FORMAT
 						  " parked rows re-ranked=" UINT64_FORMAT " swept nodes=" UINT64_FORMAT
-						  " returned unproven=" UINT64_FORMAT,
+						  " returned unproven=" UINT64_FORMAT " ended at distance bound="
+						  UINT64_FORMAT,
 						  st->held_back, st->late_placed, st->late_unplaced, st->parked_reranked,
-						  st->swept, st->unproven);
+						  st->swept, st->unproven, st->range_ends);
 		if (st->swept > 0 || explain_sweeps(st) > 0)
 		{
 			StringInfoData why;
@@ -176,6 +177,7 @@ explain_scan(const ShnswScanStats *st, ExplainState *es)
 	ExplainPropertyInteger("streamhnsw Parked Re-ranked", NULL, (int64) st->parked_reranked, es);
 	ExplainPropertyInteger("streamhnsw Swept Nodes", NULL, (int64) st->swept, es);
 	ExplainPropertyInteger("streamhnsw Returned Unproven", NULL, (int64) st->unproven, es);
+	ExplainPropertyInteger("streamhnsw Ended At Distance Bound", NULL, (int64) st->range_ends, es);
 	for (int r = 0; r < SHNSW_SWEEP_NREASONS; r++)
 	{
 		char		label[64];

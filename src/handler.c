@@ -14,6 +14,7 @@
 
 #include "commands/progress.h"
 #include "commands/vacuum.h"
+#include "nodes/pathnodes.h"
 #include "optimizer/cost.h"
 #include "optimizer/optimizer.h"
 #include "utils/float.h"
@@ -37,6 +38,15 @@
  * rows are charged by the planner (cost_index prorates them by the LIMIT).
  * So a filter that keeps few rows makes the index cost as much as reading
  * the table, and a sequential scan and sort, which is exact, wins.
+ *
+ * A bound on the ORDER BY distance itself (WHERE v <-> q < r ORDER BY v <->
+ * q, pgvector's documented way to combine a distance filter with an index)
+ * is no such filter: the rows it keeps are the first ones the scan returns,
+ * not a sample of them. If the planner expects at least the LIMIT's rows
+ * within the bound (after the other filters), the scan returns the LIMIT's
+ * rows and no more; if it expects fewer, a strict-order scan ends at the
+ * bound (bound.c) after returning the rows within it, and a relaxed one
+ * returns every row it finds.
  *
  * Without ORDER BY the index is useless; without a LIMIT (or a tuple
  * fraction the planner expects to stop early at) the executor would read
@@ -97,10 +107,37 @@ shnsw_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 		limit = root->tuple_fraction;
 	else
 		limit = root->tuple_fraction * Max(path->path.rows, 1.0);
-	selectivity = clauselist_selectivity(root, index->indrestrictinfo, index->rel->relid,
-										 JOIN_INNER, NULL);
-	selectivity = Max(Min(selectivity, 1.0), 1.0 / tuples);
-	returned = Min(Max(limit, 1.0) / selectivity, tuples);
+	{
+		List	   *bounds = NIL,
+				   *filters = NIL;
+		ListCell   *lc;
+		double		within;
+
+		foreach(lc, index->indrestrictinfo)
+		{
+			RestrictInfo *rinfo = lfirst_node(RestrictInfo, lc);
+
+			Expr	   *value;
+			bool		inclusive;
+
+			if (shnsw_distance_bound(rinfo->clause, path->indexorderbys, &value, &inclusive))
+				bounds = lappend(bounds, rinfo);
+			else
+				filters = lappend(filters, rinfo);
+		}
+		selectivity = clauselist_selectivity(root, filters, index->rel->relid,
+											 JOIN_INNER, NULL);
+		selectivity = Max(Min(selectivity, 1.0), 1.0 / tuples);
+		returned = Min(Max(limit, 1.0) / selectivity, tuples);
+		if (bounds != NIL)
+		{
+			within = clauselist_selectivity(root, bounds, index->rel->relid,
+											JOIN_INNER, NULL);
+			if (within * selectivity * tuples < Max(limit, 1.0))
+				returned = shnsw_iterative_scan == SHNSW_ITERATIVE_STRICT ?
+					Max(within * tuples, 1.0) : tuples;
+		}
+	}
 
 	/* re-ranked rows; the search's distances (one per node record read) */
 	reranked = Max((double) shnsw_ef_search, returned > shnsw_ef_search ? 2 * returned : returned);

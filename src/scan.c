@@ -102,6 +102,11 @@ typedef struct ShnswScanOpaqueData
 	uint64		nreturned;		/* rows returned so far */
 	double		last_distance;
 
+	/* the WHERE clause's bound on the distance (bound.c), strict order only */
+	bool		ranged;
+	bool		range_inclusive;
+	double		range_end;
+
 	/* rows re-ranked, not yet returned: a min-heap on (distance, ref) */
 	ShnswResult *held;
 	int			nheld;
@@ -289,6 +294,22 @@ shnsw_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys, int 
 	so->oldest_held_round = 0;
 	so->search_done = false;
 	so->nreturned = 0;
+	so->ranged = shnsw_iterative_scan == SHNSW_ITERATIVE_STRICT &&
+		shnsw_bound_for_scan(scan, &so->range_end, &so->range_inclusive);
+}
+
+/*
+ * Whether a row at this distance fails the WHERE clause's distance bound
+ * (NaN sorts after every number, as float8's comparisons have it).
+ */
+static inline bool
+past_range(ShnswScanOpaque so, double distance)
+{
+	if (!so->ranged)
+		return false;
+	if (isnan(distance))
+		return true;
+	return so->range_inclusive ? distance > so->range_end : distance >= so->range_end;
 }
 
 /* Compare distances as ORDER BY on float8 does: NaN after every number. */
@@ -1825,6 +1846,16 @@ shnsw_gettuple(IndexScanDesc scan, ScanDirection dir)
 				so->last_distance = r.distance;
 				if (late)
 					so->stats.late_placed++;
+			}
+			if (past_range(so, r.distance))
+			{
+				/*
+				 * Strict order returns no nearer row after this one: the
+				 * filter would reject every row still to come.
+				 */
+				so->stats.range_ends++;
+				so->done = true;
+				break;
 			}
 			if (r.round < so->search.rounds)
 				so->stats.held_back++;

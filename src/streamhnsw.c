@@ -24,7 +24,8 @@ PG_MODULE_MAGIC_EXT(.name = "streamhnsw", .version = STREAMHNSW_VERSION);
 void		_PG_init(void);
 
 /*
- * _PG_init registers options and GUCs and picks the distance kernels.
+ * _PG_init registers options and GUCs, picks the distance kernels and
+ * installs the EXPLAIN and ExecutorStart hooks.
  */
 void
 _PG_init(void)
@@ -33,6 +34,7 @@ _PG_init(void)
 	shnsw_shm_init();
 	shnsw_init_options();
 	shnsw_explain_init();
+	shnsw_bound_init();
 }
 
 /*

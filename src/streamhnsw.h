@@ -332,6 +332,8 @@ typedef struct ShnswScanStats
 	uint64		sweeps[SHNSW_SWEEP_NREASONS];	/* sweeps, by why (scan_sweep) */
 	uint64		unproven;		/* strict rows returned before the scan had seen
 								 * every node: on the graph walk's premise */
+	uint64		range_ends;		/* scans ended at the WHERE clause's distance
+								 * bound (bound.c); EXPLAIN only */
 	ShnswReaderStats io;		/* the read pipeline's figures (reader.h) */
 	int			shared_graph;	/* SHNSW_SHM_*: did the scan search the image */
 	uint64		image_nodes;	/* node records read from the image */
@@ -462,6 +464,11 @@ extern void shnsw_stats_accumulate(const ShnswScanStats *st);
 
 /* ---------- explain.c: EXPLAIN (ANALYZE) lines ---------- */
 extern void shnsw_explain_init(void);
+
+/* bound.c */
+extern bool shnsw_distance_bound(Expr *clause, List *orderbys, Expr **value, bool *inclusive);
+extern bool shnsw_bound_for_scan(IndexScanDesc scan, double *bound, bool *inclusive);
+extern void shnsw_bound_init(void);
 
 /* ---------- build.c ---------- */
 extern IndexBuildResult *shnsw_build(Relation heap, Relation index, IndexInfo *indexInfo);
