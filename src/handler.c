@@ -117,10 +117,9 @@ shnsw_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 		{
 			RestrictInfo *rinfo = lfirst_node(RestrictInfo, lc);
 
-			Expr	   *value;
-			bool		inclusive;
+			ShnswBoundShape shape;
 
-			if (shnsw_distance_bound(rinfo->clause, path->indexorderbys, &value, &inclusive))
+			if (shnsw_distance_bound(rinfo->clause, path->indexorderbys, &shape))
 				bounds = lappend(bounds, rinfo);
 			else
 				filters = lappend(filters, rinfo);

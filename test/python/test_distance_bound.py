@@ -70,7 +70,37 @@ SHAPES = {
     "d < float4": ("v <-> %(q)s::vector < %(r)s::float4", "v <-> %(q)s::vector < %(r)s::float4 + 0 * i"),
     "d < (SELECT r)": ("v <-> %(q)s::vector < (SELECT %(r)s::float8)",
                        "v <-> %(q)s::vector < (SELECT %(r)s::float8) + 0 * i"),
+    # monotone functions of the distance (a similarity threshold, pgvector's
+    # negated inner product), inverted by the scan
+    "1 - d > 1 - r": ("1 - (v <-> %(q)s::vector) > 1 - %(r)s::float8",
+                      "1 - (v <-> %(q)s::vector) > 1 - %(r)s::float8 + 0 * i"),
+    "d * -1 > -r": ("(v <-> %(q)s::vector) * -1 > -%(r)s::float8",
+                    "(v <-> %(q)s::vector) * -1 > -%(r)s::float8 + 0 * i"),
+    "-d >= -r": ("-(v <-> %(q)s::vector) >= -%(r)s::float8",
+                 "-(v <-> %(q)s::vector) >= -%(r)s::float8 + 0 * i"),
+    "(d + 2) / 4 < (r + 2) / 4": ("((v <-> %(q)s::vector) + 2) / 4 < (%(r)s::float8 + 2) / 4",
+                                  "((v <-> %(q)s::vector) + 2) / 4 < (%(r)s::float8 + 2) / 4 + 0 * i"),
+    "2 - d * 3 > 2 - 3r": ("2 - (v <-> %(q)s::vector) * 3 > 2 - 3 * %(r)s::float8",
+                           "2 - (v <-> %(q)s::vector) * 3 > 2 - 3 * %(r)s::float8 + 0 * i"),
 }
+
+
+@pytest.mark.parametrize("clause", [
+    "1 - (v <-> %(q)s::vector) < %(r)s",     # a lower bound on the distance
+    "(v <-> %(q)s::vector) * -1 < %(r)s",
+    "(v <-> %(q)s::vector) * i < %(r)s",     # not monotone in a known way
+    "abs(v <-> %(q)s::vector) < %(r)s",      # a function: not taken
+    "v <-> %(q)s::vector < %(r)s + random() * 0",  # volatile
+])
+def test_no_bound_is_taken_where_none_holds(conn, table, clause):
+    """Shapes that do not bound the distance from above: the scan runs on."""
+    q = query_vector(conn, 77)
+    rows, removed, ends = run(conn, f"SELECT i FROM dbound WHERE {clause} "
+                              "ORDER BY v <-> %(q)s::vector LIMIT 10", {"q": q, "r": -1.0})
+    assert ends == 0, clause
+
+
+EXACT = ("d < r", "d <= r", "r > d", "r >= d", "d < float4", "d < (SELECT r)")
 
 
 @pytest.mark.parametrize("shape", list(SHAPES))
@@ -95,8 +125,11 @@ def test_bound_ends_the_scan_with_the_same_rows(conn, table, shape):
                 assert len(rows) == within, (label, rows)
             if len(rows) < 10:
                 # fewer rows than the LIMIT within r: the bounded scan ended
-                # at it without offering the filter a row; the control did not
-                assert ends == 1 and removed == 0, (label, ends, removed)
+                # at it without offering the filter a row (a bound inverted
+                # through arithmetic is widened by a few units in the last
+                # place: a row at the bound itself may be offered); the
+                # control did not end
+                assert ends == 1 and removed <= (0 if shape in EXACT else 1), (label, ends, removed)
                 assert cremoved > 0, (label, cremoved)
             else:
                 assert ends == 0, label
