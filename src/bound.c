@@ -62,7 +62,6 @@
 
 #include "streamhnsw.h"
 
-/* The bounds of one index scan node. */
 /* One bound of a scan node: the value and the steps to invert. */
 typedef struct ShnswBoundValue
 {
