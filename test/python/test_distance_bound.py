@@ -206,3 +206,43 @@ def test_relaxed_order_does_not_end_at_the_bound(conn, table):
                                   "ORDER BY v <-> %(q)s::vector LIMIT 10", {"q": q, "r": r})
     assert ends == 0 and removed > 0
     assert len(rows) <= 3
+
+
+@pytest.mark.parametrize("typ", ["vector", "halfvec"])
+@pytest.mark.parametrize("metric,op", [("l2", "<->"), ("cosine", "<=>"), ("ip", "<#>")])
+def test_every_class_and_type(conn, typ, metric, op):
+    """The bound ends the scan for every operator class, vector and halfvec,
+    image on and off, with the rows of the unbounded control."""
+    t = f"dbound_{typ}_{metric}"
+    conn.execute(f"DROP TABLE IF EXISTS {t}")
+    conn.execute(f"CREATE TABLE {t} (i int4 PRIMARY KEY, v {typ}(8))")
+    conn.execute("SELECT setseed(0.57)")
+    conn.execute(f"INSERT INTO {t} SELECT i, ARRAY[" + ",".join(["random() - 0.3"] * 8)
+                 + "] FROM generate_series(1, 3000) i")
+    conn.execute(f"CREATE INDEX ON {t} USING streamhnsw (v {typ}_{metric}_ops)")
+    try:
+        for cache in ("off", "on"):
+            for qi in (5, 500):
+                q = conn.execute(f"SELECT v::text FROM {t} WHERE i = %s", (qi,)).fetchone()[0]
+                with conn.transaction():
+                    conn.execute("SET LOCAL enable_indexscan = off")
+                    d = [r[0] for r in conn.execute(
+                        f"SELECT v {op} %s::{typ} FROM {t} ORDER BY 1 LIMIT 6", (q,)).fetchall()]
+                r = (d[3] + d[4]) / 2
+                sql = (f"SELECT i FROM {t} WHERE v {op} %(q)s::{typ} < %(r)s{{}} "
+                       f"ORDER BY v {op} %(q)s::{typ} LIMIT 10")
+                results = []
+                for extra in ("", " + 0 * i"):
+                    with conn.transaction():
+                        conn.execute(f"SET LOCAL streamhnsw.shared_cache = {cache}")
+                        conn.execute("SET LOCAL enable_seqscan = off")
+                        rows = [x[0] for x in conn.execute(sql.format(extra), {"q": q, "r": r})]
+                        plan = "\n".join(x[0] for x in conn.execute(
+                            "EXPLAIN (ANALYZE, COSTS OFF) " + sql.format(extra), {"q": q, "r": r}))
+                    results.append((rows, "ended at distance bound=1" in plan))
+                (rows, ended), (crows, cended) = results
+                label = (typ, metric, cache, qi)
+                assert rows == crows and (ended, cended) == (True, False), (label, results)
+                assert len(rows) <= 4, (label, rows)
+    finally:
+        conn.execute(f"DROP TABLE {t}")
