@@ -111,11 +111,13 @@ def pgv_scenario(conn, cl, path, typ, metric, seed):
             concurrent_insert(cl, t, rows, typ, clients=10)
         elapsed = time.perf_counter() - start
         sql = f"SELECT id FROM {t} ORDER BY embedding {op} %s::{typ} LIMIT 20"
+        # never prepared: a plan cached under enable_indexscan off would
+        # answer the index's queries too
         conn.execute("SET enable_indexscan = off")
-        exact = [{r[0] for r in conn.execute(sql, (q,))} for q in lits]
+        exact = [{r[0] for r in conn.execute(sql, (q,), prepare=False)} for q in lits]
         conn.execute("RESET enable_indexscan")
         conn.execute("SET enable_seqscan = off")
-        got = [{r[0] for r in conn.execute(sql, (q,))} for q in lits]
+        got = [{r[0] for r in conn.execute(sql, (q,), prepare=False)} for q in lits]
         conn.execute("RESET enable_seqscan")
         out[am] = (sum(len(a & b) for a, b in zip(got, exact)) / sum(len(e) for e in exact),
                    elapsed)

@@ -75,10 +75,17 @@ def _make_traversable(path: Path) -> None:
 class Cluster:
     """One throwaway PostgreSQL cluster."""
 
+    # connect_options of clusters created without them (the test suite sets it)
+    connect_defaults: dict = {}
+
     def __init__(self, settings: dict | None = None, env: dict | None = None,
                  pg_config: Path | None = None, base_dir: Path | None = None,
-                 name: str = "shnsw", listen_tcp: bool = False):
+                 name: str = "shnsw", listen_tcp: bool = False,
+                 connect_options: dict | None = None):
         self.bindir = pg_bindir(pg_config)
+        # psycopg.connect keywords every connect() uses unless told otherwise
+        self.connect_options = dict(self.connect_defaults if connect_options is None
+                                    else connect_options)
         self.settings = dict(settings or {})
         self.server_env = dict(env or {})
         self.listen_tcp = listen_tcp
@@ -232,7 +239,7 @@ class Cluster:
                 **kw) -> psycopg.Connection:
         return psycopg.connect(host=str(self.sockdir), port=self.port,
                                user="postgres", dbname=dbname,
-                               autocommit=autocommit, **kw)
+                               autocommit=autocommit, **{**self.connect_options, **kw})
 
     def execute(self, sql: str, params=None, dbname: str = "postgres") -> list:
         """Run one statement in a fresh connection; return its rows (or [])."""

@@ -12,6 +12,16 @@ sys.path.insert(0, str(ROOT / "test"))
 
 from shnsw.cluster import Cluster  # noqa: E402
 
+# Test connections never prepare statements on their own. psycopg prepares a
+# statement after its fifth execution, and the server then reuses a plan made
+# under the settings of that moment: a test that computes the exact answer
+# with enable_indexscan off and then runs the same text through the index
+# would measure the sequential scan's plan again (the halfvec insert-recall
+# parity test measured pgvector's "recall" so). Tests that want a prepared
+# statement say so (PREPARE, or prepare=True). Every cluster the tests
+# create, here or in test/harness, connects so.
+Cluster.connect_defaults = {"prepare_threshold": None}
+
 
 @pytest.fixture(scope="session")
 def cluster():
