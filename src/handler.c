@@ -116,7 +116,6 @@ shnsw_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 		foreach(lc, index->indrestrictinfo)
 		{
 			RestrictInfo *rinfo = lfirst_node(RestrictInfo, lc);
-
 			ShnswBoundShape shape;
 
 			if (shnsw_distance_bound(rinfo->clause, path->indexorderbys, &shape))
