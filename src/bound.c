@@ -305,7 +305,8 @@ bound_unlink(void *arg)
 }
 
 /*
- * Registers the bounds of one index scan node of a streamhnsw index. A
+ * Registers the bounds of one ordered index scan node of a streamhnsw
+ * index (bound_walker has checked it has ORDER BY and a filter). A
  * value is evaluated at rescan, before the filter first would, exactly as
  * the executor evaluates an index's run-time keys (col < 1 / $1 raises its
  * error there too, rows or none); one with a subquery is not taken.
@@ -319,8 +320,6 @@ bound_register(IndexScanState *node, MemoryContext cxt)
 	ShnswBoundEntry *entry = NULL;
 	int			cap = list_length(plan->scan.plan.qual);
 
-	if (plan->indexorderbyorig == NIL)
-		return;
 	orderbys = list_make1(linitial(plan->indexorderbyorig));
 	foreach(lc, plan->scan.plan.qual)
 	{
@@ -366,9 +365,15 @@ bound_walker(PlanState *ps, void *context)
 	if (IsA(ps, IndexScanState))
 	{
 		IndexScanState *node = (IndexScanState *) ps;
+		IndexScan  *plan = (IndexScan *) ps->plan;
 
-		/* the access method by name: this file calls nothing of scan.c */
-		if (node->iss_RelationDesc != NULL &&
+		/*
+		 * Only an ordered scan with a filter can have a bound: other index
+		 * scans (every btree lookup) cost no catalog lookup. The access
+		 * method by name: this file calls nothing of scan.c.
+		 */
+		if (plan->indexorderbyorig != NIL && plan->scan.plan.qual != NIL &&
+			node->iss_RelationDesc != NULL &&
 			node->iss_RelationDesc->rd_rel->relam == get_am_oid("streamhnsw", true))
 			bound_register(node, (MemoryContext) context);
 	}

@@ -27,17 +27,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from filter_compare import pct  # noqa: E402
 from recall_compare import load_set  # noqa: E402
 from shnsw import data  # noqa: E402
 from shnsw.cluster import Cluster  # noqa: E402
 
 AMS = ("hnsw", "streamhnsw")
 K = 10
-
-
-def pct(xs, f):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(f * len(xs)))]
 
 
 def exact_within(rows: np.ndarray, queries: np.ndarray, r: float) -> list:
