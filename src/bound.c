@@ -21,8 +21,11 @@
  * (shnsw_bound_for_scan) and evaluates the values at each rescan, as the
  * executor evaluates an index's run-time keys (a nested loop's parameters
  * may have changed). The scan ends when the next row it would return in
- * strict order is past the nearest bound (scan.c); the filter still runs on
- * every row returned, so a bound this file misses costs time, never rows.
+ * strict order is past the nearest bound, or when no row it has not yet
+ * returned can be within it (scan.c, scan_range_done: also in relaxed
+ * order, which skips the rows it finds past the bound); the filter still
+ * runs on every row returned, so a bound this file misses costs time,
+ * never rows.
  * Entries live in the query's memory context and unlink themselves when
  * that context goes, at the query's end or on error.
  *

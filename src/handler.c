@@ -44,9 +44,8 @@
  * is no such filter: the rows it keeps are the first ones the scan returns,
  * not a sample of them. If the planner expects at least the LIMIT's rows
  * within the bound (after the other filters), the scan returns the LIMIT's
- * rows and no more; if it expects fewer, a strict-order scan ends at the
- * bound (bound.c) after returning the rows within it, and a relaxed one
- * returns every row it finds.
+ * rows and no more; if it expects fewer, the scan ends at the bound
+ * (bound.c, scan.c) after returning the rows within it, in either order.
  *
  * Without ORDER BY the index is useless; without a LIMIT (or a tuple
  * fraction the planner expects to stop early at) the executor would read
@@ -132,8 +131,7 @@ shnsw_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 			within = clauselist_selectivity(root, bounds, index->rel->relid,
 											JOIN_INNER, NULL);
 			if (within * selectivity * tuples < Max(limit, 1.0))
-				returned = shnsw_iterative_scan == SHNSW_ITERATIVE_STRICT ?
-					Max(within * tuples, 1.0) : tuples;
+				returned = Max(within * tuples, 1.0);
 		}
 	}
 

@@ -102,7 +102,7 @@ typedef struct ShnswScanOpaqueData
 	uint64		nreturned;		/* rows returned so far */
 	double		last_distance;
 
-	/* the WHERE clause's bound on the distance (bound.c), strict order only */
+	/* the WHERE clause's bound on the distance (bound.c) */
 	bool		ranged;
 	bool		range_inclusive;
 	double		range_end;
@@ -294,8 +294,7 @@ shnsw_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys, int 
 	so->oldest_held_round = 0;
 	so->search_done = false;
 	so->nreturned = 0;
-	so->ranged = shnsw_iterative_scan == SHNSW_ITERATIVE_STRICT &&
-		shnsw_bound_for_scan(scan, &so->range_end, &so->range_inclusive);
+	so->ranged = shnsw_bound_for_scan(scan, &so->range_end, &so->range_inclusive);
 }
 
 /*
@@ -493,14 +492,14 @@ scan_check_bound(ShnswScanOpaque so, float est, double d)
  * raise it).
  */
 static double
-scan_emit_bound_base(ShnswScanOpaque so, bool *parked)
+scan_emit_bound_base(ShnswScanOpaque so, bool *parked, bool any_order)
 {
 	double		bound = get_float8_infinity();
 	float		f;
 
 	*parked = false;
 	if (so->search_done || so->unbounded ||
-		shnsw_iterative_scan == SHNSW_ITERATIVE_RELAXED)
+		(!any_order && shnsw_iterative_scan == SHNSW_ITERATIVE_RELAXED))
 		return bound;
 
 	/*
@@ -569,7 +568,7 @@ scan_emit_bound_base(ShnswScanOpaque so, bool *parked)
 static double
 scan_emit_bound(ShnswScanOpaque so, bool *parked)
 {
-	double		bound = scan_emit_bound_base(so, parked);
+	double		bound = scan_emit_bound_base(so, parked, false);
 
 	so->take_deferred = false;
 	if (so->deferred.n > 0)
@@ -586,6 +585,38 @@ scan_emit_bound(ShnswScanOpaque so, bool *parked)
 		}
 	}
 	return bound;
+}
+
+/*
+ * scan_range_done: may the scan end at the WHERE clause's distance bound
+ * (bound.c) now, with no row to return? Yes when the bound strict order
+ * holds rows to (in either order: scan_emit_bound_base, and the deferred
+ * nodes') is past it: every row not yet re-ranked is at least that far,
+ * on the same premise strict order returns rows on, and the held rows are
+ * past it too (else one would be returned first). Relaxed order, which
+ * returns rows before that bound allows, ends here as well; strict order
+ * ends here when the nearest held row waits for the bound and is past the
+ * range anyway. Never before the first round (nothing seen yet) nor for
+ * a query the codes cannot bound.
+ */
+static bool
+scan_range_done(ShnswScanOpaque so)
+{
+	bool		parked;
+	bool		take_edge = so->take_edge;
+	double		bound;
+
+	if (!so->ranged || so->unbounded || so->search.rounds == 0)
+		return false;
+	if (shnsw_iterative_scan != SHNSW_ITERATIVE_STRICT && so->search.rounds < 2 && !so->search_done)
+		return false;
+	if (so->nheld > 0 && !past_range(so, so->held[0].distance))
+		return false;
+	bound = scan_emit_bound_base(so, &parked, true);
+	so->take_edge = take_edge;	/* only a probe: scan_emit_bound decides */
+	if (so->deferred.n > 0)
+		bound = Min(bound, scan_deferred_bound(so, shnsw_heap_top(&so->deferred).d));
+	return past_range(so, bound);
 }
 
 /* Sort candidate indexes by the location of their exact vectors. */
@@ -1834,6 +1865,12 @@ shnsw_gettuple(IndexScanDesc scan, ScanDirection dir)
 			bool		late;
 			ShnswResult r = held_pop(so, &late);
 
+			/*
+			 * Relaxed order: a row past the distance bound is one the filter
+			 * rejects; a row within it may still come (out of order).
+			 */
+			if (shnsw_iterative_scan != SHNSW_ITERATIVE_STRICT && past_range(so, r.distance))
+				continue;
 			if (so->nreturned > 0 && distance_cmp(r.distance, so->last_distance) < 0)
 			{
 				/* found only after a farther row was returned */
@@ -1880,6 +1917,13 @@ shnsw_gettuple(IndexScanDesc scan, ScanDirection dir)
 			scan->xs_orderbynulls[0] = false;
 			MemoryContextSwitchTo(old);
 			return true;
+		}
+		if (scan_range_done(so))
+		{
+			/* no row still to come is within the WHERE clause's bound */
+			so->stats.range_ends++;
+			so->done = true;
+			break;
 		}
 		CHECK_FOR_INTERRUPTS();
 		if (so->take_deferred && scan_take_deferred(scan))

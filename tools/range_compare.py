@@ -1,7 +1,8 @@
 """Distance filters side by side with pgvector's hnsw, in one run on one server.
 
     SHNSW_DATA_DIR=/work/main/.data PYTHONPATH=python:tools .venv/bin/python \\
-        tools/range_compare.py [--set sentences] [--radii 0.2,0.3,0.4,0.5] [--queries 100]
+        tools/range_compare.py [--set sentences] [--radii 0.2,0.3,0.4,0.5] [--queries 100] \
+        [--orders default,relaxed]
 
 pgvector documents `WHERE embedding <=> q < r ORDER BY embedding <=> q LIMIT k`
 as the way to combine a distance filter with its index; a similarity
@@ -10,8 +11,11 @@ both engines run the held-out queries in both forms, at their defaults
 (pgvector: ef_search 40, iterative scans off; streamhnsw: ef_search 40,
 strict order), warm, one client, and the table reports per engine the rows
 returned, the rows within r that an exact scan finds (capped at k), and the
-client-side latency (p50 and p90). Sets are recall_compare.py's (cosine
-ones: sentences, glove, cos128, sentences30k).
+client-side latency (p50 and p90). `--orders relaxed` runs the same with
+both engines' iterative scans in relaxed order (`hnsw.iterative_scan` and
+`streamhnsw.iterative_scan = relaxed_order`), as pgvector recommends for
+filtered queries. Sets are recall_compare.py's (cosine ones: sentences,
+glove, cos128, sentences30k).
 """
 
 from __future__ import annotations
@@ -51,6 +55,8 @@ def main():
     ap.add_argument("--set", default="sentences")
     ap.add_argument("--radii", default="0.2,0.3,0.4,0.5")
     ap.add_argument("--queries", type=int, default=100)
+    ap.add_argument("--orders", default="default",
+                    help="comma-separated: default (both engines' defaults), relaxed")
     args = ap.parse_args()
     rows, queries, metric = load_set(args.set)
     if metric != "cosine":
@@ -69,16 +75,22 @@ def main():
                 conn.execute(f"CREATE INDEX ON {t} USING {am} (embedding vector_cosine_ops) "
                              "WITH (m = 16, ef_construction = 64)")
                 conn.execute(f"VACUUM ANALYZE {t}")
-            print(f"| {args.set}: radius | form | exact rows (capped at {K}) | "
+            print(f"| {args.set}: order | radius | form | exact rows (capped at {K}) | "
                   "pgvector rows | pgvector p50 / p90 ms | streamhnsw rows | "
                   "streamhnsw p50 / p90 ms |")
-            print("|---|---|---|---|---|---|---|")
-            for r in (float(x) for x in args.radii.split(",")):
+            print("|---|---|---|---|---|---|---|---|")
+            for order, r in ((o, float(x)) for o in args.orders.split(",")
+                             for x in args.radii.split(",")):
+                if order not in ("default", "relaxed"):
+                    sys.exit(f"unknown order {order}")
+                value = "relaxed_order" if order == "relaxed" else "DEFAULT"
+                conn.execute(f"SET hnsw.iterative_scan = {value}")
+                conn.execute(f"SET streamhnsw.iterative_scan = {value}")
                 exact = sum(exact_within(rows, queries, r))
                 forms = (("d < r", "embedding <=> %(q)s::vector < %(r)s"),
                          ("1 - d > 1 - r", "1 - (embedding <=> %(q)s::vector) > 1 - %(r)s"))
                 for label, cond in forms:
-                    line = f"| {r} | `{label}` | {exact} |"
+                    line = f"| {order} | {r} | `{label}` | {exact} |"
                     for am in AMS:
                         sql = (f"SELECT id FROM rc_{am} WHERE {cond} "
                                f"ORDER BY embedding <=> %(q)s::vector LIMIT {K}")

@@ -1,4 +1,4 @@
-"""A WHERE clause bounding the ORDER BY distance ends a strict-order scan.
+"""A WHERE clause bounding the ORDER BY distance ends the scan.
 
 pgvector documents `WHERE v <-> q < r ORDER BY v <-> q LIMIT k` as the way
 to combine a distance filter with its index. When fewer than k rows lie
@@ -10,8 +10,9 @@ Each bounded query is compared with a control that filters on the same
 distance but through an expression of a column (`r + 0 * i`), which
 src/bound.c does not take as a bound: the same scan then runs past r.
 Both must return the same rows (a strict-order scan returns no row nearer
-than one it already returned), and EXPLAIN shows which one ended at the
-bound and how many rows the filter removed.
+than one it already returned; a relaxed-order one the same set), and
+EXPLAIN shows which one ended at the bound and how many rows the filter
+removed.
 """
 
 import re
@@ -196,16 +197,30 @@ def test_lateral_bound_changes_at_each_rescan(conn, table):
         conn.execute("DROP TABLE dbq")
 
 
-def test_relaxed_order_does_not_end_at_the_bound(conn, table):
-    """Relaxed order may return a nearer row after a farther one: it runs on."""
-    q = query_vector(conn, 11)
-    r = exact_distances(conn, q, 4)[3]
-    with conn.transaction():
-        conn.execute("SET LOCAL streamhnsw.iterative_scan = relaxed_order")
-        rows, removed, ends = run(conn, "SELECT i FROM dbound WHERE v <-> %(q)s::vector < %(r)s "
-                                  "ORDER BY v <-> %(q)s::vector LIMIT 10", {"q": q, "r": r})
-    assert ends == 0 and removed > 0
-    assert len(rows) <= 3
+@pytest.mark.parametrize("shape", ["d < r", "r >= d", "1 - d > 1 - r", "2 - d * 3 > 2 - 3r"])
+def test_relaxed_order_ends_at_the_bound(conn, table, shape):
+    """Relaxed order returns rows as it finds them; it skips those past the
+    bound and ends when no row it has not returned can be within it: the
+    same set of rows as the control, which runs on through the index."""
+    bounded, control = SHAPES[shape]
+    sql = "SELECT i FROM dbound WHERE {} ORDER BY v <-> %(q)s::vector LIMIT 10"
+    for qi in (11, 2222, 3333):
+        q = query_vector(conn, qi)
+        exact = exact_distances(conn, q, 60)
+        for r, within in ((-1.0, 0), ((exact[3] + exact[4]) / 2, 4), (exact[50], 10)):
+            params = {"q": q, "r": r}
+            with conn.transaction():
+                conn.execute("SET LOCAL streamhnsw.iterative_scan = relaxed_order")
+                rows, removed, ends = run(conn, sql.format(bounded), params)
+                crows, cremoved, cends = run(conn, sql.format(control), params)
+            label = (shape, qi, r)
+            assert sorted(rows) == sorted(crows) and len(rows) == within, (label, rows, crows)
+            assert cends == 0, label
+            if within < 10:
+                assert ends == 1 and removed <= (0 if shape in EXACT else 1), (label, ends, removed)
+                assert cremoved > 0, (label, cremoved)
+            else:
+                assert ends == 0, label
 
 
 @pytest.mark.parametrize("typ", ["vector", "halfvec"])
