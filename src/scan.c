@@ -608,7 +608,15 @@ scan_range_done(ShnswScanOpaque so)
 
 	if (!so->ranged || so->unbounded || so->search.rounds == 0)
 		return false;
-	if (shnsw_iterative_scan != SHNSW_ITERATIVE_STRICT && so->search.rounds < 2 && !so->search_done)
+
+	/*
+	 * Relaxed order has no first-round floor (scan_defer): it waits for a
+	 * second, twice as wide round to explore past the first one's rows. On
+	 * the sentences (radius 0.5, 20 queries) ending after the first round
+	 * returned 189 of the 195 rows within; after the second, all 195.
+	 */
+	if (shnsw_iterative_scan != SHNSW_ITERATIVE_STRICT && so->search.rounds < 2 &&
+		!so->search_done)
 		return false;
 	if (so->nheld > 0 && !past_range(so, so->held[0].distance))
 		return false;
