@@ -489,7 +489,8 @@ scan_check_bound(ShnswScanOpaque so, float est, double d)
 /*
  * scan_emit_bound: held rows at most this far may be returned now. Sets
  * *parked if the bound is that of the nearest parked node (scan_take can
- * raise it).
+ * raise it). any_order: the bound strict order holds rows to, also when
+ * the scan runs in relaxed order (scan_range_done).
  */
 static double
 scan_emit_bound_base(ShnswScanOpaque so, bool *parked, bool any_order)
@@ -564,11 +565,12 @@ scan_emit_bound_base(ShnswScanOpaque so, bool *parked, bool any_order)
  * (a later round's result not yet re-ranked, scan_defer), in every order
  * and also once the search is done, since those nodes are rows the scan
  * has found. Sets so->take_deferred if that node holds the bound.
+ * any_order as for scan_emit_bound_base.
  */
 static double
-scan_emit_bound(ShnswScanOpaque so, bool *parked)
+scan_emit_bound(ShnswScanOpaque so, bool *parked, bool any_order)
 {
-	double		bound = scan_emit_bound_base(so, parked, false);
+	double		bound = scan_emit_bound_base(so, parked, any_order);
 
 	so->take_deferred = false;
 	if (so->deferred.n > 0)
@@ -604,6 +606,7 @@ scan_range_done(ShnswScanOpaque so)
 {
 	bool		parked;
 	bool		take_edge = so->take_edge;
+	bool		take_deferred = so->take_deferred;
 	double		bound;
 
 	if (!so->ranged || so->unbounded || so->search.rounds == 0)
@@ -620,10 +623,10 @@ scan_range_done(ShnswScanOpaque so)
 		return false;
 	if (so->nheld > 0 && !past_range(so, so->held[0].distance))
 		return false;
-	bound = scan_emit_bound_base(so, &parked, true);
-	so->take_edge = take_edge;	/* only a probe: scan_emit_bound decides */
-	if (so->deferred.n > 0)
-		bound = Min(bound, scan_deferred_bound(so, shnsw_heap_top(&so->deferred).d));
+	bound = scan_emit_bound(so, &parked, true);
+	/* only a probe: what to take next is the gettuple loop's call's */
+	so->take_edge = take_edge;
+	so->take_deferred = take_deferred;
 	return past_range(so, bound);
 }
 
@@ -1864,7 +1867,7 @@ shnsw_gettuple(IndexScanDesc scan, ScanDirection dir)
 			scan_take_deferred(scan);
 			continue;
 		}
-		bound = so->nheld > 0 ? scan_emit_bound(so, &parked) : 0;
+		bound = so->nheld > 0 ? scan_emit_bound(so, &parked, false) : 0;
 
 		/* NaN distances sort last, even after an infinite bound */
 		if (so->nheld > 0 && (distance_cmp(so->held[0].distance, bound) <= 0 ||
