@@ -67,6 +67,25 @@ shnsw_make_ref(uint32_t block, uint32_t slot, int slot_bits)
 										 * free list: DELETED too, level 0, no
 										 * neighbours; neighbors[0] is the next
 										 * free slot */
+#define SHNSW_NODE_CLAMPED		0x04	/* a value of the navigation vector lay
+										 * outside the trained SQ8 range and was
+										 * clamped into it: the code can be off
+										 * by more than half a step (indexes
+										 * whose metapage has SHNSW_META_CLAMPS;
+										 * src/README, Scans) */
+/*
+ * With SHNSW_NODE_CLAMPED, the flags' top five bits hold the node's clamp
+ * class: how far at most its value lies outside the cells its code stands
+ * for (graph.c, shnsw_clamp_class); 0: unknown.
+ */
+#define SHNSW_NODE_CLAMP_SHIFT	3
+#define SHNSW_NODE_CLAMP_CLASSES 32
+
+static inline int
+shnsw_node_clamp_class(uint8_t flags)
+{
+	return (flags & SHNSW_NODE_CLAMPED) ? flags >> SHNSW_NODE_CLAMP_SHIFT : 0;
+}
 
 /*
  * A node record on a graph page. Records have a fixed size per index:

@@ -1710,6 +1710,36 @@ shnsw_search_init(ShnswSearch *s, const Sq8Query *q, const ShnswNodeSource *ops,
 }
 
 void
+shnsw_search_set_clamp_slack(ShnswSearch *s, double unit, double factor, double max_slack)
+{
+	s->clamp_on = max_slack > 0.0;
+	if (s->clamp_on && s->F.a == NULL)
+		shnsw_heap_init(&s->F, 64, false);
+	s->clamp_slack[0] = max_slack;
+	for (int k = 1; k < SHNSW_NODE_CLAMP_CLASSES; k++)
+		s->clamp_slack[k] = fmin(shnsw_clamp_class_limit(k, unit) * factor, max_slack);
+}
+
+float
+shnsw_clamp_distance(ShnswMetric nav_metric, float d, double slack)
+{
+	double		x;
+	float		f;
+
+	if (nav_metric == SHNSW_METRIC_IP)
+		x = (double) d - slack;
+	else
+	{
+		x = sqrt(fmax((double) d, 0.0)) - slack;
+		x = x > 0.0 ? x * x : 0.0;
+	}
+	f = (float) x;
+	if ((double) f > x)
+		f = nextafterf(f, -INFINITY);
+	return f;
+}
+
+void
 shnsw_search_set_target(ShnswSearch *s, ShnswRef target)
 {
 	s->target = target;
@@ -1731,6 +1761,8 @@ shnsw_search_free(ShnswSearch *s)
 		shnsw_free(s->nbrs);
 	}
 	s->pooled = false;
+	if (s->F.a != NULL)
+		shnsw_heap_free(&s->F);
 	shnsw_free(s->spec);
 	shnsw_free(s->ubuf);
 	shnsw_free(s->locs);
@@ -2128,6 +2160,8 @@ search_offer(ShnswSearch *s, uint32_t j, int ef, bool expandable)
 {
 	ShnswCand  *c = &s->cands[j];
 
+	if (s->clamp_on && (c->node_flags & SHNSW_NODE_CLAMPED))
+		shnsw_heap_push(&s->F, shnsw_cand_bound_distance(s, c), j);
 	if (s->W.n < ef || c->d < shnsw_heap_top(&s->W).d)
 	{
 		if (expandable && !(c->state & SHNSW_CAND_EXPANDED))
@@ -2179,16 +2213,15 @@ shnsw_search_parked(ShnswSearch *s)
 	return s->D.n > 0 ? shnsw_heap_top(&s->D).d : INFINITY;
 }
 
-int64_t
-shnsw_search_take(ShnswSearch *s)
+/*
+ * Emit parked candidate j to the caller; the next round expands it (unless
+ * it is expanded or the budget is spent).
+ */
+static int64_t
+search_take_cand(ShnswSearch *s, uint32_t j)
 {
-	ShnswPair	p;
-
-	if (s->exhausted || isinf(shnsw_search_parked(s)))
-		return -1;
-	p = shnsw_heap_pop(&s->D);
-	s->cands[p.id].state |= SHNSW_CAND_EMITTED;
-	if (!(s->cands[p.id].state & SHNSW_CAND_EXPANDED) && !s->budget_spent)
+	s->cands[j].state |= SHNSW_CAND_EMITTED;
+	if (!(s->cands[j].state & SHNSW_CAND_EXPANDED) && !s->budget_spent)
 	{
 		if (s->ntaken == s->captaken)
 		{
@@ -2196,9 +2229,35 @@ shnsw_search_take(ShnswSearch *s)
 			s->taken = s->taken ? shnsw_realloc(s->taken, sizeof(uint32_t) * s->captaken)
 				: shnsw_alloc(sizeof(uint32_t) * s->captaken);
 		}
-		s->taken[s->ntaken++] = p.id;
+		s->taken[s->ntaken++] = j;
 	}
-	return p.id;
+	return j;
+}
+
+int64_t
+shnsw_search_take(ShnswSearch *s)
+{
+	if (s->exhausted || isinf(shnsw_search_parked(s)))
+		return -1;
+	return search_take_cand(s, shnsw_heap_pop(&s->D).id);
+}
+
+float
+shnsw_search_clamped(ShnswSearch *s)
+{
+	if (!s->clamp_on)
+		return INFINITY;
+	while (s->F.n > 0 && (s->cands[shnsw_heap_top(&s->F).id].state & SHNSW_CAND_EMITTED))
+		shnsw_heap_pop(&s->F);
+	return s->F.n > 0 ? shnsw_heap_top(&s->F).d : INFINITY;
+}
+
+int64_t
+shnsw_search_take_clamped(ShnswSearch *s)
+{
+	if (isinf(shnsw_search_clamped(s)))
+		return -1;
+	return search_take_cand(s, shnsw_heap_pop(&s->F).id);
 }
 
 float
@@ -2491,6 +2550,57 @@ shnsw_code_residual(const float *lo, const float *scale, const float *v, const u
 	}
 	/* double rounding of the sums, upwards (the bound rounds it up again) */
 	return sqrt(sum) * (1 + 1e-9) + 1e-12;
+}
+
+double
+shnsw_code_excess(const float *lo, const float *scale, const float *v, const uint8_t *code,
+				  int dims)
+{
+	double		sum = 0.0;
+
+	for (int i = 0; i < dims; i++)
+	{
+		double		x = (double) lo[i] + (double) code[i] * (double) scale[i];
+		/* the float rounding of encoding: of v - lo, and of its quotient */
+		double		tol = 2 * FLT_EPSILON * (fabs((double) v[i]) + fabs(x) + 256.0 * scale[i]);
+		double		e = fabs((double) v[i] - x) - (double) scale[i] / 2;
+
+		if (e > tol)
+			sum += e * e;
+	}
+	if (sum == 0.0)
+		return 0.0;
+	return sqrt(sum) * (1 + 1e-9) + 1e-12;
+}
+
+double
+shnsw_clamp_unit(const float *scale, int dims)
+{
+	double		halfsq = 0.0;
+
+	for (int i = 0; i < dims; i++)
+		halfsq += (double) scale[i] * scale[i] / 4;
+	return sqrt(halfsq);
+}
+
+double
+shnsw_clamp_class_limit(int k, double unit)
+{
+	return unit * exp2((k - 20) / 4.0);
+}
+
+uint8_t
+shnsw_clamp_flags(double excess, double unit)
+{
+	if (!(excess > 0.0))
+		return 0;
+	for (int k = 1; k < SHNSW_NODE_CLAMP_CLASSES; k++)
+	{
+		/* (a class limit a hair below the excess is not enough) */
+		if (excess * (1 + 1e-6) <= shnsw_clamp_class_limit(k, unit))
+			return SHNSW_NODE_CLAMPED | (uint8_t) (k << SHNSW_NODE_CLAMP_SHIFT);
+	}
+	return SHNSW_NODE_CLAMPED;
 }
 
 double

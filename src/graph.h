@@ -295,6 +295,14 @@ typedef struct ShnswSearch
 	const ShnswNodeSource *ops;
 	int			m;
 	uint32_t	max_discovered; /* stop after this many nodes (0: no limit) */
+	bool		clamp_on;		/* clamp_slack applies (a scan sets it) */
+	ShnswHeap	F;				/* min-heap: SHNSW_NODE_CLAMPED nodes offered
+								 * and not yet emitted, by their bound
+								 * distance (shnsw_cand_bound_distance) */
+	double		clamp_slack[SHNSW_NODE_CLAMP_CLASSES];	/* how much nearer a
+														 * node of each clamp
+														 * class may be than
+														 * its code says */
 	ShnswRef	target;			/* layer 0: stop once this node is seen */
 	bool		target_seen;
 	bool		pooled;			/* its arrays are the search pool's (graph.c) */
@@ -338,6 +346,49 @@ typedef struct ShnswSearch
 extern void shnsw_search_init(ShnswSearch *s, const Sq8Query *q,
 							  const ShnswNodeSource *ops, int m, uint32_t max_discovered);
 extern void shnsw_search_free(ShnswSearch *s);
+
+/*
+ * Clamped nodes. A node flagged SHNSW_NODE_CLAMPED holds a value that lay
+ * outside the trained SQ8 range: its exact distance may be nearer than its
+ * code says by up to its slack, factor times the largest excess its clamp
+ * class allows (shnsw_clamp_class_limit, of unit; factor: 1 for L2 and
+ * cosine, the query's norm for inner product), never more than max_slack,
+ * which also stands for class 0 (unknown). shnsw_search_set_clamp_slack
+ * turns this on (a scan's first round bounds nodes by the codes' typical
+ * error, scan.c; set before the first node is added). The walk still
+ * orders every node by its navigation distance d; a flagged node's bound
+ * distance (shnsw_cand_bound_distance), the navigation distance of a point
+ * its slack nearer, is what the caller bounds it by, and the search keeps
+ * the flagged nodes it has offered, until emitted, by that distance
+ * (shnsw_search_clamped; shnsw_search_take_clamped emits the nearest, as
+ * shnsw_search_take does the nearest parked node).
+ */
+extern void shnsw_search_set_clamp_slack(ShnswSearch *s, double unit, double factor,
+										 double max_slack);
+
+/*
+ * The navigation distance d (of a query prepared for nav_metric: L2 or
+ * inner product) taken slack nearer: L2 (and cosine, which navigates on
+ * the squared L2 distance) (sqrt(d) - slack)^2, floored at 0; inner
+ * product d - slack. Rounded down.
+ */
+extern float shnsw_clamp_distance(ShnswMetric nav_metric, float d, double slack);
+
+/* The distance candidate c is bounded by: d, or the clamped one for a flagged node. */
+static inline float
+shnsw_cand_bound_distance(const ShnswSearch *s, const ShnswCand *c)
+{
+	if (!s->clamp_on || !(c->node_flags & SHNSW_NODE_CLAMPED))
+		return c->d;
+	return shnsw_clamp_distance(s->q->metric, c->d,
+								s->clamp_slack[shnsw_node_clamp_class(c->node_flags)]);
+}
+
+/* The least bound distance of a flagged node offered, not emitted (infinity: none). */
+extern float shnsw_search_clamped(ShnswSearch *s);
+
+/* Emit the flagged node of least bound distance (-1: none), as shnsw_search_take. */
+extern int64_t shnsw_search_take_clamped(ShnswSearch *s);
 
 /*
  * shnsw_search_pool_reset frees the search pool (graph.c). The host calls
@@ -476,6 +527,36 @@ extern void shnsw_bound_prepare(ShnswBound *b, ShnswMetric metric, bool unbounde
  */
 extern double shnsw_code_residual(const float *lo, const float *scale, const float *v,
 								  const uint8_t *code, int dims);
+
+/*
+ * How far v lies outside the cells its code stands for: |v - y| for the
+ * nearest y whose every value is within half a step (and float rounding)
+ * of the value its code decodes to, rounded up; 0 but for a value outside
+ * the trained range, clamped into it. Such a value's exact distance is at
+ * most that much nearer than that of a value inside its cells (y), which
+ * the typical error of the codes covers: inserts flag such nodes with a
+ * class of the excess (shnsw_clamp_flags), and the first round of a scan
+ * bounds them with it.
+ */
+extern double shnsw_code_excess(const float *lo, const float *scale, const float *v,
+								const uint8_t *code, int dims);
+
+/* The unit of clamp classes for SQ8 steps scale: sqrt(sum scale_i^2) / 2. */
+extern double shnsw_clamp_unit(const float *scale, int dims);
+
+/*
+ * The largest excess clamp class k (1 .. SHNSW_NODE_CLAMP_CLASSES - 1)
+ * stands for: unit * 2^((k - 20) / 4), from 0.037 to 6.7 units, each a
+ * fifth above the last.
+ */
+extern double shnsw_clamp_class_limit(int k, double unit);
+
+/*
+ * A node's flags for an excess of its value (shnsw_code_excess): 0 when it
+ * is 0; otherwise SHNSW_NODE_CLAMPED and the least class whose limit is at
+ * least excess (class 0, unknown, when none is).
+ */
+extern uint8_t shnsw_clamp_flags(double excess, double unit);
 
 /*
  * An upper bound on the exact distance of any node whose navigation

@@ -75,6 +75,7 @@ typedef struct NewNode
 	int			nnbrs0;
 	const uint8 *code;
 	double		residual;		/* |nav - decoded code| (metapage max_residual) */
+	uint8		clamp_flags;	/* SHNSW_NODE_CLAMPED and its class, or 0 */
 	struct varlena *value;		/* exact vector, vec_size bytes */
 } NewNode;
 
@@ -92,7 +93,7 @@ fill_node(InsertState *is, ShnswNodeHeader *h, const NewNode *nn, BlockNumber ub
 	h->tid_blk_lo = nn->heap_tid->ip_blkid.bi_lo;
 	h->tid_off = nn->heap_tid->ip_posid;
 	h->level = nn->level;
-	h->flags = 0;
+	h->flags = nn->clamp_flags;
 	/* a level-0 node may keep its slot's upper record (write_free_slot) */
 	h->upper_blk_hi = ublk != InvalidBlockNumber ? (uint16) (ublk >> 16) : 0xFFFF;
 	h->upper_blk_lo = ublk != InvalidBlockNumber ? (uint16) (ublk & 0xFFFF) : 0xFFFF;
@@ -576,6 +577,21 @@ retrain_due(Relation index)
 }
 
 /*
+ * findable_ef: the width of the search that must find an inserted node (and
+ * a node an insert's back-link pushed out of a list), shnsw_make_findable:
+ * a scan at the default streamhnsw.ef_search, or ef_construction if that
+ * is narrower. Checking at ef_construction (64) left rows that the next
+ * scan at the default 40 missed: one of 150 rows inserted into another
+ * cluster's region (test_shmgraph, the next search finds every inserted
+ * row), found at ef_search 64 and not at 40.
+ */
+static inline int
+findable_ef(int efc)
+{
+	return Min(efc, SHNSW_DEFAULT_EF_SEARCH);
+}
+
+/*
  * Nodes that the new node's back-links took out of lists may have lost
  * their last near in-link: the new node links to them while its list has
  * room (shnsw_adopt), and each one it has no room for gets the search
@@ -593,7 +609,7 @@ rehome(InsertState *is, ShnswRef newref, ShnswRef *dropped, int ndropped, int ef
 		int			nagain = 0;
 
 		CHECK_FOR_INTERRUPTS();
-		shnsw_make_findable(&is->lk, dropped[k], efc, true, again, &nagain);
+		shnsw_make_findable(&is->lk, dropped[k], findable_ef(efc), true, again, &nagain);
 	}
 }
 
@@ -935,7 +951,8 @@ link_back(InsertState *is, ShnswRef newref, const uint8 *code, int level, ShnswR
 			rehome(is, newref, dropped, ndropped, efc);
 	}
 	ndropped = 0;
-	if (shnsw_make_findable(&is->lk, newref, efc, true, dropped, &ndropped) && ndropped > 0)
+	if (shnsw_make_findable(&is->lk, newref, findable_ef(efc), true, dropped, &ndropped) &&
+		ndropped > 0)
 		rehome(is, newref, dropped, ndropped, efc);
 }
 
@@ -1282,6 +1299,8 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 	nn.nnbrs0 = nnbrs[0];
 	nn.code = code;
 	nn.residual = shnsw_code_residual(info->lo, info->scale, nav, code, is->dims);
+	nn.clamp_flags = shnsw_clamp_flags(shnsw_code_excess(info->lo, info->scale, nav, code, is->dims),
+									   shnsw_clamp_unit(info->scale, is->dims));
 	nn.value = value;
 	metabuf = ReadBuffer(is->index, SHNSW_METAPAGE_BLKNO);
 	newref = place_in_free_slot(is, metabuf, &nn, nbrs, nnbrs);

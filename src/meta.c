@@ -118,7 +118,7 @@ shnsw_fill_meta(ShnswMetaPage meta, int dims, int m, int efc, ShnswMetric metric
 	meta->insert_upper_blk = InvalidBlockNumber;
 	meta->rng_state = 0x5DEECE66DULL;
 	meta->free_head = SHNSW_INVALID_REF;
-	meta->flags = SHNSW_META_RESIDUAL;	/* max_residual 0: no node yet */
+	meta->flags = SHNSW_META_RESIDUAL | SHNSW_META_CLAMPS;	/* max_residual 0: no node yet */
 }
 
 /* Raise an error unless the metapage is ours and of a version we read. */
@@ -225,6 +225,7 @@ shnsw_read_meta(Relation index, ShnswMetaSnapshot *snap)
 	snap->quant_version = meta->quant_version;
 	snap->truncations = meta->truncations;
 	snap->max_residual = (meta->flags & SHNSW_META_RESIDUAL) ? meta->max_residual : -1.0;
+	snap->clamps_marked = (meta->flags & SHNSW_META_CLAMPS) != 0;
 	snap->lsn = PageGetLSN(BufferGetPage(buf));
 	UnlockReleaseBuffer(buf);
 

@@ -164,9 +164,11 @@ shnsw_retrain(Relation index)
 	float	   *nav = palloc(sizeof(float) * dims);
 	char	   *img = palloc(info->vec_size);
 	uint8	   *codes = palloc((Size) SHNSW_MAX_NODES_PER_PAGE * dims);
+	uint8		clamp_flags[SHNSW_MAX_NODES_PER_PAGE];
 	PageVecs	pv;
 	uint64		rows = 0;
 	double		max_residual = 0.0; /* of the new codes (metapage) */
+	double		unit;
 
 	/* pass 1: ranges of all stored vectors */
 	sq8_train_init(mins, maxs, dims);
@@ -185,6 +187,7 @@ shnsw_retrain(Relation index)
 	}
 	sq8_train_finish(mins, maxs, lo, scale, dims);
 	shnsw_write_quant(index, info->quant_start, dims, lo, scale);
+	unit = shnsw_clamp_unit(scale, dims);
 
 	/* pass 2: re-encode every node */
 	for (BlockNumber blk = SHNSW_METAPAGE_BLKNO + 1; blk < nblocks; blk++)
@@ -203,6 +206,10 @@ shnsw_retrain(Relation index)
 			sq8_encode(lo, scale, nav, codes + (Size) s * dims, dims);
 			max_residual = Max(max_residual, shnsw_code_residual(lo, scale, nav,
 																 codes + (Size) s * dims, dims));
+			/* trained on every stored vector: none is, but say what is so */
+			clamp_flags[s] = shnsw_clamp_flags(shnsw_code_excess(lo, scale, nav,
+																 codes + (Size) s * dims, dims),
+											   unit);
 		}
 		buf = ReadBuffer(index, blk);
 		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
@@ -210,8 +217,12 @@ shnsw_retrain(Relation index)
 		page = GenericXLogRegisterBuffer(state, buf, 0);
 		n = Min(pv.n, ShnswPageGetOpaque(page)->nslots);
 		for (int s = 0; s < n; s++)
-			memcpy(shnsw_node_code(shnsw_page_node(page, s, info->node_size), info->m),
-				   codes + (Size) s * dims, dims);
+		{
+			ShnswNodeHeader *h = shnsw_page_node(page, s, info->node_size);
+
+			memcpy(shnsw_node_code(h, info->m), codes + (Size) s * dims, dims);
+			h->flags = (h->flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)) | clamp_flags[s];
+		}
 		GenericXLogFinish(state);
 		UnlockReleaseBuffer(buf);
 		CHECK_FOR_INTERRUPTS();

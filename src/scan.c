@@ -143,6 +143,10 @@ typedef struct ShnswScanOpaqueData
 	ShnswHeap	edge;			/* after the sweep: nodes whose codes reach an
 								 * end of the range, by shnsw_bound_code */
 	bool		take_edge;		/* the edge heap holds the emit bound */
+	bool		take_clamped;	/* a clamped node's bound holds it (before
+								 * the sweep: shnsw_search_clamped) */
+	bool		range_clamped;	/* and keeps a distance bound from ending the
+								 * scan (scan_range_done) */
 
 	/* heap read-ahead of the rows returned next (scan_heap_ahead) */
 	int			heap_ahead;		/* returned rows to go before asking again */
@@ -499,6 +503,7 @@ scan_emit_bound_base(ShnswScanOpaque so, bool *parked, bool any_order)
 	float		f;
 
 	*parked = false;
+	so->take_clamped = false;
 	if (so->search_done || so->unbounded ||
 		(!any_order && shnsw_iterative_scan == SHNSW_ITERATIVE_RELAXED))
 		return bound;
@@ -540,6 +545,22 @@ scan_emit_bound_base(ShnswScanOpaque so, bool *parked, bool any_order)
 	*parked = bound == scan_lower_bound(so, shnsw_search_parked(&so->search));
 
 	/*
+	 * Nodes whose values were clamped into the trained range, seen and not
+	 * yet re-ranked, by the bound their clamp class allows (scan_setup):
+	 * while the first round's typical error bounds the rest.
+	 */
+	if (scan_first_rows(so))
+	{
+		f = shnsw_search_clamped(&so->search);
+		if (!(isinf(f) && f > 0) && scan_lower_bound(so, f) < bound)
+		{
+			bound = scan_lower_bound(so, f);
+			*parked = true;
+			so->take_clamped = true;
+		}
+	}
+
+	/*
 	 * Re-ranked nodes not yet expanded: their neighbours, not yet seen, are
 	 * taken to be no nearer than they are (the premise of every HNSW
 	 * search). Past the budget nothing more is expanded.
@@ -554,6 +575,7 @@ scan_emit_bound_base(ShnswScanOpaque so, bool *parked, bool any_order)
 		{
 			bound = shnsw_heap_top(u).d;
 			*parked = false;
+			so->take_clamped = false;
 		}
 	}
 	return bound;
@@ -583,6 +605,7 @@ scan_emit_bound(ShnswScanOpaque so, bool *parked, bool any_order)
 			bound = b;
 			*parked = false;
 			so->take_edge = false;
+			so->take_clamped = false;
 			so->take_deferred = true;
 		}
 	}
@@ -607,8 +630,10 @@ scan_range_done(ShnswScanOpaque so)
 	bool		parked;
 	bool		take_edge = so->take_edge;
 	bool		take_deferred = so->take_deferred;
+	bool		take_clamped = so->take_clamped;
 	double		bound;
 
+	so->range_clamped = false;
 	if (!so->ranged || so->unbounded || so->search.rounds == 0)
 		return false;
 
@@ -625,9 +650,17 @@ scan_range_done(ShnswScanOpaque so)
 		return false;
 	bound = scan_emit_bound(so, &parked, true);
 	/* only a probe: what to take next is the gettuple loop's call's */
+	so->range_clamped = so->take_clamped;
 	so->take_edge = take_edge;
 	so->take_deferred = take_deferred;
-	return past_range(so, bound);
+	so->take_clamped = take_clamped;
+	if (past_range(so, bound))
+	{
+		so->range_clamped = false;
+		return true;
+	}
+	/* relaxed order takes no parked node but this kind (scan_take_clamped) */
+	return false;
 }
 
 /* Sort candidate indexes by the location of their exact vectors. */
@@ -645,6 +678,34 @@ cand_vec_cmp(const void *a, const void *b)
 }
 
 /*
+ * scan_query_inside: may the first round of a query navigating on nav
+ * bound clamped nodes by their class (scan_setup)? Not when the query
+ * lies outside the trained range by more than the largest error of a
+ * value inside it (L2 and cosine): the nodes around it were clamped
+ * too, their codes squeezed onto the range's edge, and the walk on those
+ * codes, not only their bound, misses nodes near the query (4-d L2 rows
+ * inserted up to six times the range out: a full scan of a query among
+ * them returned two rows after farther ones, and strict order drops
+ * those). Such a query's first round waits as later rounds do. Inner
+ * product, whose distance has no such neighbourhood, sweeps a complete
+ * index before returning any row (scan_next_round).
+ */
+static bool
+scan_query_inside(ShnswScanOpaque so, const ShnswIndexInfo *info, const float *nav)
+{
+	uint8	   *code;
+	double		excess;
+
+	if (info->metric == SHNSW_METRIC_IP)
+		return true;
+	code = palloc(info->dims);
+	sq8_encode(info->lo, info->scale, nav, code, info->dims);
+	excess = shnsw_code_excess(info->lo, info->scale, nav, code, info->dims);
+	pfree(code);
+	return excess <= so->bound.res_range;
+}
+
+/*
  * scan_setup prepares the query on the first gettuple call. Returns false if
  * the index is empty.
  */
@@ -658,6 +719,8 @@ scan_setup(IndexScanDesc scan)
 	struct varlena *q;
 	float	   *nav;
 	int			dims;
+	double		clamp_max;		/* the first round's slack for clamped nodes */
+	double		clamp_factor;
 
 	if (scan->numberOfOrderBys == 0 || scan->orderByData[0].sk_attno != 1)
 		ereport(ERROR,
@@ -715,12 +778,34 @@ scan_setup(IndexScanDesc scan)
 	/*
 	 * The first round's rows are returned on the typical error of the codes
 	 * (scan_lower_bound), when every node's value lies inside the trained
-	 * range: a clamped one's code can be off by any amount, and then the
-	 * first round waits as later rounds do (src/README, Scans).
+	 * range. A clamped one's code can be off by more, up to the largest
+	 * residual (so->proof): where inserts flag such nodes, the search takes
+	 * each flagged one nearer by the difference (clamp_slack), so the
+	 * typical error serves every node; in an index made before the flag,
+	 * one clamped node anywhere makes the first round wait as later rounds
+	 * do (src/README, Scans).
 	 */
 	so->walk = so->bound;
+	clamp_max = 0.0;
+	clamp_factor = 1.0;
 	if (snap.max_residual >= 0.0 && snap.max_residual <= so->bound.res_range * (1 + 1e-6))
 		so->walk.err_abs = so->bound.err_typ;
+	else if (snap.max_residual >= 0.0 && snap.clamps_marked && !so->unbounded &&
+			 scan_query_inside(so, info, nav))
+	{
+		so->walk.err_abs = so->bound.err_typ;
+		/* (with room to spare for the bound's relative rounding terms) */
+		clamp_max = (so->proof.err_abs - so->walk.err_abs) * (1 + 1e-4);
+		if (info->metric == SHNSW_METRIC_IP)
+		{
+			double		qsq = 0.0;
+
+			for (int i = 0; i < dims; i++)
+				qsq += (double) nav[i] * nav[i];
+			clamp_factor = sqrt(qsq) * (1 + 1e-6);
+		}
+		clamp_factor *= 1 + 1e-4;
+	}
 
 	shnsw_reader_init(&so->reader, index);
 	so->stats.io_mode = so->reader.mode;
@@ -728,6 +813,8 @@ scan_setup(IndexScanDesc scan)
 	shnsw_buffer_source_descent(&so->pctx, snap.node_count);
 	shnsw_shm_scan_begin(index, info, &snap, &so->ops, &so->stats, so->ctx);
 	shnsw_search_init(&so->search, &so->sq, &so->ops, info->m, 0);
+	shnsw_search_set_clamp_slack(&so->search, shnsw_clamp_unit(info->scale, dims),
+								 clamp_factor, clamp_max);
 	shnsw_heap_init(&so->unexpanded, 64, false);
 	shnsw_heap_init(&so->deferred, 64, false);
 	so->first_floor = get_float8_infinity();
@@ -844,7 +931,9 @@ scan_defer(ShnswScanOpaque so, int n)
 	if (n <= keep)
 		return n;
 	for (int i = keep; i < n; i++)
-		shnsw_heap_push(&so->deferred, so->search.cands[so->outbuf[i]].d, so->outbuf[i]);
+		shnsw_heap_push(&so->deferred,
+						shnsw_cand_bound_distance(&so->search, &so->search.cands[so->outbuf[i]]),
+						so->outbuf[i]);
 	if (so->live && so->reader.mode != SHNSW_IO_SYNC)
 	{
 		BlockNumber *blks = palloc(sizeof(BlockNumber) * 2 * (n - keep));
@@ -1402,7 +1491,9 @@ scan_rerank(IndexScanDesc scan, int n)
 
 		/* a deleted node is still a waypoint: its bound stands for it */
 		if (c->node_flags & SHNSW_NODE_DELETED)
-			shnsw_heap_push(&so->unexpanded, (float) scan_lower_bound(so, c->d), so->outbuf[i]);
+			shnsw_heap_push(&so->unexpanded,
+							(float) scan_lower_bound(so, shnsw_cand_bound_distance(&so->search, c)),
+							so->outbuf[i]);
 	}
 	if (so->rescap < n * SHNSW_NODE_TIDS)
 	{
@@ -1451,7 +1542,7 @@ scan_rerank(IndexScanDesc scan, int n)
 			r->ref = c->ref;
 			r->cand = so->outbuf[i];
 		}
-		scan_check_bound(so, c->d, d);
+		scan_check_bound(so, shnsw_cand_bound_distance(&so->search, c), d);
 	}
 	pfree(blks);
 	for (int i = 0; i < kept; i++)
@@ -1532,6 +1623,29 @@ scan_take_ahead(ShnswScanOpaque so)
 }
 
 /*
+ * scan_take_clamped re-ranks the clamped node (shnsw_search_clamped) that
+ * holds the emit bound, without expanding it (the next round will).
+ * Returns false if there is none.
+ */
+static bool
+scan_take_clamped(IndexScanDesc scan)
+{
+	ShnswScanOpaque so = (ShnswScanOpaque) scan->opaque;
+	int64		idx;
+
+	so->take_clamped = false;
+	so->range_clamped = false;
+	idx = shnsw_search_take_clamped(&so->search);
+	if (idx < 0)
+		return false;
+	so->outbuf[0] = (uint32) idx;
+	scan_rerank(scan, 1);
+	if (!(so->search.cands[idx].node_flags & SHNSW_NODE_DELETED))
+		so->stats.parked_reranked++;
+	return true;
+}
+
+/*
  * scan_take re-ranks the nearest node parked by the search without
  * expanding it (the next round will): when the emit bound is the parked
  * nodes' navigation distance less the codes' error, their exact distances
@@ -1555,6 +1669,8 @@ scan_take(IndexScanDesc scan)
 		so->stats.parked_reranked++;
 		return true;
 	}
+	if (so->take_clamped && scan_take_clamped(scan))
+		return true;
 	idx = shnsw_search_take(&so->search);
 	if (idx < 0)
 		return false;
@@ -1938,6 +2054,8 @@ shnsw_gettuple(IndexScanDesc scan, ScanDirection dir)
 		}
 		CHECK_FOR_INTERRUPTS();
 		if (so->take_deferred && scan_take_deferred(scan))
+			continue;
+		if (so->range_clamped && !parked && scan_take_clamped(scan))
 			continue;
 		if (so->search_done)
 			so->done = true;

@@ -203,6 +203,13 @@ typedef ShnswMetaPageData *ShnswMetaPage;
  */
 #define SHNSW_META_RESIDUAL		0x02
 
+/*
+ * flags: every node whose value was clamped into the trained range carries
+ * SHNSW_NODE_CLAMPED (indexes made since the flag was added; an older one
+ * may have clamped nodes without it, so its scans cannot tell them apart).
+ */
+#define SHNSW_META_CLAMPS		0x04
+
 /* Raise max_residual of meta to residual, if it keeps one (caller: exclusive lock). */
 #define shnsw_meta_residual(meta, residual) \
 	do { \
@@ -249,6 +256,7 @@ typedef struct ShnswMetaSnapshot
 	uint32		quant_version;
 	uint32		truncations;	/* see ShnswMetaPageData */
 	double		max_residual;	/* see ShnswMetaPageData; -1: not kept */
+	bool		clamps_marked;	/* SHNSW_META_CLAMPS */
 	uint64		lsn;			/* the metapage's LSN */
 } ShnswMetaSnapshot;
 

@@ -2271,6 +2271,211 @@ test_emit_bounds(void)
 	CHECK(clamped_total > 0, "clamped rows pass the navigation bound (the box bound is needed)");
 }
 
+/*
+ * Clamped values (graph.c, shnsw_code_excess, shnsw_clamp_flags and
+ * shnsw_clamp_distance; scan.c bounds flagged nodes with them): rows
+ * inside the trained range have no excess and no flag; a row outside has
+ * the distance from its value to the cells its code stands for as excess,
+ * and a class whose limit is the least one at least that excess. A
+ * flagged row's navigation distance taken its class's slack nearer gives
+ * a bound no higher than its exact distance, with the worst case of a
+ * value inside its cells (a proof) and with the typical error (the
+ * premise scan.c's first round uses), where the plain navigation bound
+ * fails for some; the class's slack is tighter than the largest one.
+ */
+static void
+test_clamp_bounds(void)
+{
+	ShnswMetric metrics[] = {SHNSW_METRIC_L2, SHNSW_METRIC_COSINE, SHNSW_METRIC_IP};
+	int			dims[] = {16, 128, 384};
+	const char *names[] = {"l2", "cosine", "ip"};
+	long		plain_total = 0;
+
+	for (int mi = 0; mi < 3; mi++)
+	{
+		for (int di = 0; di < 3; di++)
+		{
+			ShnswMetric metric = metrics[mi];
+			int			dim = dims[di];
+			int			n = 1000,
+						nout = 300,
+						nq = 10;
+			double		shift = urand() * 2 - 1,
+						spread = 0.05 + urand();
+			float	   *raw = malloc(sizeof(float) * (size_t) (n + nout) * dim);
+			float	   *nav = malloc(sizeof(float) * (size_t) (n + nout) * dim);
+			float	   *mins = malloc(sizeof(float) * dim),
+					   *maxs = malloc(sizeof(float) * dim),
+					   *lo = malloc(sizeof(float) * dim),
+					   *scale = malloc(sizeof(float) * dim),
+					   *q = malloc(sizeof(float) * dim),
+					   *qn = malloc(sizeof(float) * dim),
+					   *qs = malloc(sizeof(float) * dim),
+					   *w = malloc(sizeof(float) * dim);
+			uint8_t    *code = malloc((size_t) (n + nout) * dim);
+			double	   *excess = malloc(sizeof(double) * (n + nout));
+			uint8_t    *flags = malloc(n + nout);
+			double		unit,
+						max_excess = 0.0;
+			long		inside_flagged = 0,
+						excess_wrong = 0,
+						class_wrong = 0,
+						flagged = 0,
+						proof_viol = 0,
+						typ_viol = 0,
+						plain_viol = 0,
+						tighter = 0,
+						pairs = 0;
+
+			/*
+			 * rows: the last nout outside the range, half of them in one
+			 * dimension, three to four standard deviations out (the
+			 * inserts that fall just outside), half far out everywhere
+			 */
+			for (int i = 0; i < n + nout; i++)
+				for (int j = 0; j < dim; j++)
+				{
+					double		v = shift + spread * (j % 5 + 1) / 3.0 * nrand();
+
+					if (i >= n && i % 2 == 0 && j == (i / 2) % dim)
+						v += (urand() < 0.5 ? -1 : 1) * spread * (j % 5 + 1) / 3.0 * (3 + urand());
+					else if (i >= n && i % 2 == 1)
+						v = v * 3 + (urand() < 0.5 ? -1 : 1) * 3 * spread;
+					raw[(size_t) i * dim + j] = (float) v;
+				}
+			memcpy(nav, raw, sizeof(float) * (size_t) (n + nout) * dim);
+			if (metric == SHNSW_METRIC_COSINE)
+				for (int i = 0; i < n + nout; i++)
+					shnsw_normalize(nav + (size_t) i * dim, dim);
+			sq8_train_init(mins, maxs, dim);
+			for (int i = 0; i < n; i++)
+				sq8_train_add(mins, maxs, nav + (size_t) i * dim, dim);
+			sq8_train_finish(mins, maxs, lo, scale, dim);
+			unit = shnsw_clamp_unit(scale, dim);
+
+			for (int i = 0; i < n + nout; i++)
+			{
+				const float *v = nav + (size_t) i * dim;
+				uint8_t    *c = code + (size_t) i * dim;
+				double		box = 0.0;
+				int			k;
+
+				sq8_encode(lo, scale, v, c, dim);
+				excess[i] = shnsw_code_excess(lo, scale, v, c, dim);
+				flags[i] = shnsw_clamp_flags(excess[i], unit);
+				/* the distance to the range widened by half a step */
+				for (int j = 0; j < dim; j++)
+				{
+					double		a = (double) lo[j] - scale[j] / 2.0,
+								b = (double) lo[j] + 255.5 * scale[j],
+								g = v[j] < a ? a - v[j] : v[j] > b ? v[j] - b : 0.0;
+
+					box += g * g;
+				}
+				box = sqrt(box);
+				if (i < n)
+				{
+					inside_flagged += excess[i] != 0.0 || flags[i] != 0;
+					continue;
+				}
+				excess_wrong += fabs(excess[i] - box) > 1e-5 * (box + unit);
+				if (!(flags[i] & SHNSW_NODE_CLAMPED))
+				{
+					excess_wrong += box > 1e-5 * unit;
+					continue;
+				}
+				flagged++;
+				max_excess = fmax(max_excess, excess[i]);
+				k = shnsw_node_clamp_class(flags[i]);
+				if (k == 0)
+					class_wrong += !(excess[i] > shnsw_clamp_class_limit(SHNSW_NODE_CLAMP_CLASSES - 1, unit));
+				else
+					class_wrong += shnsw_clamp_class_limit(k, unit) < excess[i] ||
+						(k > 1 && shnsw_clamp_class_limit(k - 1, unit) >= excess[i] * (1 + 1e-5));
+			}
+
+			for (int t = 0; t < nq; t++)
+			{
+				Sq8Query	sq = {.dim = dim,.qs = qs,.w = w};
+				ShnswMetric nm = metric == SHNSW_METRIC_IP ? SHNSW_METRIC_IP : SHNSW_METRIC_L2;
+				ShnswBound	b,
+							b_typ;
+				double		factor = 1.0;
+
+				for (int j = 0; j < dim; j++)
+					q[j] = (float) (shift + spread * nrand() * (t % 3 == 0 ? 3 : 1));
+				memcpy(qn, q, sizeof(float) * dim);
+				if (metric == SHNSW_METRIC_COSINE)
+					shnsw_normalize(qn, dim);
+				sq8_prepare_query(&sq, nm, qn, lo, scale);
+				shnsw_bound_prepare(&b, metric, false, qn, lo, scale, dim, -1.0);
+				b_typ = b;
+				b_typ.err_abs = b.err_typ;
+				if (metric == SHNSW_METRIC_IP)
+				{
+					double		qsq = 0.0;
+
+					for (int j = 0; j < dim; j++)
+						qsq += (double) qn[j] * qn[j];
+					factor = sqrt(qsq) * (1 + 1e-6);
+				}
+				factor *= 1 + 1e-4;	/* as scan.c: room for the relative terms */
+				for (int i = n; i < n + nout; i++)
+				{
+					int			k = shnsw_node_clamp_class(flags[i]);
+					double		d,
+								est,
+								slack,
+								max_slack = max_excess * factor;
+
+					if (!(flags[i] & SHNSW_NODE_CLAMPED))
+						continue;
+					slack = k == 0 ? max_slack :
+						fmin(shnsw_clamp_class_limit(k, unit) * factor, max_slack);
+					d = pgv_distance(metric, q, raw + (size_t) i * dim, dim);
+					est = sq8_distance(&sq, code + (size_t) i * dim);
+					pairs++;
+					proof_viol += shnsw_bound_lower(&b, shnsw_clamp_distance(nm, est, slack)) > d;
+					typ_viol += shnsw_bound_lower(&b_typ, shnsw_clamp_distance(nm, est, slack)) > d;
+					plain_viol += shnsw_bound_lower(&b_typ, est) > d;
+					tighter += slack < 0.5 * max_slack;
+				}
+			}
+			printf("  clamp %s %d-d: %ld of %d rows outside flagged, excess up to %.3g units; "
+				   "typical bound without the slack above the exact distance %ld of %ld\n",
+				   names[mi], dim, flagged, nout, max_excess / unit, plain_viol, pairs);
+			CHECK(inside_flagged == 0, "clamp %s %d-d: %ld rows inside the range have an excess",
+				  names[mi], dim, inside_flagged);
+			CHECK(flagged > nout / 10, "clamp %s %d-d: only %ld of %d rows outside flagged",
+				  names[mi], dim, flagged, nout);
+			CHECK(excess_wrong == 0, "clamp %s %d-d: excess not the distance to the cells %ld times",
+				  names[mi], dim, excess_wrong);
+			CHECK(class_wrong == 0, "clamp %s %d-d: class not the least that holds the excess "
+				  "%ld times", names[mi], dim, class_wrong);
+			CHECK(proof_viol == 0 && typ_viol == 0, "clamp %s %d-d: slack bound above the exact "
+				  "distance %ld (worst case) / %ld (typical) of %ld", names[mi], dim, proof_viol,
+				  typ_viol, pairs);
+			CHECK(tighter > 0, "clamp %s %d-d: no class slack under half the largest",
+				  names[mi], dim);
+			plain_total += plain_viol;
+			free(raw);
+			free(nav);
+			free(mins);
+			free(maxs);
+			free(lo);
+			free(scale);
+			free(q);
+			free(qn);
+			free(qs);
+			free(w);
+			free(code);
+			free(excess);
+			free(flags);
+		}
+	}
+	CHECK(plain_total > 0, "clamped rows pass the typical bound without their slack (it is needed)");
+}
+
 /* qsort order of (distance, position) pairs, nearest first */
 static int
 dist_pos_cmp(const void *a, const void *b)
@@ -2405,6 +2610,7 @@ main(void)
 	test_reachability_cases();
 	test_search_bounds();
 	test_emit_bounds();
+	test_clamp_bounds();
 	test_select_by_codes_cosine();
 	/* the page-greedy layout before co-location: 0.877 and 0.958 */
 	test_layout_locality("clustered", 20000, 32, 50, 15, 0.85);
