@@ -2076,6 +2076,89 @@ pgv_distance(ShnswMetric metric, const float *a, const float *b, int dim)
 }
 
 /*
+ * The data of a bound test: nrows rows of dim values (raw) and their
+ * navigation form (nav: normalized for cosine), SQ8 trained on the first
+ * ntrain, and one query at a time (q, its navigation form qn, prepared as
+ * sq).
+ */
+typedef struct BoundRows
+{
+	int			dim;
+	float	   *raw,
+			   *nav,
+			   *lo,
+			   *scale,
+			   *q,
+			   *qn,
+			   *qs,
+			   *w;
+	Sq8Query	sq;
+} BoundRows;
+
+static void
+bound_rows_alloc(BoundRows *b, int nrows, int dim)
+{
+	b->dim = dim;
+	b->raw = malloc(sizeof(float) * (size_t) nrows * dim);
+	b->nav = malloc(sizeof(float) * (size_t) nrows * dim);
+	b->lo = malloc(sizeof(float) * dim);
+	b->scale = malloc(sizeof(float) * dim);
+	b->q = malloc(sizeof(float) * dim);
+	b->qn = malloc(sizeof(float) * dim);
+	b->qs = malloc(sizeof(float) * dim);
+	b->w = malloc(sizeof(float) * dim);
+}
+
+/* nav from raw (all nrows), then SQ8 trained on the first ntrain */
+static void
+bound_rows_train(BoundRows *b, ShnswMetric metric, int nrows, int ntrain)
+{
+	int			dim = b->dim;
+	float	   *mins = malloc(sizeof(float) * dim),
+			   *maxs = malloc(sizeof(float) * dim);
+
+	memcpy(b->nav, b->raw, sizeof(float) * (size_t) nrows * dim);
+	if (metric == SHNSW_METRIC_COSINE)
+		for (int i = 0; i < nrows; i++)
+			shnsw_normalize(b->nav + (size_t) i * dim, dim);
+	sq8_train_init(mins, maxs, dim);
+	for (int i = 0; i < ntrain; i++)
+		sq8_train_add(mins, maxs, b->nav + (size_t) i * dim, dim);
+	sq8_train_finish(mins, maxs, b->lo, b->scale, dim);
+	free(mins);
+	free(maxs);
+}
+
+/* query t: around shift, three times as spread every third one; b->sq prepared */
+static void
+bound_rows_query(BoundRows *b, ShnswMetric metric, double shift, double spread, int t)
+{
+	int			dim = b->dim;
+
+	for (int j = 0; j < dim; j++)
+		b->q[j] = (float) (shift + spread * nrand() * (t % 3 == 0 ? 3 : 1));
+	memcpy(b->qn, b->q, sizeof(float) * dim);
+	if (metric == SHNSW_METRIC_COSINE)
+		shnsw_normalize(b->qn, dim);
+	b->sq = (Sq8Query) {.dim = dim,.qs = b->qs,.w = b->w};
+	sq8_prepare_query(&b->sq, metric == SHNSW_METRIC_IP ? SHNSW_METRIC_IP : SHNSW_METRIC_L2,
+					  b->qn, b->lo, b->scale);
+}
+
+static void
+bound_rows_free(BoundRows *b)
+{
+	free(b->raw);
+	free(b->nav);
+	free(b->lo);
+	free(b->scale);
+	free(b->q);
+	free(b->qn);
+	free(b->qs);
+	free(b->w);
+}
+
+/*
  * The emit bound (graph.c, shnsw_bound_lower and shnsw_bound_code) on random
  * data: for every metric, several dimensions and value scales, the bound
  * from a row's navigation distance never exceeds its exact distance as
@@ -2103,16 +2186,13 @@ test_emit_bounds(void)
 						nout = 200;
 			double		shift = urand() * 4 - 2,
 						spread = 0.01 + urand() * 3;
-			float	   *raw = malloc(sizeof(float) * (size_t) (n + nout) * dim);
-			float	   *nav = malloc(sizeof(float) * (size_t) (n + nout) * dim);
-			float	   *mins = malloc(sizeof(float) * dim),
-					   *maxs = malloc(sizeof(float) * dim),
-					   *lo = malloc(sizeof(float) * dim),
-					   *scale = malloc(sizeof(float) * dim),
-					   *q = malloc(sizeof(float) * dim),
-					   *qn = malloc(sizeof(float) * dim),
-					   *qs = malloc(sizeof(float) * dim),
-					   *w = malloc(sizeof(float) * dim);
+			BoundRows	br;
+			float	   *raw,
+					   *nav,
+					   *lo,
+					   *scale,
+					   *q,
+					   *qn;
 			uint8_t    *code = malloc(dim);
 			double		res_in = 0.0,
 						res_all = 0.0;
@@ -2129,6 +2209,14 @@ test_emit_bounds(void)
 					   *ex = malloc(sizeof(double) * n * nq);
 			int			ngap = 0;
 
+			bound_rows_alloc(&br, n + nout, dim);
+			raw = br.raw;
+			nav = br.nav;
+			lo = br.lo;
+			scale = br.scale;
+			q = br.q;
+			qn = br.qn;
+
 			/* rows: uneven per-dimension scales; the last nout far outside */
 			for (int i = 0; i < n + nout; i++)
 				for (int j = 0; j < dim; j++)
@@ -2139,14 +2227,7 @@ test_emit_bounds(void)
 						v = v * 3 + (urand() < 0.5 ? -1 : 1) * 4 * spread;
 					raw[(size_t) i * dim + j] = (float) v;
 				}
-			memcpy(nav, raw, sizeof(float) * (size_t) (n + nout) * dim);
-			if (metric == SHNSW_METRIC_COSINE)
-				for (int i = 0; i < n + nout; i++)
-					shnsw_normalize(nav + (size_t) i * dim, dim);
-			sq8_train_init(mins, maxs, dim);
-			for (int i = 0; i < n; i++)
-				sq8_train_add(mins, maxs, nav + (size_t) i * dim, dim);
-			sq8_train_finish(mins, maxs, lo, scale, dim);
+			bound_rows_train(&br, metric, n + nout, n);
 			/* the largest residual of the rows in range, and of all (clamped too) */
 			for (int i = 0; i < n + nout; i++)
 			{
@@ -2161,19 +2242,12 @@ test_emit_bounds(void)
 
 			for (int t = 0; t < nq; t++)
 			{
-				Sq8Query	sq = {.dim = dim,.qs = qs,.w = w};
 				ShnswBound	b,
 							b_in,
 							b_all,
 							b_typ;
 
-				for (int j = 0; j < dim; j++)
-					q[j] = (float) (shift + spread * nrand() * (t % 3 == 0 ? 3 : 1));
-				memcpy(qn, q, sizeof(float) * dim);
-				if (metric == SHNSW_METRIC_COSINE)
-					shnsw_normalize(qn, dim);
-				sq8_prepare_query(&sq, metric == SHNSW_METRIC_IP ? SHNSW_METRIC_IP : SHNSW_METRIC_L2,
-								  qn, lo, scale);
+				bound_rows_query(&br, metric, shift, spread, t);
 				shnsw_bound_prepare(&b, metric, false, qn, lo, scale, dim, -1.0);
 				shnsw_bound_prepare(&b_in, metric, false, qn, lo, scale, dim, res_in);
 				shnsw_bound_prepare(&b_all, metric, false, qn, lo, scale, dim, res_all);
@@ -2189,7 +2263,7 @@ test_emit_bounds(void)
 
 					sq8_encode(lo, scale, nav + (size_t) i * dim, code, dim);
 					d = pgv_distance(metric, q, raw + (size_t) i * dim, dim);
-					est = sq8_distance(&sq, code);
+					est = sq8_distance(&br.sq, code);
 					lb = shnsw_bound_lower(&b, est);
 					/* the largest residual bounds every row it covers, both ways */
 					res_viol += shnsw_bound_lower(&b_all, est) > d || shnsw_bound_upper(&b_all, est) < d;
@@ -2253,16 +2327,7 @@ test_emit_bounds(void)
 				  "bound %s %d-d: median gap %g not small against the spread %g", names[mi], dim,
 				  gaps[ngap / 2], ex[ngap * 9 / 10] - ex[ngap / 10]);
 			clamped_total += clamped_viol;
-			free(raw);
-			free(nav);
-			free(mins);
-			free(maxs);
-			free(lo);
-			free(scale);
-			free(q);
-			free(qn);
-			free(qs);
-			free(w);
+			bound_rows_free(&br);
 			free(code);
 			free(gaps);
 			free(ex);
@@ -2302,16 +2367,11 @@ test_clamp_bounds(void)
 						nq = 10;
 			double		shift = urand() * 2 - 1,
 						spread = 0.05 + urand();
-			float	   *raw = malloc(sizeof(float) * (size_t) (n + nout) * dim);
-			float	   *nav = malloc(sizeof(float) * (size_t) (n + nout) * dim);
-			float	   *mins = malloc(sizeof(float) * dim),
-					   *maxs = malloc(sizeof(float) * dim),
-					   *lo = malloc(sizeof(float) * dim),
-					   *scale = malloc(sizeof(float) * dim),
-					   *q = malloc(sizeof(float) * dim),
-					   *qn = malloc(sizeof(float) * dim),
-					   *qs = malloc(sizeof(float) * dim),
-					   *w = malloc(sizeof(float) * dim);
+			BoundRows	br;
+			float	   *raw,
+					   *nav,
+					   *lo,
+					   *scale;
 			uint8_t    *code = malloc((size_t) (n + nout) * dim);
 			double	   *excess = malloc(sizeof(double) * (n + nout));
 			uint8_t    *flags = malloc(n + nout);
@@ -2332,6 +2392,11 @@ test_clamp_bounds(void)
 			 * dimension, three to four standard deviations out (the
 			 * inserts that fall just outside), half far out everywhere
 			 */
+			bound_rows_alloc(&br, n + nout, dim);
+			raw = br.raw;
+			nav = br.nav;
+			lo = br.lo;
+			scale = br.scale;
 			for (int i = 0; i < n + nout; i++)
 				for (int j = 0; j < dim; j++)
 				{
@@ -2343,14 +2408,7 @@ test_clamp_bounds(void)
 						v = v * 3 + (urand() < 0.5 ? -1 : 1) * 3 * spread;
 					raw[(size_t) i * dim + j] = (float) v;
 				}
-			memcpy(nav, raw, sizeof(float) * (size_t) (n + nout) * dim);
-			if (metric == SHNSW_METRIC_COSINE)
-				for (int i = 0; i < n + nout; i++)
-					shnsw_normalize(nav + (size_t) i * dim, dim);
-			sq8_train_init(mins, maxs, dim);
-			for (int i = 0; i < n; i++)
-				sq8_train_add(mins, maxs, nav + (size_t) i * dim, dim);
-			sq8_train_finish(mins, maxs, lo, scale, dim);
+			bound_rows_train(&br, metric, n + nout, n);
 			unit = shnsw_clamp_unit(scale, dim);
 
 			for (int i = 0; i < n + nout; i++)
@@ -2396,18 +2454,13 @@ test_clamp_bounds(void)
 
 			for (int t = 0; t < nq; t++)
 			{
-				Sq8Query	sq = {.dim = dim,.qs = qs,.w = w};
 				ShnswMetric nm = metric == SHNSW_METRIC_IP ? SHNSW_METRIC_IP : SHNSW_METRIC_L2;
+				const float *qn = br.qn;
 				ShnswBound	b,
 							b_typ;
 				double		factor = 1.0;
 
-				for (int j = 0; j < dim; j++)
-					q[j] = (float) (shift + spread * nrand() * (t % 3 == 0 ? 3 : 1));
-				memcpy(qn, q, sizeof(float) * dim);
-				if (metric == SHNSW_METRIC_COSINE)
-					shnsw_normalize(qn, dim);
-				sq8_prepare_query(&sq, nm, qn, lo, scale);
+				bound_rows_query(&br, metric, shift, spread, t);
 				shnsw_bound_prepare(&b, metric, false, qn, lo, scale, dim, -1.0);
 				b_typ = b;
 				b_typ.err_abs = b.err_typ;
@@ -2432,8 +2485,8 @@ test_clamp_bounds(void)
 						continue;
 					slack = k == 0 ? max_slack :
 						fmin(shnsw_clamp_class_limit(k, unit) * factor, max_slack);
-					d = pgv_distance(metric, q, raw + (size_t) i * dim, dim);
-					est = sq8_distance(&sq, code + (size_t) i * dim);
+					d = pgv_distance(metric, br.q, raw + (size_t) i * dim, dim);
+					est = sq8_distance(&br.sq, code + (size_t) i * dim);
 					pairs++;
 					proof_viol += shnsw_bound_lower(&b, shnsw_clamp_distance(nm, est, slack)) > d;
 					typ_viol += shnsw_bound_lower(&b_typ, shnsw_clamp_distance(nm, est, slack)) > d;
@@ -2458,16 +2511,7 @@ test_clamp_bounds(void)
 			CHECK(tighter > 0, "clamp %s %d-d: no class slack under half the largest",
 				  names[mi], dim);
 			plain_total += plain_viol;
-			free(raw);
-			free(nav);
-			free(mins);
-			free(maxs);
-			free(lo);
-			free(scale);
-			free(q);
-			free(qn);
-			free(qs);
-			free(w);
+			bound_rows_free(&br);
 			free(code);
 			free(excess);
 			free(flags);
