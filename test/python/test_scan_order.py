@@ -480,6 +480,52 @@ def test_out_of_range_inserts_keep_strict_order(conn, metric):
         conn.execute(f"DROP TABLE {table}")
 
 
+@pytest.mark.parametrize("order", ["strict_order", "relaxed_order"])
+def test_out_of_range_inserts_distance_filter(conn, order):
+    """
+    A distance filter on an index with rows inserted far outside the
+    quantizer's range, queries inside it: the marked rows near a query are
+    re-ranked before the scan ends at the bound (relaxed order too, which
+    otherwise re-ranks only what its rounds return, and without that ran
+    on through all 2,300 rows), so the scan ends at the bound, early, with
+    the exact rows within it, those of a control whose bound it cannot
+    see.
+    """
+    rng = np.random.default_rng(7)
+    table = "oor_filter"
+    data.load(conn, table, rng.random((2000, 4), dtype=np.float32))
+    conn.execute(f"CREATE INDEX ON {table} USING streamhnsw (embedding vector_l2_ops)")
+    data.load(conn, table, rng.random((300, 4), dtype=np.float32) * 6 - 3, create=False,
+              start_id=2000)
+    try:
+        for q in np.random.default_rng(3).random((20, 4), dtype=np.float32):
+            lit = data.vector_literal(q)
+            with conn.transaction():
+                conn.execute("SET LOCAL enable_indexscan = off")
+                d = [r[0] for r in conn.execute(f"SELECT embedding <-> %s::vector FROM {table} "
+                                                "ORDER BY 1 LIMIT 5", (lit,))]
+            params = {"q": lit, "r": (d[3] + d[4]) / 2}
+            got = []
+            for extra in ("", " + 0 * id"):
+                sql = (f"SELECT id FROM {table} WHERE embedding <-> %(q)s::vector < %(r)s{extra} "
+                       "ORDER BY embedding <-> %(q)s::vector LIMIT 10")
+                with conn.transaction():
+                    conn.execute("SET LOCAL enable_seqscan = off")
+                    conn.execute(f"SET LOCAL streamhnsw.iterative_scan = {order}")
+                    ids = sorted(r[0] for r in conn.execute(sql, params))
+                    plan = "\n".join(r[0] for r in conn.execute(
+                        "EXPLAIN (ANALYZE, COSTS OFF) " + sql, params))
+                line = next(x for x in plan.splitlines() if "streamhnsw: rounds=" in x)
+                got.append((ids, "ended at distance bound=1" in plan,
+                            int(line.split("re-ranked=")[1].split()[0])))
+            assert len(got[0][0]) == 4 and got[0][0] == got[1][0], (order, got)
+            assert (got[0][1], got[1][1]) == (True, False), (order, got)
+            # ended early: the control, which cannot end, re-ranks every row
+            assert got[0][2] * 4 < got[1][2], (order, got)
+    finally:
+        conn.execute(f"DROP TABLE {table}")
+
+
 def test_out_of_range_inserts_end_after_the_first_round(conn):
     """
     An index filled by inserts retrains its quantizer each time it doubles,
@@ -490,7 +536,8 @@ def test_out_of_range_inserts_end_after_the_first_round(conn):
     one such row anywhere held every first round to the codes' worst-case
     error, these queries ran 2 rounds on average, up to 4.) The rows come
     back in exact order, and as many of the exact ones as the built index
-    finds, less 0.02.
+    finds, less 0.02. A distance filter in relaxed order ends at its bound
+    with the rows of an unbounded control.
     """
     rows, queries = data.clustered(4500, 256, seed=14, normalize=True, n_queries=50)
     x = np.asarray(rows, dtype=np.float64)
@@ -527,6 +574,24 @@ def test_out_of_range_inserts_end_after_the_first_round(conn):
             print(f"\n{path}: rounds {sum(rounds) / len(rounds):.2f} mean, {max(rounds)} max; "
                   f"recall@10 {data.recall(found[path], truth, 10):.3f}", end="")
             assert max(rounds) == 1, (path, rounds)
+            # a distance filter in relaxed order ends at its bound, with the
+            # rows of a control whose bound it cannot see (marked rows among them)
+            for q in queries[:10]:
+                lit = data.vector_literal(q)
+                d = conn.execute(f"SELECT embedding <=> %s::vector FROM {table} "
+                                 "ORDER BY 1 LIMIT 5", (lit,)).fetchall()
+                params = {"q": lit, "r": (d[3][0] + d[4][0]) / 2}
+                got = []
+                for extra in ("", " + 0 * id"):
+                    sql = (f"SELECT id FROM {table} WHERE embedding <=> %(q)s::vector < %(r)s{extra} "
+                           "ORDER BY embedding <=> %(q)s::vector LIMIT 10")
+                    with conn.transaction():
+                        conn.execute("SET LOCAL streamhnsw.iterative_scan = relaxed_order")
+                        ids = sorted(r[0] for r in conn.execute(sql, params))
+                        plan = "\n".join(r[0] for r in conn.execute(
+                            "EXPLAIN (ANALYZE, COSTS OFF) " + sql, params))
+                    got.append((ids, "ended at distance bound=1" in plan))
+                assert got[0][0] == got[1][0] and (got[0][1], got[1][1]) == (True, False), (path, got)
         assert data.recall(found["insert"], truth, 10) >= data.recall(found["build"], truth, 10) - 0.02
     finally:
         conn.execute("RESET enable_seqscan")
