@@ -779,11 +779,13 @@ scan_setup(IndexScanDesc scan)
 	 * The first round's rows are returned on the typical error of the codes
 	 * (scan_lower_bound), when every node's value lies inside the trained
 	 * range. A clamped one's code can be off by more, up to the largest
-	 * residual (so->proof): where inserts flag such nodes, the search takes
-	 * each flagged one nearer by the difference (clamp_slack), so the
-	 * typical error serves every node; in an index made before the flag,
-	 * one clamped node anywhere makes the first round wait as later rounds
-	 * do (src/README, Scans).
+	 * residual (so->proof): where inserts flag such nodes, each flagged one
+	 * is bounded as a point nearer by what its clamp class allows, at most
+	 * that difference (clamp_max; shnsw_cand_bound_distance), and the
+	 * typical error serves the rest. In an index made before the flags, or
+	 * for a query far outside the range (scan_query_inside), one clamped
+	 * node anywhere makes the first round wait as later rounds do
+	 * (src/README, Scans).
 	 */
 	so->walk = so->bound;
 	clamp_max = 0.0;
