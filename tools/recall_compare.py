@@ -20,6 +20,8 @@ Sets (all recall@10 over held-out queries unless said):
   NAME-half    any set above: the index built on its first half, the rest
                inserted by 2 clients (an insert-built index that starts from
                a built graph), e.g. sentences30k-half
+  NAME-ins     any set above: every row inserted by 2 clients into an index
+               created on the empty table, e.g. sentences-ins
   glove        GloVe 6B 400k x 50 cosine (bench data set)
 
 Both engines get identical rows in two tables, m 16, ef_construction 64, no
@@ -230,7 +232,7 @@ def cold_reads(conn, table, idx, op, lits, n):
 
 def run_set(conn, cl, name, runs, results, cold):
     half = name.endswith("-half")
-    rows, queries, metric = load_set(name.removesuffix("-half"))
+    rows, queries, metric = load_set(name.removesuffix("-half").removesuffix("-ins"))
     op, opclass = OPS[metric]
     truth = data.ground_truth(rows, queries, 10, metric)
     lits = [data.vector_literal(q) for q in queries]
