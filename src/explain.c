@@ -65,6 +65,15 @@ const char *const shnsw_sweep_reason_names[SHNSW_SWEEP_NREASONS] = {
 	"max_scan_tuples spent",
 };
 
+/* What the first round held rows against (ShnswFirstBound), as EXPLAIN prints it. */
+const char *const shnsw_first_bound_names[SHNSW_FIRST_NBOUNDS] = {
+	"none",
+	"typical error",
+	"typical error, marked rows by how far outside the range they lie",
+	"worst case (clamped rows not marked: index made before marks, REINDEX)",
+	"worst case (query outside the trained range)",
+};
+
 /* explain_sweeps: how many sweeps the scan ran, for any reason */
 static uint64
 explain_sweeps(const ShnswScanStats *st)
@@ -113,6 +122,9 @@ explain_scan(const ShnswScanStats *st, ExplainState *es)
 			explain_text_line(es, "streamhnsw sweeps: %s", why.data);
 			pfree(why.data);
 		}
+		if (st->first_bound != SHNSW_FIRST_NONE)
+			explain_text_line(es, "streamhnsw first round bound: %s",
+							  shnsw_first_bound_names[st->first_bound]);
 		explain_text_line(es, "streamhnsw I/O: mode=%s pages hit=" UINT64_FORMAT " read=" UINT64_FORMAT
 						  " (synchronous=" UINT64_FORMAT " known=" UINT64_FORMAT ") reads ahead="
 						  UINT64_FORMAT " speculative=" UINT64_FORMAT " (reads=" UINT64_FORMAT
@@ -145,6 +157,7 @@ explain_scan(const ShnswScanStats *st, ExplainState *es)
 	}
 	ExplainPropertyText("streamhnsw I/O Mode", mode, es);
 	ExplainPropertyText("streamhnsw Shared Graph", shnsw_shm_status_name(st->shared_graph), es);
+	ExplainPropertyText("streamhnsw First Round Bound", shnsw_first_bound_names[st->first_bound], es);
 	ExplainPropertyInteger("streamhnsw Image Nodes", NULL, (int64) st->image_nodes, es);
 	ExplainPropertyInteger("streamhnsw Image Fallback Nodes", NULL, (int64) st->image_fallback_nodes, es);
 	for (int i = 0; i < shnsw_stat_nfields; i++)

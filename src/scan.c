@@ -790,11 +790,19 @@ scan_setup(IndexScanDesc scan)
 	so->walk = so->bound;
 	clamp_max = 0.0;
 	clamp_factor = 1.0;
+	so->stats.first_bound = so->unbounded ? SHNSW_FIRST_NONE : SHNSW_FIRST_WORST_OLD;
 	if (snap.max_residual >= 0.0 && snap.max_residual <= so->bound.res_range * (1 + 1e-6))
-		so->walk.err_abs = so->bound.err_typ;
-	else if (snap.max_residual >= 0.0 && snap.clamps_marked && !so->unbounded &&
-			 scan_query_inside(so, info, nav))
 	{
+		so->walk.err_abs = so->bound.err_typ;
+		if (!so->unbounded)
+			so->stats.first_bound = SHNSW_FIRST_TYPICAL;
+	}
+	else if (snap.max_residual >= 0.0 && snap.clamps_marked && !so->unbounded &&
+			 !scan_query_inside(so, info, nav))
+		so->stats.first_bound = SHNSW_FIRST_WORST_QUERY;
+	else if (snap.max_residual >= 0.0 && snap.clamps_marked && !so->unbounded)
+	{
+		so->stats.first_bound = SHNSW_FIRST_MARKED;
 		so->walk.err_abs = so->bound.err_typ;
 		/* (with room to spare for the bound's relative rounding terms) */
 		clamp_max = (so->proof.err_abs - so->walk.err_abs) * (1 + 1e-4);

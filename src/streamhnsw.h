@@ -324,9 +324,27 @@ typedef enum ShnswSweepReason
 extern const char *const shnsw_sweep_reason_names[SHNSW_SWEEP_NREASONS];
 extern bool shnsw_sweep_fits(double nodes);
 
+/*
+ * What a scan's first round held rows against (scan.c, scan_setup);
+ * EXPLAIN prints it (explain.c, shnsw_first_bound_names).
+ */
+typedef enum ShnswFirstBound
+{
+	SHNSW_FIRST_NONE = 0,		/* no bound (NULL or zero cosine query, empty) */
+	SHNSW_FIRST_TYPICAL,		/* the codes' typical error: no value clamped */
+	SHNSW_FIRST_MARKED,			/* typical, marked (clamped) nodes by class */
+	SHNSW_FIRST_WORST_OLD,		/* worst case: clamped nodes unmarked (an index
+								 * made before the marks) or residual unknown */
+	SHNSW_FIRST_WORST_QUERY,	/* worst case: the query far outside the range */
+	SHNSW_FIRST_NBOUNDS
+} ShnswFirstBound;
+
+extern const char *const shnsw_first_bound_names[SHNSW_FIRST_NBOUNDS];
+
 typedef struct ShnswScanStats
 {
 	int			io_mode;
+	int			first_bound;	/* ShnswFirstBound of the last scan; EXPLAIN only */
 	uint64		scans;
 	uint64		rounds;
 	uint64		nodes_expanded;

@@ -522,6 +522,13 @@ def test_out_of_range_inserts_distance_filter(conn, order):
             assert (got[0][1], got[1][1]) == (True, False), (order, got)
             # ended early: the control, which cannot end, re-ranks every row
             assert got[0][2] * 4 < got[1][2], (order, got)
+            assert "first round bound: typical error, marked rows" in plan, plan
+        # a query among the rows far out keeps the worst case (scan_query_inside)
+        lit = conn.execute(f"SELECT embedding::text FROM {table} WHERE id = 2000").fetchone()[0]
+        plan = "\n".join(r[0] for r in conn.execute(
+            f"EXPLAIN (ANALYZE, COSTS OFF) SELECT id FROM {table} "
+            "ORDER BY embedding <-> %s::vector LIMIT 10", (lit,)))
+        assert "first round bound: worst case (query outside the trained range)" in plan, plan
     finally:
         conn.execute(f"DROP TABLE {table}")
 
@@ -537,7 +544,10 @@ def test_out_of_range_inserts_end_after_the_first_round(conn):
     error, these queries ran 2 rounds on average, up to 4.) The rows come
     back in exact order, and as many of the exact ones as the built index
     finds, less 0.02. A distance filter in relaxed order ends at its bound
-    with the rows of an unbounded control.
+    with the rows of an unbounded control. EXPLAIN says what held each
+    first round: the typical error with marked rows by their excess, or,
+    for the two queries that lie outside the range by more than a code's
+    largest error, the worst case (one round sufficed for those too).
     """
     rows, queries = data.clustered(4500, 256, seed=14, normalize=True, n_queries=50)
     x = np.asarray(rows, dtype=np.float64)
@@ -545,6 +555,14 @@ def test_out_of_range_inserts_end_after_the_first_round(conn):
     # the last retrain saw the first 4,096 rows; later ones outside its range
     outside = ((x[4096:] < x[:4096].min(0)) | (x[4096:] > x[:4096].max(0))).any(axis=1)
     assert outside.sum() > 10, outside.sum()
+    # how far each query lies outside that range, in codes' largest errors
+    lo, hi = x[:4096].min(0), x[:4096].max(0)
+    step = (hi - lo) / 255
+    qn = np.asarray(queries, dtype=np.float64)
+    qn /= np.linalg.norm(qn, axis=1, keepdims=True)
+    query_out = (np.linalg.norm(qn - np.clip(qn, lo - step / 2, hi + step / 2), axis=1)
+                 / (np.sqrt((step ** 2).sum()) / 2))
+    assert (query_out > 1.05).sum() > 0 and (query_out < 0.95).sum() > 40, query_out
     truth = data.ground_truth(rows, queries, 10, "cosine")
     found = {}
     try:
@@ -558,7 +576,7 @@ def test_out_of_range_inserts_end_after_the_first_round(conn):
             if path == "build":
                 conn.execute(f"CREATE INDEX ON {table} USING streamhnsw (embedding vector_cosine_ops)")
             conn.execute("SET enable_seqscan = off")
-            rounds, found[path] = [], []
+            rounds, found[path], labels = [], [], []
             for q in queries:
                 lit = data.vector_literal(q)
                 res = conn.execute(f"SELECT id, embedding <=> %s::vector FROM {table} "
@@ -571,9 +589,19 @@ def test_out_of_range_inserts_end_after_the_first_round(conn):
                     " ORDER BY embedding <=> %s::vector LIMIT 10", (lit,)).fetchall()]
                 line = next(p for p in plan if "streamhnsw: rounds=" in p)
                 rounds.append(int(line.split("rounds=")[1].split()[0]))
+                labels.append(next(p for p in plan if "first round bound:" in p).split(": ", 1)[1])
             print(f"\n{path}: rounds {sum(rounds) / len(rounds):.2f} mean, {max(rounds)} max; "
                   f"recall@10 {data.recall(found[path], truth, 10):.3f}", end="")
             assert max(rounds) == 1, (path, rounds)
+            # what EXPLAIN says held the first round: a query outside the
+            # range by more than a code's largest error keeps the worst case
+            for far, label in zip(query_out, labels):
+                if path == "build":
+                    assert label == "typical error", label
+                elif far > 1.05 or far < 0.95:
+                    assert label == ("worst case (query outside the trained range)" if far > 1
+                                     else "typical error, marked rows by how far outside the "
+                                     "range they lie"), (far, label)
             # a distance filter in relaxed order ends at its bound, with the
             # rows of a control whose bound it cannot see (marked rows among them)
             for q in queries[:10]:
