@@ -480,6 +480,26 @@ def test_out_of_range_inserts_keep_strict_order(conn, metric):
         conn.execute(f"DROP TABLE {table}")
 
 
+def bounded_and_control(conn, table, op, lit, r, settings):
+    """A distance filter `embedding op q < r` and its control, whose bound is
+    an expression of a column (the scan cannot see it and runs on), under
+    settings (SET LOCAL): for each, the sorted ids, whether EXPLAIN says the
+    scan ended at the distance bound, and how many rows it re-ranked."""
+    got = []
+    for extra in ("", " + 0 * id"):
+        sql = (f"SELECT id FROM {table} WHERE embedding {op} %(q)s::vector < %(r)s{extra} "
+               f"ORDER BY embedding {op} %(q)s::vector LIMIT 10")
+        with conn.transaction():
+            set_local(conn, settings)
+            ids = sorted(r[0] for r in conn.execute(sql, {"q": lit, "r": r}))
+            plan = [x[0] for x in conn.execute("EXPLAIN (ANALYZE, COSTS OFF) " + sql,
+                                               {"q": lit, "r": r})]
+        line = next(x for x in plan if "streamhnsw: rounds=" in x)
+        got.append((ids, any("ended at distance bound=1" in x for x in plan),
+                    int(line.split("re-ranked=")[1].split()[0]), "\n".join(plan)))
+    return got
+
+
 @pytest.mark.parametrize("order", ["strict_order", "relaxed_order"])
 def test_out_of_range_inserts_distance_filter(conn, order):
     """
@@ -504,24 +524,14 @@ def test_out_of_range_inserts_distance_filter(conn, order):
                 conn.execute("SET LOCAL enable_indexscan = off")
                 d = [r[0] for r in conn.execute(f"SELECT embedding <-> %s::vector FROM {table} "
                                                 "ORDER BY 1 LIMIT 5", (lit,))]
-            params = {"q": lit, "r": (d[3] + d[4]) / 2}
-            got = []
-            for extra in ("", " + 0 * id"):
-                sql = (f"SELECT id FROM {table} WHERE embedding <-> %(q)s::vector < %(r)s{extra} "
-                       "ORDER BY embedding <-> %(q)s::vector LIMIT 10")
-                with conn.transaction():
-                    conn.execute("SET LOCAL enable_seqscan = off")
-                    conn.execute(f"SET LOCAL streamhnsw.iterative_scan = {order}")
-                    ids = sorted(r[0] for r in conn.execute(sql, params))
-                    plan = "\n".join(r[0] for r in conn.execute(
-                        "EXPLAIN (ANALYZE, COSTS OFF) " + sql, params))
-                line = next(x for x in plan.splitlines() if "streamhnsw: rounds=" in x)
-                got.append((ids, "ended at distance bound=1" in plan,
-                            int(line.split("re-ranked=")[1].split()[0])))
-            assert len(got[0][0]) == 4 and got[0][0] == got[1][0], (order, got)
-            assert (got[0][1], got[1][1]) == (True, False), (order, got)
+            got = bounded_and_control(conn, table, "<->", lit, (d[3] + d[4]) / 2,
+                                      {"enable_seqscan": "off",
+                                       "streamhnsw.iterative_scan": order})
+            plan = got[0][3]
+            assert len(got[0][0]) == 4 and got[0][0] == got[1][0], (order, [g[:3] for g in got])
+            assert (got[0][1], got[1][1]) == (True, False), (order, [g[:3] for g in got])
             # ended early: the control, which cannot end, re-ranks every row
-            assert got[0][2] * 4 < got[1][2], (order, got)
+            assert got[0][2] * 4 < got[1][2], (order, [g[:3] for g in got])
             assert "first round bound: typical error, marked rows" in plan, plan
         # a query among the rows far out keeps the worst case (scan_query_inside)
         lit = conn.execute(f"SELECT embedding::text FROM {table} WHERE id = 2000").fetchone()[0]
@@ -608,18 +618,10 @@ def test_out_of_range_inserts_end_after_the_first_round(conn):
                 lit = data.vector_literal(q)
                 d = conn.execute(f"SELECT embedding <=> %s::vector FROM {table} "
                                  "ORDER BY 1 LIMIT 5", (lit,)).fetchall()
-                params = {"q": lit, "r": (d[3][0] + d[4][0]) / 2}
-                got = []
-                for extra in ("", " + 0 * id"):
-                    sql = (f"SELECT id FROM {table} WHERE embedding <=> %(q)s::vector < %(r)s{extra} "
-                           "ORDER BY embedding <=> %(q)s::vector LIMIT 10")
-                    with conn.transaction():
-                        conn.execute("SET LOCAL streamhnsw.iterative_scan = relaxed_order")
-                        ids = sorted(r[0] for r in conn.execute(sql, params))
-                        plan = "\n".join(r[0] for r in conn.execute(
-                            "EXPLAIN (ANALYZE, COSTS OFF) " + sql, params))
-                    got.append((ids, "ended at distance bound=1" in plan))
-                assert got[0][0] == got[1][0] and (got[0][1], got[1][1]) == (True, False), (path, got)
+                got = bounded_and_control(conn, table, "<=>", lit, (d[3][0] + d[4][0]) / 2,
+                                          {"streamhnsw.iterative_scan": "relaxed_order"})
+                assert got[0][0] == got[1][0] and (got[0][1], got[1][1]) == (True, False), \
+                    (path, [g[:3] for g in got])
         assert data.recall(found["insert"], truth, 10) >= data.recall(found["build"], truth, 10) - 0.02
     finally:
         conn.execute("RESET enable_seqscan")
