@@ -1713,7 +1713,9 @@ void
 shnsw_search_set_clamp_slack(ShnswSearch *s, double unit, double factor, double max_slack)
 {
 	s->clamp_on = max_slack > 0.0;
-	if (s->clamp_on && s->F.a == NULL)
+	if (!s->clamp_on)
+		return;
+	if (s->F.a == NULL)
 		shnsw_heap_init(&s->F, 64, false);
 	s->clamp_slack[0] = max_slack;
 	for (int k = 1; k < SHNSW_NODE_CLAMP_CLASSES; k++)
@@ -2459,8 +2461,7 @@ shnsw_bound_prepare(ShnswBound *b, ShnswMetric metric, bool unbounded, const flo
 				rndabs = 0.0,
 				qsq = 0.0,
 				varmax = 0.0,
-				varq = 0.0,
-				halfsq = 0.0;
+				varq = 0.0;
 
 	/*
 	 * A code c stands for x' = lo + c * scale, |x_i - x'_i| <= scale_i / 2
@@ -2484,7 +2485,6 @@ shnsw_bound_prepare(ShnswBound *b, ShnswMetric metric, bool unbounded, const flo
 		rndabs += fabs(nav[i]) * r;
 		qsq += (double) nav[i] * nav[i];
 		varmax = fmax(varmax, sc * sc / 12);
-		halfsq += sc * sc / 4;
 		varq += (double) nav[i] * nav[i] * sc * sc / 12;
 	}
 	b->metric = metric;
@@ -2494,7 +2494,8 @@ shnsw_bound_prepare(ShnswBound *b, ShnswMetric metric, bool unbounded, const flo
 	b->lo = lo;
 	b->scale = scale;
 	b->err_rel = 2 * eps * (dims + 8);
-	b->res_range = sqrt(halfsq);
+	b->qnorm = sqrt(qsq);
+	b->res_range = shnsw_clamp_unit(scale, dims);
 	if (metric != SHNSW_METRIC_IP)
 		b->err_abs = sqrt(sumsq);
 	else
@@ -2532,7 +2533,7 @@ shnsw_bound_prepare(ShnswBound *b, ShnswMetric metric, bool unbounded, const flo
 		if (metric != SHNSW_METRIC_IP)
 			b->err_abs = residual + sqrt(rndsq);
 		else
-			b->err_abs = sqrt(qsq) * (1 + eps) * residual + rndabs + b->err_rel * mag;
+			b->err_abs = b->qnorm * (1 + eps) * residual + rndabs + b->err_rel * mag;
 	}
 }
 

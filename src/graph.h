@@ -493,8 +493,11 @@ typedef struct ShnswBound
 								 * (SHNSW_BOUND_SIGMAS standard deviations of
 								 * its rounding: a premise, not a proof) */
 	double		err_rel;		/* float rounding, relative */
+	double		qnorm;			/* |nav|: inner product's factor for a
+								 * distance in the space of the values */
 	double		res_range;		/* the largest |x - x'| of a value inside the
-								 * trained range: sqrt(sum step_i^2) / 2 */
+								 * trained range: sqrt(sum step_i^2) / 2, the
+								 * unit of clamp classes (shnsw_clamp_unit) */
 	int			dims;			/* for shnsw_bound_code: */
 	const float *nav;			/* the query's navigation form (caller's memory) */
 	const float *lo;			/* SQ8 parameters (caller's memory) */

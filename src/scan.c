@@ -797,24 +797,20 @@ scan_setup(IndexScanDesc scan)
 		if (!so->unbounded)
 			so->stats.first_bound = SHNSW_FIRST_TYPICAL;
 	}
-	else if (snap.max_residual >= 0.0 && snap.clamps_marked && !so->unbounded &&
-			 !scan_query_inside(so, info, nav))
-		so->stats.first_bound = SHNSW_FIRST_WORST_QUERY;
 	else if (snap.max_residual >= 0.0 && snap.clamps_marked && !so->unbounded)
 	{
-		so->stats.first_bound = SHNSW_FIRST_MARKED;
-		so->walk.err_abs = so->bound.err_typ;
-		/* (with room to spare for the bound's relative rounding terms) */
-		clamp_max = (so->proof.err_abs - so->walk.err_abs) * (1 + 1e-4);
-		if (info->metric == SHNSW_METRIC_IP)
+		if (!scan_query_inside(so, info, nav))
+			so->stats.first_bound = SHNSW_FIRST_WORST_QUERY;
+		else
 		{
-			double		qsq = 0.0;
-
-			for (int i = 0; i < dims; i++)
-				qsq += (double) nav[i] * nav[i];
-			clamp_factor = sqrt(qsq) * (1 + 1e-6);
+			so->stats.first_bound = SHNSW_FIRST_MARKED;
+			so->walk.err_abs = so->bound.err_typ;
+			/* (with room to spare for the bound's relative rounding terms) */
+			clamp_max = (so->proof.err_abs - so->walk.err_abs) * (1 + 1e-4);
+			if (info->metric == SHNSW_METRIC_IP)
+				clamp_factor = so->bound.qnorm * (1 + 1e-6);
+			clamp_factor *= 1 + 1e-4;
 		}
-		clamp_factor *= 1 + 1e-4;
 	}
 
 	shnsw_reader_init(&so->reader, index);
@@ -823,8 +819,7 @@ scan_setup(IndexScanDesc scan)
 	shnsw_buffer_source_descent(&so->pctx, snap.node_count);
 	shnsw_shm_scan_begin(index, info, &snap, &so->ops, &so->stats, so->ctx);
 	shnsw_search_init(&so->search, &so->sq, &so->ops, info->m, 0);
-	shnsw_search_set_clamp_slack(&so->search, shnsw_clamp_unit(info->scale, dims),
-								 clamp_factor, clamp_max);
+	shnsw_search_set_clamp_slack(&so->search, so->bound.res_range, clamp_factor, clamp_max);
 	shnsw_heap_init(&so->unexpanded, 64, false);
 	shnsw_heap_init(&so->deferred, 64, false);
 	so->first_floor = get_float8_infinity();

@@ -2465,13 +2465,7 @@ test_clamp_bounds(void)
 				b_typ = b;
 				b_typ.err_abs = b.err_typ;
 				if (metric == SHNSW_METRIC_IP)
-				{
-					double		qsq = 0.0;
-
-					for (int j = 0; j < dim; j++)
-						qsq += (double) qn[j] * qn[j];
-					factor = sqrt(qsq) * (1 + 1e-6);
-				}
+					factor = b.qnorm * (1 + 1e-6);
 				factor *= 1 + 1e-4;	/* as scan.c: room for the relative terms */
 				for (int i = n; i < n + nout; i++)
 				{
