@@ -118,7 +118,9 @@ shnsw_fill_meta(ShnswMetaPage meta, int dims, int m, int efc, ShnswMetric metric
 	meta->insert_upper_blk = InvalidBlockNumber;
 	meta->rng_state = 0x5DEECE66DULL;
 	meta->free_head = SHNSW_INVALID_REF;
-	meta->flags = SHNSW_META_RESIDUAL | SHNSW_META_CLAMPS;	/* max_residual 0: no node yet */
+	meta->insert_vec_end = InvalidBlockNumber;
+	/* max_residual 0: no node yet */
+	meta->flags = SHNSW_META_RESIDUAL | SHNSW_META_CLAMPS | SHNSW_META_VECRUN;
 }
 
 /* Raise an error unless the metapage is ours and of a version we read. */

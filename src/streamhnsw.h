@@ -180,6 +180,11 @@ typedef struct ShnswMetaPageData
 								 * of any node placed since the quantizer
 								 * was last trained, clamped values included:
 								 * scans bound exact distances with it */
+	BlockNumber insert_vec_end; /* with SHNSW_META_VECRUN: the last block of
+								 * the run of vector pages inserts fill in
+								 * order (insert_vec_blk is in it), so that
+								 * a vector may continue on the next page;
+								 * InvalidBlockNumber: no run */
 } ShnswMetaPageData;
 
 /*
@@ -209,6 +214,15 @@ typedef ShnswMetaPageData *ShnswMetaPage;
  * may have clamped nodes without it, so its scans cannot tell them apart).
  */
 #define SHNSW_META_CLAMPS		0x04
+
+/*
+ * flags: insert_vec_end is kept, and appended vectors fill runs of
+ * consecutive vector pages as one byte stream, as a build writes them
+ * (insert.c, vec_reserve; indexes made since the flag was added: an older
+ * metapage may end before the field). Without it every appended vector
+ * lies whole on one page.
+ */
+#define SHNSW_META_VECRUN		0x08
 
 /* Raise max_residual of meta to residual, if it keeps one (caller: exclusive lock). */
 #define shnsw_meta_residual(meta, residual) \
