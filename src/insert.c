@@ -680,74 +680,17 @@ typedef struct AppendPages
 				vnew,
 				unew;
 	bool		span;			/* the vector continues on vbuf2 */
-	BlockNumber run_end;		/* a run vec_reserve made: its last block */
 } AppendPages;
 
 /* Largest run of vector pages an insert reserves at once. */
 #define SHNSW_VEC_RUN_MAX	32
 
 /*
- * vec_reserve extends the index by a run of consecutive pages for appended
- * vectors and makes each an empty vector page (WAL-logged, so that a
- * standby and crash recovery have them too), with no buffer lock held.
- * Returns the first, pinned and unlocked; *end is the run's last block.
- * A run's waste is the pages it has not filled yet when inserts stop (at
- * most all but one of r pages) and, at the end of each run, half a vector
- * on average where the next one did not fit whole (the next run is not the
- * next block): r / P + (stride / 2) / (r * capacity) of an index of P
- * pages, least at r = sqrt(P * stride / (2 * capacity)), which this takes
- * (1 to SHNSW_VEC_RUN_MAX pages): 1 for pgvector's 3-dimensional
- * delete-all, VACUUM, insert-again scenario (231 pages, 1.02x allowed;
- * runs of 7 grew it 9 pages), 10 for 1,200 rows of 768 dimensions (600
- * pages, about 4 % of them lost), 32 for 100,000 of 384 (0.3 %). A whole
- * vector on each page lost 25 % at 768 dimensions. A crash before the
- * metapage names the run leaves empty vector pages no node uses (space,
- * nothing else).
+ * The heavyweight lock that makes one insert at a time reserve a run: a
+ * page lock on this block number (no page is locked by it: block 1 is the
+ * first quantizer page, which no insert locks this way).
  */
-static Buffer
-vec_reserve(InsertState *is, BlockNumber *end)
-{
-	Relation	index = is->index;
-	Buffer		bufs[SHNSW_VEC_RUN_MAX];
-	double		stride = TYPEALIGN(4, is->info->vec_size);
-	uint32		want = (uint32) Min(SHNSW_VEC_RUN_MAX,
-									Max(1.0, rint(sqrt(RelationGetNumberOfBlocks(index) * stride /
-													   (2.0 * SHNSW_PAGE_CAPACITY)))));
-	uint32		got = 0;
-	BlockNumber first;
-
-	first = ExtendBufferedRelBy(BMR_REL(index), MAIN_FORKNUM, NULL, 0, want, bufs, &got);
-	if ((uint64) first + got > ((uint64) 1 << (32 - is->info->slot_bits)))
-	{
-		for (uint32 k = 0; k < got; k++)
-			ReleaseBuffer(bufs[k]);
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("streamhnsw index \"%s\" is too large for its node references",
-						RelationGetRelationName(index))));
-	}
-	for (uint32 k = 0; k < got; k += MAX_GENERIC_XLOG_PAGES)
-	{
-		GenericXLogState *state = GenericXLogStart(index);
-		uint32		n = Min(got - k, MAX_GENERIC_XLOG_PAGES);
-
-		for (uint32 j = k; j < k + n; j++)
-		{
-			LockBuffer(bufs[j], BUFFER_LOCK_EXCLUSIVE);
-			shnsw_init_page(GenericXLogRegisterBuffer(state, bufs[j], GENERIC_XLOG_FULL_IMAGE),
-							SHNSW_PAGE_VECTOR);
-		}
-		GenericXLogFinish(state);
-		for (uint32 j = k; j < k + n; j++)
-		{
-			LockBuffer(bufs[j], BUFFER_LOCK_UNLOCK);
-			if (j > 0)
-				ReleaseBuffer(bufs[j]);
-		}
-	}
-	*end = first + got - 1;
-	return bufs[0];
-}
+#define SHNSW_VEC_RUN_LOCK	1
 
 /* Bytes of vector data on vector page vp (block blk), checked. */
 static int
@@ -801,6 +744,7 @@ append_check_places(InsertState *is, BlockNumber gblk, BlockNumber vblk, BlockNu
 		shnsw_corrupt(index, SHNSW_METAPAGE_BLKNO, "insert upper block", ublk);
 }
 
+
 /* The metapage's insert places, read under a share lock. */
 typedef struct InsertPlaces
 {
@@ -828,6 +772,85 @@ read_places(InsertState *is, Buffer metabuf, InsertPlaces *pl)
 }
 
 /*
+ * vec_reserve makes the metapage name a vector page other than full (the
+ * page an insert found with no room and no next page in its run): the one
+ * another insert reserved meanwhile, or a new run of consecutive pages it
+ * extends the index by, makes empty vector pages (WAL-logged, so that a
+ * standby and crash recovery have them too) and names in the metapage (a
+ * record of its own). One insert at a time does this (SHNSW_VEC_RUN_LOCK),
+ * so that two finding the same page full do not both reserve a run (two
+ * sessions inserting 4,000 rows of 768 dimensions left 85 empty pages of
+ * runs no metapage named). Called with no buffer lock held; *pl is read
+ * again.
+ *
+ * A run's waste is the pages it has not filled yet when inserts stop (at
+ * most all but one of r pages) and, at the end of each run, half a vector
+ * on average where the next one did not fit whole (the next run is not the
+ * next block): r / P + (stride / 2) / (r * capacity) of an index of P
+ * pages, least at r = sqrt(P * stride / (2 * capacity)), which this takes
+ * (1 to SHNSW_VEC_RUN_MAX pages): 1 for pgvector's 3-dimensional
+ * delete-all, VACUUM, insert-again scenario (231 pages, 1.02x allowed;
+ * runs of 7 grew it 9 pages), 10 for 1,200 rows of 768 dimensions (600
+ * pages), 32 for 100,000 of 384. A whole vector on each page lost 25 % at
+ * 768 dimensions. A crash before the metapage names the run leaves empty
+ * vector pages no node uses (space, nothing else).
+ */
+static void
+vec_reserve(InsertState *is, Buffer metabuf, BlockNumber full, InsertPlaces *pl)
+{
+	Relation	index = is->index;
+	Buffer		bufs[SHNSW_VEC_RUN_MAX];
+	double		stride = TYPEALIGN(4, is->info->vec_size);
+	uint32		want,
+				got = 0;
+	BlockNumber first;
+	GenericXLogState *state;
+	ShnswMetaPage meta;
+
+	LockPage(index, SHNSW_VEC_RUN_LOCK, ExclusiveLock);
+	read_places(is, metabuf, pl);
+	if (pl->vblk != full)
+	{
+		UnlockPage(index, SHNSW_VEC_RUN_LOCK, ExclusiveLock);
+		return;
+	}
+	want = (uint32) Min(SHNSW_VEC_RUN_MAX,
+						Max(1.0, rint(sqrt(RelationGetNumberOfBlocks(index) * stride /
+										   (2.0 * SHNSW_PAGE_CAPACITY)))));
+	first = ExtendBufferedRelBy(BMR_REL(index), MAIN_FORKNUM, NULL, 0, want, bufs, &got);
+	if ((uint64) first + got > ((uint64) 1 << (32 - is->info->slot_bits)))
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("streamhnsw index \"%s\" is too large for its node references",
+						RelationGetRelationName(index))));
+	for (uint32 k = 0; k < got; k += MAX_GENERIC_XLOG_PAGES)
+	{
+		uint32		n = Min(got - k, MAX_GENERIC_XLOG_PAGES);
+
+		state = GenericXLogStart(index);
+		for (uint32 j = k; j < k + n; j++)
+		{
+			LockBuffer(bufs[j], BUFFER_LOCK_EXCLUSIVE);
+			shnsw_init_page(GenericXLogRegisterBuffer(state, bufs[j], GENERIC_XLOG_FULL_IMAGE),
+							SHNSW_PAGE_VECTOR);
+		}
+		GenericXLogFinish(state);
+		for (uint32 j = k; j < k + n; j++)
+			UnlockReleaseBuffer(bufs[j]);
+	}
+	LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
+	state = GenericXLogStart(index);
+	meta = ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0));
+	meta->insert_vec_blk = first;
+	meta->insert_vec_end = first + got - 1;
+	GenericXLogFinish(state);
+	LockBuffer(metabuf, BUFFER_LOCK_UNLOCK);
+	UnlockPage(index, SHNSW_VEC_RUN_LOCK, ExclusiveLock);
+	pl->vblk = first;
+	pl->vend = first + got - 1;
+}
+
+/*
  * vec_pin pins, with no lock held, the vector page the metapage names (a
  * new run, or without runs a new page, if it names none) and the run's
  * next page, which the vector continues on when it does not fit whole: a
@@ -835,18 +858,14 @@ read_places(InsertState *is, Buffer metabuf, InsertPlaces *pl)
  * pages the insert locks (else the run is not used).
  */
 static void
-vec_pin(InsertState *is, const InsertPlaces *pl, AppendPages *p)
+vec_pin(InsertState *is, Buffer metabuf, InsertPlaces *pl, AppendPages *p)
 {
-	BlockNumber next = pl->vblk + 1;
+	BlockNumber next;
 
-	p->vbuf2 = InvalidBuffer;
-	p->run_end = InvalidBlockNumber;
 	if (pl->vblk == InvalidBlockNumber && pl->runs)
-	{
-		p->vnew = false;
-		p->vbuf = vec_reserve(is, &p->run_end);
-		return;
-	}
+		vec_reserve(is, metabuf, InvalidBlockNumber, pl);
+	next = pl->vblk + 1;
+	p->vbuf2 = InvalidBuffer;
 	p->vbuf = pin_or_extend(is, pl->vblk, &p->vnew);
 	if (!p->vnew && pl->vend != InvalidBlockNumber && next <= pl->vend &&
 		next < RelationGetNumberOfBlocks(is->index) && next != pl->gblk && next != pl->ublk &&
@@ -904,8 +923,7 @@ vec_room(InsertState *is, AppendPages *p)
  * or extended) with no lock held, then locked in the insert order; a page
  * found full is let go, with the locks taken so far, and replaced by a new
  * page (which has room: this ends). A full vector page is replaced by the
- * one the metapage names now if another insert has moved on, else by a new
- * run (vec_reserve).
+ * page the metapage names once vec_reserve has made it name another.
  */
 static void
 append_lock_pages(InsertState *is, Buffer metabuf, int level, Size usize, AppendPages *p)
@@ -919,7 +937,7 @@ append_lock_pages(InsertState *is, Buffer metabuf, int level, Size usize, Append
 	p->unew = false;
 	p->span = false;
 	p->gbuf = pin_or_extend(is, pl.gblk, &p->gnew);
-	vec_pin(is, &pl, p);
+	vec_pin(is, metabuf, &pl, p);
 	if (level > 0)
 		p->ubuf = pin_or_extend(is, pl.ublk, &p->unew);
 	for (;;)
@@ -943,13 +961,10 @@ append_lock_pages(InsertState *is, Buffer metabuf, int level, Size usize, Append
 			BlockNumber full = pl.vblk;
 
 			LockBuffer(p->gbuf, BUFFER_LOCK_UNLOCK);
-			read_places(is, metabuf, &pl);
-			if (pl.runs && pl.vblk != full && pl.vblk != InvalidBlockNumber)
-				vec_pin(is, &pl, p);	/* another insert moved on */
-			else if (pl.runs)
+			if (pl.runs)
 			{
-				p->vnew = false;
-				p->vbuf = vec_reserve(is, &p->run_end);
+				vec_reserve(is, metabuf, full, &pl);
+				vec_pin(is, metabuf, &pl, p);
 			}
 			else
 				p->vbuf = pin_or_extend(is, InvalidBlockNumber, &p->vnew);
@@ -1113,8 +1128,6 @@ append_node(InsertState *is, Buffer metabuf, const NewNode *nn, ShnswRef **nbrs,
 
 	meta->insert_graph_blk = gblk;
 	meta->insert_vec_blk = p.span ? BufferGetBlockNumber(p.vbuf2) : vblk;
-	if (p.run_end != InvalidBlockNumber && (meta->flags & SHNSW_META_VECRUN))
-		meta->insert_vec_end = p.run_end;
 	if (level > 0)
 		meta->insert_upper_blk = ublk;
 	meta->node_count++;
