@@ -130,7 +130,8 @@ CREATE FUNCTION streamhnsw_cache_list(
 	OUT index oid, OUT database oid, OUT state text, OUT bytes bigint,
 	OUT nodes bigint, OUT graph_pages bigint, OUT upper_pages bigint,
 	OUT hits bigint, OUT misses bigint, OUT builds bigint,
-	OUT invalidations bigint, OUT refreshes bigint, OUT evictions bigint)
+	OUT invalidations bigint, OUT refreshes bigint, OUT evictions bigint,
+	OUT insert_searches bigint)
 	RETURNS SETOF record
 	AS 'MODULE_PATHNAME' LANGUAGE C STRICT VOLATILE PARALLEL SAFE;
 COMMENT ON FUNCTION streamhnsw_cache_list() IS 'the shared graph images of streamhnsw indexes, in every database: state, size, nodes and counters';

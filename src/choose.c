@@ -32,6 +32,7 @@ shnsw_linker_init(ShnswLinker *lk, Relation index, ShnswIndexInfo *info)
 	lk->dup_code = NULL;
 	lk->ndups = 0;
 	shnsw_buffer_source_init(&lk->ops, &lk->pctx, index, info, NULL);
+	lk->search_ops = lk->ops;
 }
 
 /* ---------- reading ---------- */
@@ -61,14 +62,22 @@ copy_cb(void *arg, int i, const ShnswNodeHeader *h)
 	}
 }
 
-/* Copy the codes of refs[0..n-1] into codes (dims bytes each). */
-void
-shnsw_read_codes(ShnswLinker *lk, const ShnswRef *refs, int n, uint8 *codes)
+/* Copy the codes of refs[0..n-1] into codes (dims bytes each), through ops. */
+static void
+read_codes_from(ShnswLinker *lk, const ShnswNodeSource *ops, const ShnswRef *refs, int n,
+				uint8 *codes)
 {
 	CopyArg		a = {lk->dims, lk->m, codes, NULL};
 
 	if (n > 0)
-		lk->ops.read_nodes(lk->ops.ctx, refs, n, copy_cb, &a);
+		ops->read_nodes(ops->ctx, refs, n, copy_cb, &a);
+}
+
+/* Copy the codes of refs[0..n-1] into codes (dims bytes each). */
+void
+shnsw_read_codes(ShnswLinker *lk, const ShnswRef *refs, int n, uint8 *codes)
+{
+	read_codes_from(lk, &lk->ops, refs, n, codes);
 }
 
 /*
@@ -198,7 +207,11 @@ shnsw_code_distances(ShnswLinker *lk, const uint8 *ecode, const uint8 *codes, in
  * (navigation form) on layers min(level, entry_level) .. 0, with width ef,
  * and chooses them with the heuristic: nbrs[l][0 .. nnbrs[l] - 1], nearest
  * first (palloc'd; layers not searched get 0). Deleted nodes and exclude
- * are passed through, never chosen. Holds no lock on return.
+ * are passed through, never chosen. Reads through lk->search_ops (an
+ * insert's may be the shared graph image: the same records, read without
+ * a buffer pin and lock per page; a list it reads stale, as a read racing
+ * a writer through buffers can, only makes a choice from older lists).
+ * Holds no lock on return.
  */
 void
 shnsw_find_neighbors(ShnswLinker *lk, const float *q, ShnswRef entry, int entry_level,
@@ -218,7 +231,7 @@ shnsw_find_neighbors(ShnswLinker *lk, const float *q, ShnswRef entry, int entry_
 	sq.w = palloc(sizeof(float) * dims);
 	sq8_prepare_query(&sq, shnsw_code_metric(lk->info->metric), q, lk->info->lo,
 					  lk->info->scale);
-	shnsw_search_init(&s, &sq, &lk->ops, m, 0);
+	shnsw_search_init(&s, &sq, &lk->search_ops, m, 0);
 
 	/*
 	 * The layers above the new node's own are searched with a beam of m
@@ -270,7 +283,7 @@ shnsw_find_neighbors(ShnswLinker *lk, const float *q, ShnswRef entry, int entry_
 			refs[nlive] = c->ref;
 			d[nlive++] = c->d;
 		}
-		shnsw_read_codes(lk, refs, nlive, codes);
+		read_codes_from(lk, &lk->search_ops, refs, nlive, codes);
 		/* nodes that may hold the same vector and have room for its row */
 		for (int k = 0; l == 0 && lk->dup_code != NULL && k < nlive; k++)
 			if (room[k] && lk->ndups < SHNSW_MAX_DUPS &&

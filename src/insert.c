@@ -24,6 +24,7 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
+#include "shmgraph.h"
 #include "streamhnsw.h"
 
 typedef struct InsertState
@@ -1598,10 +1599,10 @@ shnsw_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid,
 		 * (no entry point to link to) and training the quantizer happen
 		 * alone, as does retraining (which re-encodes every node).
 		 */
+		ShnswMetaSnapshot snap;
+
 		for (;;)
 		{
-			ShnswMetaSnapshot snap;
-
 			LockPage(index, SHNSW_METAPAGE_BLKNO, mode);
 			shnsw_debug_discard(index);
 			/* the quantizer may have been trained or retrained since we looked */
@@ -1615,6 +1616,9 @@ shnsw_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid,
 			mode = ExclusiveLock;
 		}
 		shnsw_linker_init(&is.lk, index, is.info);
+		/* the search for neighbours reads the shared graph image, if current */
+		shnsw_shm_insert_begin(index, is.info, &snap, &is.lk.search_ops,
+							   palloc0(sizeof(ShnswScanStats)), CurrentMemoryContext);
 		retrain = insert_node(&is, v, nav, heap_tid);
 		UnlockPage(index, SHNSW_METAPAGE_BLKNO, mode);
 		if (retrain)

@@ -132,6 +132,8 @@ typedef struct ShmEntry
 	pg_atomic_uint64 last_used; /* TimestampTz of the last scan that used it */
 	pg_atomic_uint64 hits;		/* scans that searched the image */
 	pg_atomic_uint64 misses;	/* scans that could not */
+	pg_atomic_uint64 insert_searches;	/* inserts whose neighbour search
+										 * read the image */
 	pg_atomic_uint64 cut_until; /* a VACUUM truncation waits for the index's
 								 * lock until then: a background build gives
 								 * up (TimestampTz; 0: none) */
@@ -249,6 +251,7 @@ ctl_init(void *ptr)
 		pg_atomic_init_u64(&c->entries[i].last_used, 0);
 		pg_atomic_init_u64(&c->entries[i].hits, 0);
 		pg_atomic_init_u64(&c->entries[i].misses, 0);
+		pg_atomic_init_u64(&c->entries[i].insert_searches, 0);
 		pg_atomic_init_u64(&c->entries[i].cut_until, 0);
 	}
 }
@@ -835,6 +838,7 @@ entry_new(Relation index, bool explicit, dsm_handle *unpin, int *nunpin)
 	pg_atomic_write_u64(&e->last_used, (uint64) GetCurrentTransactionStartTimestamp());
 	pg_atomic_write_u64(&e->hits, 0);
 	pg_atomic_write_u64(&e->misses, 0);
+	pg_atomic_write_u64(&e->insert_searches, 0);
 	pg_atomic_write_u64(&e->cut_until, 0);
 	e->builds = e->invalidations = e->refreshes = e->evictions = 0;
 	e->dbid = MyDatabaseId;
@@ -1989,11 +1993,12 @@ image_current(ShmImage *img, uint64 lsn, uint64 gen)
 
 /*
  * lookup_image: the index's image if it reflects metapage state (lsn, gen);
- * else NULL with *status (MISSING, BUILDING, STALE, UNAVAILABLE). Counts a
- * hit or a miss.
+ * else NULL with *status (MISSING, BUILDING, STALE, UNAVAILABLE). A scan's
+ * lookup (scan) counts a hit or a miss; an insert's counts an insert search
+ * when it finds the image current.
  */
 static LocalImage *
-lookup_image(Relation index, uint64 lsn, uint64 gen, int *status)
+lookup_image(Relation index, uint64 lsn, uint64 gen, int *status, bool scan)
 {
 	ShmEntry   *e;
 	LocalImage *li = NULL;
@@ -2018,11 +2023,11 @@ lookup_image(Relation index, uint64 lsn, uint64 gen, int *status)
 		else
 		{
 			*status = SHNSW_SHM_USED;
-			pg_atomic_fetch_add_u64(&e->hits, 1);
+			pg_atomic_fetch_add_u64(scan ? &e->hits : &e->insert_searches, 1);
 			pg_atomic_write_u64(&e->last_used, (uint64) GetCurrentTransactionStartTimestamp());
 		}
 	}
-	if (li == NULL && e != NULL)
+	if (li == NULL && e != NULL && scan)
 		pg_atomic_fetch_add_u64(&e->misses, 1);
 	LWLockRelease(&ctl->lock);
 	return li;
@@ -2098,7 +2103,7 @@ static LocalImage *
 lookup_or_build(Relation index, const ShnswIndexInfo *info, uint64 lsn, uint64 gen,
 				bool build, int *status)
 {
-	LocalImage *li = lookup_image(index, lsn, gen, status);
+	LocalImage *li = lookup_image(index, lsn, gen, status, true);
 	bool		rebuild = false;
 
 	if (li != NULL || !build || IsInParallelMode())
@@ -2126,24 +2131,15 @@ lookup_or_build(Relation index, const ShnswIndexInfo *info, uint64 lsn, uint64 g
 	return li;
 }
 
-void
-shnsw_shm_scan_begin(Relation index, const ShnswIndexInfo *info,
-					 const ShnswMetaSnapshot *snap, ShnswNodeSource *ops,
-					 ShnswScanStats *stats, MemoryContext cxt)
+/* Replace *ops by ops over image li (scan_begin, insert_begin). */
+static void
+shm_ops(LocalImage *li, const ShnswIndexInfo *info, ShnswNodeSource *ops,
+		ShnswScanStats *stats, MemoryContext cxt)
 {
-	LocalImage *li;
 	ShmScan    *ss;
-	int			status;
 
-	stats->shared_graph = SHNSW_SHM_OFF;
-	if (!shnsw_shared_cache || RelationUsesLocalBuffers(index))
-		return;
-	get_ctl();
-	li = lookup_or_build(index, info, snap->lsn, snap->cache_generation, true, &status);
-	stats->shared_graph = status;
-	if (li == NULL)
-		return;
-	active_scans++;
+	if (active_scans < INT_MAX)
+		active_scans++;
 	ss = MemoryContextAllocZero(cxt, sizeof(ShmScan));
 	ss->li = li;
 	ss->inner = *ops;
@@ -2160,6 +2156,42 @@ shnsw_shm_scan_begin(Relation index, const ShnswIndexInfo *info,
 	ops->reread_cheap = !shnsw_debug_keep_lists;
 	ops->page_records = shm_page_records;
 	ops->page_records_valid = shm_page_records_valid;
+}
+
+void
+shnsw_shm_scan_begin(Relation index, const ShnswIndexInfo *info,
+					 const ShnswMetaSnapshot *snap, ShnswNodeSource *ops,
+					 ShnswScanStats *stats, MemoryContext cxt)
+{
+	LocalImage *li;
+	int			status;
+
+	stats->shared_graph = SHNSW_SHM_OFF;
+	if (!shnsw_shared_cache || RelationUsesLocalBuffers(index))
+		return;
+	get_ctl();
+	li = lookup_or_build(index, info, snap->lsn, snap->cache_generation, true, &status);
+	stats->shared_graph = status;
+	if (li != NULL)
+		shm_ops(li, info, ops, stats, cxt);
+}
+
+void
+shnsw_shm_insert_begin(Relation index, const ShnswIndexInfo *info,
+					   const ShnswMetaSnapshot *snap, ShnswNodeSource *ops,
+					   ShnswScanStats *stats, MemoryContext cxt)
+{
+	LocalImage *li;
+	int			status;
+
+	stats->shared_graph = SHNSW_SHM_OFF;
+	if (!shnsw_shared_cache || RelationUsesLocalBuffers(index) || IsInParallelMode())
+		return;
+	get_ctl();
+	li = lookup_image(index, snap->lsn, snap->cache_generation, &status, false);
+	stats->shared_graph = status;
+	if (li != NULL)
+		shm_ops(li, info, ops, stats, cxt);
 }
 
 /* ---------- write-through ---------- */
@@ -2519,8 +2551,8 @@ streamhnsw_cache_list(PG_FUNCTION_ARGS)
 	for (int i = 0; i < SHM_MAX_IMAGES; i++)
 	{
 		ShmEntry   *e = &ctl->entries[i];
-		Datum		values[13];
-		bool		nulls[13] = {0};
+		Datum		values[14];
+		bool		nulls[14] = {0};
 		int			n = 0;
 
 		if (e->state == ENTRY_FREE)
@@ -2538,6 +2570,7 @@ streamhnsw_cache_list(PG_FUNCTION_ARGS)
 		values[n++] = Int64GetDatum((int64) e->invalidations);
 		values[n++] = Int64GetDatum((int64) e->refreshes);
 		values[n++] = Int64GetDatum((int64) e->evictions);
+		values[n++] = Int64GetDatum((int64) pg_atomic_read_u64(&e->insert_searches));
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	LWLockRelease(&ctl->lock);

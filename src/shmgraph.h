@@ -60,6 +60,15 @@ extern void shnsw_shm_scan_begin(Relation index, const struct ShnswIndexInfo *in
 								 const struct ShnswMetaSnapshot *snap, ShnswNodeSource *ops,
 								 struct ShnswScanStats *stats, MemoryContext cxt);
 
+/*
+ * shnsw_shm_insert_begin: as shnsw_shm_scan_begin, for the searches of an
+ * insert: only an image that matches snap is used (an insert never builds
+ * or refreshes one), and it counts an insert search, not a hit or a miss.
+ */
+extern void shnsw_shm_insert_begin(Relation index, const struct ShnswIndexInfo *info,
+								   const struct ShnswMetaSnapshot *snap, ShnswNodeSource *ops,
+								   struct ShnswScanStats *stats, MemoryContext cxt);
+
 extern const char *shnsw_shm_status_name(int status);
 
 /*

@@ -433,7 +433,10 @@ typedef struct ShnswLinker
 	Relation	index;
 	ShnswIndexInfo *info;		/* the owner's copy (insert, VACUUM) */
 	ShnswPageCtx pctx;
-	ShnswNodeSource ops;
+	ShnswNodeSource ops;		/* through shared buffers */
+	ShnswNodeSource search_ops; /* shnsw_find_neighbors' reads: ops, or an
+								 * insert's over the shared graph image
+								 * (shnsw_shm_insert_begin) */
 	int			dims;
 	int			m;
 	float	   *scratch;		/* (2m + 2) * dims floats */

@@ -55,5 +55,5 @@ def read_graph(conn, index: str) -> dict:
         for layer in range(1, ulvl + 1):
             at = base + 4 * (layer - 1) * m
             upper[(ref, layer)] = list(struct.unpack_from(f"<{counts[layer - 1]}I", page, at))
-    return {"m": m, "entry": entry, "tid": tid, "flags": flags, "nbrs": nbrs,
-            "level": level, "upper": upper}
+    return {"m": m, "slot_bits": slot_bits, "entry": entry, "tid": tid, "flags": flags,
+            "nbrs": nbrs, "level": level, "upper": upper}

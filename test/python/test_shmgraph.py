@@ -38,12 +38,12 @@ def explain_shared(conn, table, q, op="<->"):
 
 def cache_row(conn, index):
     rows = conn.execute("SELECT state, bytes, nodes, hits, misses, builds, invalidations, "
-                        "refreshes, evictions FROM streamhnsw_cache_list() "
+                        "refreshes, evictions, insert_searches FROM streamhnsw_cache_list() "
                         "WHERE index = %s::regclass", (index,)).fetchall()
     if not rows:
         return None
     keys = ("state", "bytes", "nodes", "hits", "misses", "builds", "invalidations",
-            "refreshes", "evictions")
+            "refreshes", "evictions", "insert_searches")
     return dict(zip(keys, rows[0]))
 
 
@@ -105,10 +105,22 @@ def test_identical_built_insert_vacuum_reuse(conn, metric, op, opclass):
     assert "shared graph: used, nodes from image=" in explain_shared(conn, table, queries[1], op)
     same_on_off(conn, table, queries, op)
 
-    # single-row inserts, each written through (no invalidation)
+    # single-row inserts, each written through (no invalidation), each
+    # searching for its neighbours in the image: it stays current through
+    # every insert (an insert's search counts no scan hit); with the image
+    # off, an insert's search goes through buffers
     more, _ = data.clustered(600, 24, seed=12, n_queries=1)
+    before = cache_row(conn, f"{table}_idx")
     for i, v in enumerate(more):
         conn.execute(f"INSERT INTO {table} VALUES (%s, %s)", (100000 + i, data.vector_literal(v)))
+    after = cache_row(conn, f"{table}_idx")
+    assert after["insert_searches"] - before["insert_searches"] == len(more), (before, after)
+    assert after["hits"] == before["hits"] and after["misses"] == before["misses"]
+    conn.execute("SET streamhnsw.shared_cache = off")
+    conn.execute(f"INSERT INTO {table} VALUES (99999, %s)",
+                 (data.vector_literal(np.roll(more[0], 1)),))
+    conn.execute("SET streamhnsw.shared_cache = on")
+    assert cache_row(conn, f"{table}_idx")["insert_searches"] == after["insert_searches"]
     same_on_off(conn, table, queries, op)
     # every inserted row is found by a search for its own vector, from the image
     # (wide enough a search that it is not a question of recall)
