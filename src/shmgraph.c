@@ -2158,22 +2158,34 @@ shm_ops(LocalImage *li, const ShnswIndexInfo *info, ShnswNodeSource *ops,
 	ops->page_records_valid = shm_page_records_valid;
 }
 
-void
-shnsw_shm_scan_begin(Relation index, const ShnswIndexInfo *info,
-					 const ShnswMetaSnapshot *snap, ShnswNodeSource *ops,
-					 ShnswScanStats *stats, MemoryContext cxt)
+/*
+ * shm_begin: ops over the index's image for a scan (which may build or
+ * refresh one) or an insert's search (insert: only a current image).
+ */
+static void
+shm_begin(Relation index, const ShnswIndexInfo *info, const ShnswMetaSnapshot *snap,
+		  ShnswNodeSource *ops, ShnswScanStats *stats, MemoryContext cxt, bool insert)
 {
 	LocalImage *li;
 	int			status;
 
 	stats->shared_graph = SHNSW_SHM_OFF;
-	if (!shnsw_shared_cache || RelationUsesLocalBuffers(index))
+	if (!shnsw_shared_cache || RelationUsesLocalBuffers(index) || (insert && IsInParallelMode()))
 		return;
 	get_ctl();
-	li = lookup_or_build(index, info, snap->lsn, snap->cache_generation, true, &status);
+	li = insert ? lookup_image(index, snap->lsn, snap->cache_generation, &status, false) :
+		lookup_or_build(index, info, snap->lsn, snap->cache_generation, true, &status);
 	stats->shared_graph = status;
 	if (li != NULL)
 		shm_ops(li, info, ops, stats, cxt);
+}
+
+void
+shnsw_shm_scan_begin(Relation index, const ShnswIndexInfo *info,
+					 const ShnswMetaSnapshot *snap, ShnswNodeSource *ops,
+					 ShnswScanStats *stats, MemoryContext cxt)
+{
+	shm_begin(index, info, snap, ops, stats, cxt, false);
 }
 
 void
@@ -2181,17 +2193,7 @@ shnsw_shm_insert_begin(Relation index, const ShnswIndexInfo *info,
 					   const ShnswMetaSnapshot *snap, ShnswNodeSource *ops,
 					   ShnswScanStats *stats, MemoryContext cxt)
 {
-	LocalImage *li;
-	int			status;
-
-	stats->shared_graph = SHNSW_SHM_OFF;
-	if (!shnsw_shared_cache || RelationUsesLocalBuffers(index) || IsInParallelMode())
-		return;
-	get_ctl();
-	li = lookup_image(index, snap->lsn, snap->cache_generation, &status, false);
-	stats->shared_graph = status;
-	if (li != NULL)
-		shm_ops(li, info, ops, stats, cxt);
+	shm_begin(index, info, snap, ops, stats, cxt, true);
 }
 
 /* ---------- write-through ---------- */
