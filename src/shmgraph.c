@@ -81,11 +81,14 @@ int			shnsw_shared_cache_size = 256; /* MB */
 int			shnsw_debug_image_build_delay = 0;	/* ms */
 
 /*
- * The registry's name carries its layout's version: a library with another
- * layout (an upgrade installed without a restart) gets its own registry
- * instead of an error from GetNamedDSMSegment for a size that differs.
+ * The registry's name carries its layout's version, and its size
+ * (registry_name): a library with another layout (an upgrade installed
+ * without a restart) gets its own registry instead of an error from
+ * GetNamedDSMSegment for a size that differs. Bump the version when the
+ * layout changes (4: ShmEntry's insert_searches); the size in the name
+ * catches a change that forgot to.
  */
-#define SHM_REGISTRY_NAME	"streamhnsw_shmgraph_3"
+#define SHM_REGISTRY_NAME	"streamhnsw_shmgraph_4"
 #define SHM_MAX_IMAGES		64
 #define SHM_RETRY_SECS		10	/* after a failed build, retry lazily after */
 #define SHM_IDLE_SECS		10	/* a lazy build evicts only images idle this long */
@@ -302,7 +305,10 @@ get_ctl(void)
 	{
 		bool		found;
 
-		ctl = GetNamedDSMSegment(SHM_REGISTRY_NAME, sizeof(ShmCtl), ctl_init, &found);
+		char		name[NAMEDATALEN];
+
+		snprintf(name, sizeof(name), "%s_%zu", SHM_REGISTRY_NAME, sizeof(ShmCtl));
+		ctl = GetNamedDSMSegment(name, sizeof(ShmCtl), ctl_init, &found);
 		LWLockRegisterTranche(ctl->tranche, "streamhnsw_shmgraph");
 		local_epoch = ctl->epoch;
 	}
