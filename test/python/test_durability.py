@@ -349,9 +349,10 @@ def test_inserted_vectors_fill_pages_as_a_build_does(crash_cluster):
     """Rows inserted one at a time into an index created on the empty table,
     by two sessions at once, store their exact vectors as a build does: one
     byte stream over runs of vector pages, a vector continued on the next page
-    when it does not fit whole, so the index is no more than a few pages larger
-    than one built on the same rows (before, each inserted 768-dimensional
-    vector took a page of its own half empty: 1.24x the built size). The index
+    when it does not fit whole, so the index is within 4 % (and a run's
+    unfilled pages) of one built on the same rows (before, each inserted
+    vector had to fit whole on one page: at 768 dimensions two a page, a
+    quarter of it empty, 1.25x the built size). The index
     verifies, every row is found by an exact-match search (so every vector
     that spans two pages reads back whole), also after a restart, which
     replays the WAL of the pages the inserts wrote, and inserts after it."""
