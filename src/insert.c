@@ -37,6 +37,17 @@ typedef struct InsertState
 	BlockNumber nblocks;		/* relation length last seen (bounds checks) */
 } InsertState;
 
+/* Refuse a block (the last an extension added) that node references could not name. */
+static void
+check_nameable(InsertState *is, BlockNumber last)
+{
+	if ((uint64) last >= ((uint64) 1 << (32 - is->info->slot_bits)))
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("streamhnsw index \"%s\" is too large for its node references",
+						RelationGetRelationName(is->index))));
+}
+
 /*
  * Extend the index by one page, returned pinned and unlocked (all zeros:
  * no other backend uses it until the metapage names it, and readers skip
@@ -48,11 +59,7 @@ new_page(InsertState *is)
 {
 	Buffer		buf = ExtendBufferedRel(BMR_REL(is->index), MAIN_FORKNUM, NULL, 0);
 
-	if ((uint64) BufferGetBlockNumber(buf) >= ((uint64) 1 << (32 - is->info->slot_bits)))
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("streamhnsw index \"%s\" is too large for its node references",
-						RelationGetRelationName(is->index))));
+	check_nameable(is, BufferGetBlockNumber(buf));
 	return buf;
 }
 
@@ -819,11 +826,7 @@ vec_reserve(InsertState *is, Buffer metabuf, BlockNumber full, InsertPlaces *pl)
 						Max(1.0, rint(sqrt(RelationGetNumberOfBlocks(index) * stride /
 										   (2.0 * SHNSW_PAGE_CAPACITY)))));
 	first = ExtendBufferedRelBy(BMR_REL(index), MAIN_FORKNUM, NULL, 0, want, bufs, &got);
-	if ((uint64) first + got > ((uint64) 1 << (32 - is->info->slot_bits)))
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("streamhnsw index \"%s\" is too large for its node references",
-						RelationGetRelationName(index))));
+	check_nameable(is, first + got - 1);
 	for (uint32 k = 0; k < got; k += MAX_GENERIC_XLOG_PAGES)
 	{
 		uint32		n = Min(got - k, MAX_GENERIC_XLOG_PAGES);
@@ -869,8 +872,8 @@ vec_pin(InsertState *is, Buffer metabuf, InsertPlaces *pl, AppendPages *p)
 	p->vbuf2 = InvalidBuffer;
 	p->vbuf = pin_or_extend(is, pl->vblk, &p->vnew);
 	if (!p->vnew && pl->vend != InvalidBlockNumber && next <= pl->vend &&
-		next < RelationGetNumberOfBlocks(is->index) && next != pl->gblk && next != pl->ublk &&
-		next != SHNSW_METAPAGE_BLKNO)
+		next != SHNSW_METAPAGE_BLKNO && next != pl->gblk && next != pl->ublk &&
+		shnsw_block_exists(is->index, next, &is->nblocks))
 		p->vbuf2 = ReadBuffer(is->index, next);
 }
 

@@ -43,24 +43,33 @@ shnsw_corrupt(Relation index, BlockNumber blk, const char *field, uint64 value)
 }
 
 /*
- * shnsw_check_block raises an error unless blk, read from block `from` as
- * `field`, names a page of the index other than the metapage. *nblocks is
+ * shnsw_block_exists says whether blk is a block of the index. *nblocks is
  * the caller's cache of the relation's length (0 if unknown), refreshed
- * only when blk lies beyond it (an index never shrinks).
+ * only when blk lies beyond it (an index shrinks only under an
+ * AccessExclusiveLock, which no caller holding a cache overlaps).
+ */
+bool
+shnsw_block_exists(Relation index, BlockNumber blk, BlockNumber *nblocks)
+{
+	if (blk < *nblocks)
+		return true;
+	if (blk == InvalidBlockNumber)
+		return false;
+	*nblocks = RelationGetNumberOfBlocks(index);
+	return blk < *nblocks;
+}
+
+/*
+ * shnsw_check_block raises an error unless blk, read from block `from` as
+ * `field`, names a page of the index other than the metapage (nblocks as
+ * for shnsw_block_exists).
  */
 void
 shnsw_check_block(Relation index, BlockNumber blk, BlockNumber *nblocks, BlockNumber from,
 				  const char *field)
 {
-	if (blk != SHNSW_METAPAGE_BLKNO && blk < *nblocks)
-		return;
-	if (blk != SHNSW_METAPAGE_BLKNO && blk != InvalidBlockNumber)
-	{
-		*nblocks = RelationGetNumberOfBlocks(index);
-		if (blk < *nblocks)
-			return;
-	}
-	shnsw_corrupt(index, from, field, blk);
+	if (blk == SHNSW_METAPAGE_BLKNO || !shnsw_block_exists(index, blk, nblocks))
+		shnsw_corrupt(index, from, field, blk);
 }
 
 /*

@@ -408,6 +408,7 @@ extern int	shnsw_vector_blocks(BlockNumber blk, uint16 offset, int size, BlockNu
 /* bounds checks of what is read from disk (pageaccess.c; src/README, Corruption) */
 pg_noreturn extern void shnsw_corrupt(Relation index, BlockNumber blk, const char *field,
 									  uint64 value);
+extern bool shnsw_block_exists(Relation index, BlockNumber blk, BlockNumber *nblocks);
 extern void shnsw_check_block(Relation index, BlockNumber blk, BlockNumber *nblocks,
 							  BlockNumber from, const char *field);
 extern int	shnsw_graph_nslots(Relation index, Page page, BlockNumber blk, int node_size);

@@ -308,11 +308,14 @@ cut_meta(Relation index, const TailPlan *plan, ShnswRef newhead, uint64 kept)
 		meta->insert_graph_blk = InvalidBlockNumber;
 	if (meta->insert_vec_blk != InvalidBlockNumber && meta->insert_vec_blk >= plan->cut)
 		meta->insert_vec_blk = InvalidBlockNumber;
-	/* the vector run ends before the cut, or with no insert page, at once */
-	if ((meta->flags & SHNSW_META_VECRUN) && meta->insert_vec_end != InvalidBlockNumber &&
-		(meta->insert_vec_blk == InvalidBlockNumber || meta->insert_vec_end >= plan->cut))
-		meta->insert_vec_end = meta->insert_vec_blk == InvalidBlockNumber ?
-			InvalidBlockNumber : plan->cut - 1;
+	/* the vector run ends before the cut; with no insert page, there is none */
+	if (meta->flags & SHNSW_META_VECRUN)
+	{
+		if (meta->insert_vec_blk == InvalidBlockNumber)
+			meta->insert_vec_end = InvalidBlockNumber;
+		else if (meta->insert_vec_end != InvalidBlockNumber && meta->insert_vec_end >= plan->cut)
+			meta->insert_vec_end = plan->cut - 1;
+	}
 	if (meta->insert_upper_blk != InvalidBlockNumber && meta->insert_upper_blk >= plan->cut)
 		meta->insert_upper_blk = InvalidBlockNumber;
 	meta->cache_generation++;
