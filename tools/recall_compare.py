@@ -290,9 +290,11 @@ def table(results):
                 "| --- | --- | --- | --- |"]
         for k in pgv:
             r = results[k]
-            f = lambda v: f"{min(v):.4f}-{max(v):.4f} (median {statistics.median(v):.4f})"
-            out.append(f"| {k} | {r['asked']} | {f(r['recall20']['hnsw'])} | "
-                       f"{f(r['recall20']['streamhnsw'])} |")
+            # an engine left out (--engines) shows as "-"
+            f = lambda v: "-" if v is None else \
+                f"{min(v):.4f}-{max(v):.4f} (median {statistics.median(v):.4f})"
+            out.append(f"| {k} | {r['asked']} | {f(r['recall20'].get('hnsw'))} | "
+                       f"{f(r['recall20'].get('streamhnsw'))} |")
         out.append("")
     sets = [k for k in results if not k.startswith("pgv-")]
     if sets:
