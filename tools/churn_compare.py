@@ -11,7 +11,8 @@ ef_construction 64, built on the set's first --base rows. Each cycle
 deletes the same random --frac of the live rows from both tables (a seeded
 draw), VACUUMs both tables (autovacuum is off), then COPYs in as many new
 rows, the set's next unused rows (new ids), into both. After the build and
-after each cycle: each index's size (pg_relation_size), its recall@10 at
+after each cycle: each index's size (pg_relation_size), streamhnsw's node,
+deleted and free slot counts (streamhnsw_metapage), its recall@10 at
 ef_search 40 over held-out queries against the exact neighbours among the
 rows live at that point, and the seconds the cycle's VACUUM and COPY took.
 Sets: sentences (real sentence embeddings 100k x 384, the bench data set;
@@ -76,6 +77,13 @@ def sizes(conn):
             for am in AMS}
 
 
+def meta(conn):
+    """streamhnsw's node, deleted and free slot counts (streamhnsw_metapage)."""
+    r = conn.execute("SELECT node_count, deleted_count, free_count "
+                     "FROM streamhnsw_metapage('c_streamhnsw_idx')").fetchone()
+    return {"nodes": r[0], "deleted": r[1], "free": r[2]}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--set", default="sentences")
@@ -104,8 +112,8 @@ def main():
                              "(embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)")
             live = set(range(args.base))
             nxt = args.base
-            row = {"cycle": 0, "size": sizes(conn), "recall": recall_now(conn, rows, live,
-                                                                         queries, lits)}
+            row = {"cycle": 0, "size": sizes(conn), "meta": meta(conn),
+                   "recall": recall_now(conn, rows, live, queries, lits)}
             results["cycles"].append(row)
             log("built", row)
             for c in range(1, args.cycles + 1):
@@ -123,7 +131,7 @@ def main():
                     t = time.perf_counter()
                     data.load(conn, f"c_{am}", rows[new], start_id=int(new[0]), create=False)
                     ins_s[am] = round(time.perf_counter() - t, 2)
-                row = {"cycle": c, "size": sizes(conn),
+                row = {"cycle": c, "size": sizes(conn), "meta": meta(conn),
                        "recall": recall_now(conn, rows, live, queries, lits),
                        "vacuum_s": vac_s, "insert_s": ins_s}
                 results["cycles"].append(row)
@@ -132,10 +140,11 @@ def main():
                     Path(args.json).write_text(json.dumps(results, indent=1))
     print(f"{args.set} {args.base} x {rows.shape[1]}, cosine, m 16, ef_construction 64; "
           f"each cycle deletes and inserts {per_cycle} rows ({args.frac:.0%}), VACUUM between; "
-          f"recall@10 at ef_search {EF}\n")
+          f"recall@10 at ef_search {EF}; streamhnsw's nodes / deleted / free slots from "
+          "streamhnsw_metapage()\n")
     print("| cycle | pgvector MB | streamhnsw MB | ratio | pgvector recall | streamhnsw recall "
-          "| VACUUM s (pgv / sh) | COPY s (pgv / sh) |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+          "| VACUUM s (pgv / sh) | COPY s (pgv / sh) | nodes / deleted / free |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in results["cycles"]:
         s, rc = r["size"], r["recall"]
         v = r.get("vacuum_s", {})
@@ -143,7 +152,8 @@ def main():
         print(f"| {r['cycle']} | {s['hnsw'] / 2**20:.1f} | {s['streamhnsw'] / 2**20:.1f} | "
               f"{s['streamhnsw'] / s['hnsw']:.3f} | {rc['hnsw']:.4f} | {rc['streamhnsw']:.4f} | "
               f"{v.get('hnsw', '-')} / {v.get('streamhnsw', '-')} | "
-              f"{i.get('hnsw', '-')} / {i.get('streamhnsw', '-')} |")
+              f"{i.get('hnsw', '-')} / {i.get('streamhnsw', '-')} | "
+              f"{r['meta']['nodes']} / {r['meta']['deleted']} / {r['meta']['free']} |")
 
 
 if __name__ == "__main__":
