@@ -1717,20 +1717,34 @@ shm_node_fn(ShmScan *ss, ShnswRef ref, ShnswNodeFn fn, void *arg, int i)
  * Memory prefetch of the lines of the image's record of ref that its
  * distance reads (the header and the code), if the image has it. Not its
  * neighbour list: the search reads that only for the few nodes it expands.
+ * to_l1: into the first-level cache, with its page's sequence counter, for
+ * a read a record or two from now; else into the second level only, for a
+ * read later in the hop (__builtin_prefetch's locality 2: prefetcht1 on
+ * x86).
  */
 static inline void
-shm_prefetch_record(ShmScan *ss, ShnswRef ref)
+shm_prefetch_record(ShmScan *ss, ShnswRef ref, bool to_l1)
 {
 	ShmPageDesc *d;
 	const char *p = shm_record_addr(ss, ref, &d);
 
 	if (p == NULL)
 		return;
-	__builtin_prefetch(d);		/* its page's sequence counter */
-	__builtin_prefetch(p);
-	for (int off = ss->code_off; off < ss->node_size; off += 64)
-		__builtin_prefetch(p + off);
-	__builtin_prefetch(p + ss->node_size - 1);
+	if (to_l1)
+	{
+		__builtin_prefetch(d);	/* its page's sequence counter */
+		__builtin_prefetch(p);
+		for (int off = ss->code_off; off < ss->node_size; off += 64)
+			__builtin_prefetch(p + off);
+		__builtin_prefetch(p + ss->node_size - 1);
+	}
+	else
+	{
+		__builtin_prefetch(p, 0, 2);
+		for (int off = ss->code_off; off < ss->node_size; off += 64)
+			__builtin_prefetch(p + off, 0, 2);
+		__builtin_prefetch(p + ss->node_size - 1, 0, 2);
+	}
 }
 
 /* Callback shim: the buffer path's one-reference call reports position 0. */
@@ -1774,19 +1788,25 @@ shm_read_nodes(void *vctx, const ShnswRef *refs, int n, ShnswNodeFn fn, void *ar
 		order[j] = k;
 	}
 	/*
-	 * Software pipelining: the records SHM_PREFETCH_AHEAD places ahead are
-	 * asked for while this one is read, so that a hop's misses overlap
-	 * with the work on the records already in, and prefetches are issued
-	 * no faster than the memory system takes them.
+	 * Two prefetches a record. First the whole hop into the second-level
+	 * cache, whose queue of misses is longer than the first level's, so
+	 * that all of the hop's misses to memory overlap (into the first level
+	 * instead, they stalled on its full miss queue). Then software
+	 * pipelining into the first level: the records SHM_PREFETCH_AHEAD
+	 * places ahead are asked for while this one is read. Measured on 100k
+	 * x 384 real sentences, ef_search 40, AMD EPYC: the second-level pass
+	 * took a hot query's server time from 206 to 181 us.
 	 */
+	for (int k = SHM_PREFETCH_AHEAD; k < n; k++)
+		shm_prefetch_record(ss, refs[order[k]], false);
 	for (int k = 0; k < Min(n, SHM_PREFETCH_AHEAD); k++)
-		shm_prefetch_record(ss, refs[order[k]]);
+		shm_prefetch_record(ss, refs[order[k]], true);
 	for (int k = 0; k < n; k++)
 	{
 		int			i = order[k];
 
 		if (k + SHM_PREFETCH_AHEAD < n)
-			shm_prefetch_record(ss, refs[order[k + SHM_PREFETCH_AHEAD]]);
+			shm_prefetch_record(ss, refs[order[k + SHM_PREFETCH_AHEAD]], true);
 		if (shm_node_fn(ss, refs[i], fn, arg, i))
 			ss->stats->image_nodes++;
 		else
