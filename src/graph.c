@@ -1862,7 +1862,7 @@ search_flush_stage(ShnswSearch *s)
 
 	if (s->nstage == 0)
 		return;
-	sq8_distances(s->q, s->stage, s->q->dim, s->nstage, d);
+	sq8_distances_at(s->q, s->stage_at, s->nstage, d);
 	for (int k = 0; k < s->nstage; k++)
 		s->dists[s->stage_pos[k]] = d[k];
 	s->nstage = 0;
@@ -1873,6 +1873,7 @@ search_add_cb(void *arg, int i, const ShnswNodeHeader *node)
 {
 	AddArg	   *a = (AddArg *) arg;
 	ShnswSearch *s = a->s;
+	uint8_t    *slot;
 
 	/*
 	 * A source that read a record racily may call again for i: the last
@@ -1887,10 +1888,39 @@ search_add_cb(void *arg, int i, const ShnswNodeHeader *node)
 		s->dists[i] = sq8_distance(s->q, shnsw_node_code(node, s->m));
 		return;
 	}
-	memcpy(s->stage + (size_t) s->nstage * s->q->dim, shnsw_node_code(node, s->m), s->q->dim);
+	slot = s->stage + (size_t) s->nstage * s->q->dim;
+	memcpy(slot, shnsw_node_code(node, s->m), s->q->dim);
+	s->stage_at[s->nstage] = slot;
 	s->stage_pos[s->nstage++] = i;
 	if (s->nstage == SHNSW_STAGE)
 		search_flush_stage(s);
+}
+
+_Static_assert(SHNSW_HELD_BATCH <= SHNSW_STAGE, "a held batch fits the stage");
+
+/*
+ * read_nodes_held callback: as search_add_cb, but the code is read where
+ * the source holds it, at the next flush (search_held_flush_cb).
+ */
+static void
+search_add_held_cb(void *arg, int i, const ShnswNodeHeader *node)
+{
+	AddArg	   *a = (AddArg *) arg;
+	ShnswSearch *s = a->s;
+
+	if (a->idx[i] == UINT32_MAX)
+		a->idx[i] = s->ncands;
+	search_set_cand(s, a->idx[i], a->refs[i], node, !s->ops->reread_cheap);
+	if (s->nstage == SHNSW_STAGE)	/* (not with SHNSW_HELD_BATCH calls a flush) */
+		search_flush_stage(s);
+	s->stage_at[s->nstage] = shnsw_node_code(node, s->m);
+	s->stage_pos[s->nstage++] = i;
+}
+
+static void
+search_held_flush_cb(void *arg)
+{
+	search_flush_stage(((AddArg *) arg)->s);
 }
 
 /*
@@ -1925,8 +1955,14 @@ search_add_nodes(ShnswSearch *s, const ShnswRef *refs, int n, uint32_t *idx)
 	for (int k = 0; k < n; k++)
 		idx[k] = UINT32_MAX;
 	s->nstage = 0;
-	s->ops->read_nodes(s->ops->ctx, refs, n, search_add_cb, &a);
-	search_flush_stage(s);
+	if (s->ops->read_nodes_held != NULL && s->stage != NULL)
+		s->ops->read_nodes_held(s->ops->ctx, refs, n, search_add_held_cb,
+								search_held_flush_cb, &a);
+	else
+	{
+		s->ops->read_nodes(s->ops->ctx, refs, n, search_add_cb, &a);
+		search_flush_stage(s);
+	}
 	for (int k = 0; k < n; k++)
 		s->cands[idx[k]].d = s->dists[k];
 }

@@ -333,7 +333,11 @@ typedef struct ShnswSearch
 	ShnswRef   *spec;			/* speculative read-ahead list */
 	ShnswRef   *ubuf;			/* m refs */
 	ShnswUpperLoc *locs;		/* 2m upper locations */
-	uint8_t    *stage;			/* SHNSW_STAGE codes, dim apart (NULL: no batching) */
+	uint8_t    *stage;			/* room for SHNSW_STAGE codes, dim apart (NULL:
+								 * no batching) */
+	const uint8_t *stage_at[SHNSW_STAGE];	/* the staged codes: in stage, or
+											 * in the source's records
+											 * (read_nodes_held) */
 	int			stage_pos[SHNSW_STAGE]; /* their positions in the batch */
 	int			nstage;
 	float	   *dists;			/* distances of one batch of nodes (2m) */

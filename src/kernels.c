@@ -74,25 +74,25 @@ sq8_dot_portable(const float *qs, const uint8_t *code, int dim)
 }
 
 /*
- * Batch kernels: the distances of n codes, `stride` bytes apart, to one
+ * Batch kernels: the distances of n codes, each at its own address, to one
  * query. Each code's sum is formed exactly as the one-code kernel of the
  * same level forms it (same accumulators, same order), so a distance is
  * bit-for-bit the same whichever is used.
  */
 static void
-sq8_l2_batch_portable(const float *qs, const float *w, const uint8_t *codes, int stride,
+sq8_l2_batch_portable(const float *qs, const float *w, const uint8_t *const *codes,
 					  int n, int dim, float *out)
 {
 	for (int j = 0; j < n; j++)
-		out[j] = sq8_l2_portable(qs, w, codes + (size_t) j * stride, dim);
+		out[j] = sq8_l2_portable(qs, w, codes[j], dim);
 }
 
 static void
-sq8_dot_batch_portable(const float *qs, const uint8_t *codes, int stride, int n, int dim,
+sq8_dot_batch_portable(const float *qs, const uint8_t *const *codes, int n, int dim,
 					   float *out)
 {
 	for (int j = 0; j < n; j++)
-		out[j] = sq8_dot_portable(qs, codes + (size_t) j * stride, dim);
+		out[j] = sq8_dot_portable(qs, codes[j], dim);
 }
 
 /*
@@ -286,7 +286,7 @@ sq8_dot_avx2(const float *qs, const uint8_t *code, int dim)
  */
 __attribute__((target("avx2,fma")))
 static void
-sq8_l2_batch_avx2(const float *qs, const float *w, const uint8_t *codes, int stride,
+sq8_l2_batch_avx2(const float *qs, const float *w, const uint8_t *const *codes,
 				  int n, int dim, float *out)
 {
 	int			j = 0;
@@ -301,7 +301,7 @@ sq8_l2_batch_avx2(const float *qs, const float *w, const uint8_t *codes, int str
 #pragma GCC unroll 4
 		for (int k = 0; k < 4; k++)
 		{
-			c[k] = codes + (size_t) (j + k) * stride;
+			c[k] = codes[j + k];
 			s0[k] = _mm256_setzero_ps();
 			s1[k] = _mm256_setzero_ps();
 		}
@@ -350,12 +350,12 @@ sq8_l2_batch_avx2(const float *qs, const float *w, const uint8_t *codes, int str
 		}
 	}
 	for (; j < n; j++)
-		out[j] = sq8_l2_avx2(qs, w, codes + (size_t) j * stride, dim);
+		out[j] = sq8_l2_avx2(qs, w, codes[j], dim);
 }
 
 __attribute__((target("avx2,fma")))
 static void
-sq8_dot_batch_avx2(const float *qs, const uint8_t *codes, int stride, int n, int dim,
+sq8_dot_batch_avx2(const float *qs, const uint8_t *const *codes, int n, int dim,
 				   float *out)
 {
 	int			j = 0;
@@ -370,7 +370,7 @@ sq8_dot_batch_avx2(const float *qs, const uint8_t *codes, int stride, int n, int
 #pragma GCC unroll 4
 		for (int k = 0; k < 4; k++)
 		{
-			c[k] = codes + (size_t) (j + k) * stride;
+			c[k] = codes[j + k];
 			s0[k] = _mm256_setzero_ps();
 			s1[k] = _mm256_setzero_ps();
 		}
@@ -405,7 +405,7 @@ sq8_dot_batch_avx2(const float *qs, const uint8_t *codes, int stride, int n, int
 		}
 	}
 	for (; j < n; j++)
-		out[j] = sq8_dot_avx2(qs, codes + (size_t) j * stride, dim);
+		out[j] = sq8_dot_avx2(qs, codes[j], dim);
 }
 
 /*
@@ -598,7 +598,7 @@ sq8_dot_avx512(const float *qs, const uint8_t *code, int dim)
 }
 __attribute__((target("avx512f")))
 static void
-sq8_l2_batch_avx512(const float *qs, const float *w, const uint8_t *codes, int stride,
+sq8_l2_batch_avx512(const float *qs, const float *w, const uint8_t *const *codes,
 					int n, int dim, float *out)
 {
 	int			j = 0;
@@ -612,7 +612,7 @@ sq8_l2_batch_avx512(const float *qs, const float *w, const uint8_t *codes, int s
 #pragma GCC unroll 4
 		for (int k = 0; k < 4; k++)
 		{
-			c[k] = codes + (size_t) (j + k) * stride;
+			c[k] = codes[j + k];
 			s0[k] = _mm512_setzero_ps();
 		}
 		for (; i + 16 <= dim; i += 16)
@@ -643,12 +643,12 @@ sq8_l2_batch_avx512(const float *qs, const float *w, const uint8_t *codes, int s
 		}
 	}
 	for (; j < n; j++)
-		out[j] = sq8_l2_avx512(qs, w, codes + (size_t) j * stride, dim);
+		out[j] = sq8_l2_avx512(qs, w, codes[j], dim);
 }
 
 __attribute__((target("avx512f")))
 static void
-sq8_dot_batch_avx512(const float *qs, const uint8_t *codes, int stride, int n, int dim,
+sq8_dot_batch_avx512(const float *qs, const uint8_t *const *codes, int n, int dim,
 					 float *out)
 {
 	int			j = 0;
@@ -662,7 +662,7 @@ sq8_dot_batch_avx512(const float *qs, const uint8_t *codes, int stride, int n, i
 #pragma GCC unroll 4
 		for (int k = 0; k < 4; k++)
 		{
-			c[k] = codes + (size_t) (j + k) * stride;
+			c[k] = codes[j + k];
 			s0[k] = _mm512_setzero_ps();
 		}
 		for (; i + 16 <= dim; i += 16)
@@ -684,7 +684,7 @@ sq8_dot_batch_avx512(const float *qs, const uint8_t *codes, int stride, int n, i
 		}
 	}
 	for (; j < n; j++)
-		out[j] = sq8_dot_avx512(qs, codes + (size_t) j * stride, dim);
+		out[j] = sq8_dot_avx512(qs, codes[j], dim);
 }
 /*
  * Half vectors, AVX-512: sixteen halves widened per load, two accumulators
@@ -802,9 +802,9 @@ float		(*shnsw_l2sq_f32) (const float *a, const float *b, int dim) = l2sq_f32_po
 float		(*shnsw_dot_f32) (const float *a, const float *b, int dim) = dot_f32_portable;
 float		(*sq8_l2_kernel) (const float *qs, const float *w, const uint8_t *code, int dim) = sq8_l2_portable;
 float		(*sq8_dot_kernel) (const float *qs, const uint8_t *code, int dim) = sq8_dot_portable;
-void		(*sq8_l2_batch_kernel) (const float *qs, const float *w, const uint8_t *codes,
-									int stride, int n, int dim, float *out) = sq8_l2_batch_portable;
-void		(*sq8_dot_batch_kernel) (const float *qs, const uint8_t *codes, int stride, int n,
+void		(*sq8_l2_batch_kernel) (const float *qs, const float *w, const uint8_t *const *codes,
+									int n, int dim, float *out) = sq8_l2_batch_portable;
+void		(*sq8_dot_batch_kernel) (const float *qs, const uint8_t *const *codes, int n,
 									 int dim, float *out) = sq8_dot_batch_portable;
 
 void		(*shnsw_floats_to_halves) (const float *v, float scale, uint16_t *out,

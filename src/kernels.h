@@ -137,26 +137,44 @@ sq8_distance(const Sq8Query *sq, const uint8_t *code)
 }
 
 /*
- * Batch kernels: out[j] = the kernel's value for the code at codes + j *
- * stride, j < n; each bit-for-bit the one-code kernel's value (several
- * codes share each load of the query).
+ * Batch kernels: out[j] = the kernel's value for the code at codes[j], j <
+ * n; each bit-for-bit the one-code kernel's value (several codes share
+ * each load of the query). The codes are wherever their records are: the
+ * search over the shared image reads them there, without a copy.
  */
-extern void (*sq8_l2_batch_kernel) (const float *qs, const float *w, const uint8_t *codes,
-									int stride, int n, int dim, float *out);
-extern void (*sq8_dot_batch_kernel) (const float *qs, const uint8_t *codes, int stride,
-									 int n, int dim, float *out);
+extern void (*sq8_l2_batch_kernel) (const float *qs, const float *w,
+									const uint8_t *const *codes, int n, int dim,
+									float *out);
+extern void (*sq8_dot_batch_kernel) (const float *qs, const uint8_t *const *codes, int n,
+									 int dim, float *out);
 
-/* sq8_distance of n codes stride bytes apart, into out: bit-for-bit equal. */
+/* sq8_distance of the n codes at codes[0..n-1], into out: bit-for-bit equal. */
+static inline void
+sq8_distances_at(const Sq8Query *sq, const uint8_t *const *codes, int n, float *out)
+{
+	if (sq->metric == SHNSW_METRIC_L2)
+		sq8_l2_batch_kernel(sq->qs, sq->w, codes, n, sq->dim, out);
+	else
+	{
+		sq8_dot_batch_kernel(sq->qs, codes, n, sq->dim, out);
+		for (int j = 0; j < n; j++)
+			out[j] = -(sq->bias + out[j]);
+	}
+}
+
+/* The same for n codes stride bytes apart. */
 static inline void
 sq8_distances(const Sq8Query *sq, const uint8_t *codes, int stride, int n, float *out)
 {
-	if (sq->metric == SHNSW_METRIC_L2)
-		sq8_l2_batch_kernel(sq->qs, sq->w, codes, stride, n, sq->dim, out);
-	else
+	const uint8_t *at[16];
+
+	for (int j = 0; j < n; j += 16)
 	{
-		sq8_dot_batch_kernel(sq->qs, codes, stride, n, sq->dim, out);
-		for (int j = 0; j < n; j++)
-			out[j] = -(sq->bias + out[j]);
+		int			nb = n - j < 16 ? n - j : 16;
+
+		for (int k = 0; k < nb; k++)
+			at[k] = codes + (size_t) (j + k) * stride;
+		sq8_distances_at(sq, at, nb, out + j);
 	}
 }
 

@@ -25,6 +25,17 @@
  * from disk: an implementation checks what it reads (pageaccess.c raises
  * an ERROR for a reference or record that is out of range).
  *
+ * read_nodes_held(ctx, refs, n, fn, flush, arg), which may be NULL, reads
+ * as read_nodes does, but the record given to fn stays readable until the
+ * source's next call of flush(arg): fn may keep pointers into it (the
+ * search keeps the address of the node's code for the batch kernel instead
+ * of copying it). The source calls flush after at most SHNSW_HELD_BATCH
+ * calls of fn and after the last, and only then checks that the records
+ * of those calls were not changed meanwhile: for one that was, it calls fn
+ * again (and flush after it), and the last call wins as in read_nodes.
+ * What fn and flush read of a record that turns out changed is garbage
+ * they must survive (within bounds), never keep.
+ *
  * read_upper(ctx, loc, layer, out) copies the layer-`layer` neighbour list
  * of the upper-layer record at loc into out (room for m entries) and returns
  * its length.
@@ -64,12 +75,18 @@
 #include "format.h"
 
 typedef void (*ShnswNodeFn) (void *arg, int i, const ShnswNodeHeader *node);
+typedef void (*ShnswFlushFn) (void *arg);
+
+/* fn calls between two flushes of read_nodes_held, at most */
+#define SHNSW_HELD_BATCH 4
 
 typedef struct ShnswNodeSource
 {
 	void	   *ctx;
 	void		(*read_nodes) (void *ctx, const ShnswRef *refs, int n,
 							   ShnswNodeFn fn, void *arg);
+	void		(*read_nodes_held) (void *ctx, const ShnswRef *refs, int n,
+									ShnswNodeFn fn, ShnswFlushFn flush, void *arg);
 	int			(*read_upper) (void *ctx, ShnswUpperLoc loc, int layer,
 							   ShnswRef *out);
 	void		(*prefetch) (void *ctx, const ShnswRef *refs, int n, bool speculative);

@@ -555,6 +555,7 @@ shnsw_buffer_source_init(ShnswNodeSource *ops, ShnswPageCtx *ctx, Relation index
 	ctx->entry_blk = InvalidBlockNumber;
 	ops->ctx = ctx;
 	ops->read_nodes = shnsw_read_nodes;
+	ops->read_nodes_held = NULL;	/* a record is valid only under its pin */
 	ops->read_upper = shnsw_read_upper;
 	ops->prefetch = reader != NULL && reader->mode != SHNSW_IO_SYNC ? shnsw_prefetch : NULL;
 	ops->speculative = true;

@@ -662,6 +662,55 @@ mem_read_nodes(void *ctx, const ShnswRef *refs, int n, ShnswNodeFn fn, void *arg
 	}
 }
 
+/*
+ * read_nodes_held over a memory index, as a source that reads racily
+ * does it: every third record is first given to fn torn (a scrambled copy,
+ * its code included, flushed as a batch with its neighbours) and then
+ * again, on its own, as it is; the last call must win.
+ */
+static void
+mem_read_nodes_held(void *ctx, const ShnswRef *refs, int n, ShnswNodeFn fn,
+					ShnswFlushFn flush, void *arg)
+{
+	MemIndex   *mi = ctx;
+	char		torn[SHNSW_HELD_BATCH][4096];
+	int			redo[SHNSW_HELD_BATCH];
+	int			nheld = 0,
+				nredo = 0;
+
+	for (int i = 0; i <= n; i++)
+	{
+		if (i < n)
+		{
+			const char *rec = mi->nodes + mi->node_size * mem_pos(mi, refs[i]);
+
+			mi->reads++;
+			if (i % 3 == 1 && mi->node_size <= sizeof(torn[0]))
+			{
+				for (size_t b = 0; b < mi->node_size; b++)
+					torn[nheld][b] = (char) (rec[b] ^ (char) (0x5a + b));
+				((ShnswNodeHeader *) torn[nheld])->nneighbors = 0;	/* a torn count */
+				fn(arg, i, (const ShnswNodeHeader *) torn[nheld]);
+				redo[nredo++] = i;
+			}
+			else
+				fn(arg, i, (const ShnswNodeHeader *) rec);
+			nheld++;
+		}
+		if (nheld == SHNSW_HELD_BATCH || (i == n && nheld > 0))
+		{
+			flush(arg);
+			for (int r = 0; r < nredo; r++)
+			{
+				fn(arg, redo[r], (const ShnswNodeHeader *) (mi->nodes + mi->node_size *
+															mem_pos(mi, refs[redo[r]])));
+				flush(arg);
+			}
+			nheld = nredo = 0;
+		}
+	}
+}
+
 static int
 mem_read_upper(void *ctx, ShnswUpperLoc loc, int layer, ShnswRef *out)
 {
@@ -816,6 +865,7 @@ mem_ops(MemIndex *mi)
 
 	ops.ctx = mi;
 	ops.read_nodes = mem_read_nodes;
+	ops.read_nodes_held = NULL;
 	ops.read_upper = mem_read_upper;
 	ops.prefetch = NULL;
 	ops.speculative = false;
@@ -1048,6 +1098,24 @@ test_graph_search(ShnswMetric metric, int n, int dim, int m, int efc, int on)
 				  "(%d of %d, %llu expansions of %llu, %u kept)", n2, nout,
 				  (unsigned long long) s2.nexpanded, (unsigned long long) s.nexpanded,
 				  s2.nnbrs);
+			shnsw_search_free(&s2);
+
+			/*
+			 * nor does reading codes where the source holds them, racy
+			 * reads included (the shared image's way): same nodes, same
+			 * navigation distances to the bit
+			 */
+			ops2.read_nodes_held = mem_read_nodes_held;
+			shnsw_search_init(&s2, &sq, &ops2, m, 0);
+			n2 = shnsw_search_next(&s2, shnsw_search_descend(&s2, mem_ref(&mi, mi.pos_of[g.entry]),
+															 g.max_level, 0), ef, out2);
+			same = n2 == nout && s2.nexpanded == s.nexpanded && s2.ncands == s.ncands;
+			for (int j = 0; same && j < n2; j++)
+				same = s2.cands[out2[j]].ref == s.cands[out[j]].ref &&
+					memcmp(&s2.cands[out2[j]].d, &s.cands[out[j]].d, sizeof(float)) == 0;
+			CHECK(same, "codes read in place (held) changed the results "
+				  "(%d of %d, %llu expansions of %llu)", n2, nout,
+				  (unsigned long long) s2.nexpanded, (unsigned long long) s.nexpanded);
 			shnsw_search_free(&s2);
 		}
 
