@@ -2510,7 +2510,9 @@ shnsw_bound_prepare(ShnswBound *b, ShnswMetric metric, bool unbounded, const flo
 	for (int i = 0; i < dims; i++)
 	{
 		double		sc = scale[i];
-		double		xmax = fmax(fabs(lo[i]), fabs(lo[i] + 255.0 * sc));
+		double		x0 = fabs(lo[i]),
+					x1 = fabs(lo[i] + 255.0 * sc);
+		double		xmax = x0 > x1 ? x0 : x1;	/* finite: no libm fmax call */
 		double		r = 2 * eps * (xmax + fabs(nav[i]));
 		double		e = sc / 2 + r;
 
@@ -2520,7 +2522,8 @@ shnsw_bound_prepare(ShnswBound *b, ShnswMetric metric, bool unbounded, const flo
 		rndsq += r * r;
 		rndabs += fabs(nav[i]) * r;
 		qsq += (double) nav[i] * nav[i];
-		varmax = fmax(varmax, sc * sc / 12);
+		if (sc * sc / 12 > varmax)
+			varmax = sc * sc / 12;
 		varq += (double) nav[i] * nav[i] * sc * sc / 12;
 	}
 	b->metric = metric;
@@ -2563,14 +2566,22 @@ shnsw_bound_prepare(ShnswBound *b, ShnswMetric metric, bool unbounded, const flo
 	 * clamped values too: |q - x| >= |q - x'| - |x - x'| (decoding's
 	 * rounding added); inner product: -q.x >= -q.x' - |q| |x - x'|.
 	 */
+	b->rnd_l2 = sqrt(rndsq);
+	b->rnd_ip = rndabs;
+	b->mag = mag;
 	if (residual >= 0.0)
-	{
-		residual = residual * (1 + 1e-6) + 1e-12;
-		if (metric != SHNSW_METRIC_IP)
-			b->err_abs = residual + sqrt(rndsq);
-		else
-			b->err_abs = b->qnorm * (1 + eps) * residual + rndabs + b->err_rel * mag;
-	}
+		shnsw_bound_set_residual(b, residual);
+}
+
+void
+shnsw_bound_set_residual(ShnswBound *b, double residual)
+{
+	residual = residual * (1 + 1e-6) + 1e-12;
+	if (b->metric != SHNSW_METRIC_IP)
+		b->err_abs = residual + b->rnd_l2;
+	else
+		b->err_abs = b->qnorm * (1 + (double) FLT_EPSILON) * residual + b->rnd_ip +
+			b->err_rel * b->mag;
 }
 
 double

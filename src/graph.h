@@ -506,6 +506,9 @@ typedef struct ShnswBound
 	const float *nav;			/* the query's navigation form (caller's memory) */
 	const float *lo;			/* SQ8 parameters (caller's memory) */
 	const float *scale;
+	double		rnd_l2;			/* float rounding's share, for */
+	double		rnd_ip;			/* shnsw_bound_set_residual */
+	double		mag;
 } ShnswBound;
 
 /* standard deviations of the codes' rounding in ShnswBound.err_typ */
@@ -525,6 +528,13 @@ typedef struct ShnswBound
 extern void shnsw_bound_prepare(ShnswBound *b, ShnswMetric metric, bool unbounded,
 								const float *nav, const float *lo, const float *scale,
 								int dims, double residual);
+
+/*
+ * The same bound for another residual (not negative): what
+ * shnsw_bound_prepare with that residual gives, without its pass over the
+ * dimensions (a scan prepares both, with and without the metapage's).
+ */
+extern void shnsw_bound_set_residual(ShnswBound *b, double residual);
 
 /*
  * |v - x'| for the code of v (x' = lo + code * scale, decoded exactly), in

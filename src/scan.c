@@ -768,11 +768,11 @@ scan_setup(IndexScanDesc scan)
 	 */
 	sq8_prepare_query(&so->sq, so->unbounded || info->metric == SHNSW_METRIC_IP ?
 					  info->metric : SHNSW_METRIC_L2, nav, info->lo, info->scale);
-	shnsw_bound_prepare(&so->bound, info->metric, so->unbounded, nav, info->lo, info->scale, dims,
-						snap.max_residual);
-	so->proof = so->bound;
 	shnsw_bound_prepare(&so->bound, info->metric, so->unbounded, nav, info->lo, info->scale,
 						dims, -1.0);
+	so->proof = so->bound;
+	if (snap.max_residual >= 0.0)
+		shnsw_bound_set_residual(&so->proof, snap.max_residual);
 	so->bound.err_abs = Max(so->bound.err_abs, so->proof.err_abs);
 
 	/*

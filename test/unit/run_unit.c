@@ -2319,6 +2319,16 @@ test_emit_bounds(void)
 				shnsw_bound_prepare(&b, metric, false, qn, lo, scale, dim, -1.0);
 				shnsw_bound_prepare(&b_in, metric, false, qn, lo, scale, dim, res_in);
 				shnsw_bound_prepare(&b_all, metric, false, qn, lo, scale, dim, res_all);
+				{
+					/* a residual set afterwards: the same bound to the bit */
+					ShnswBound	b_set = b;
+
+					shnsw_bound_set_residual(&b_set, res_in);
+					CHECK(memcmp(&b_set.err_abs, &b_in.err_abs, sizeof(double)) == 0 &&
+						  memcmp(&b_set.err_typ, &b_in.err_typ, sizeof(double)) == 0,
+						  "bound %d-d: residual set afterwards %.17g, prepared with it %.17g",
+						  dim, b_set.err_abs, b_in.err_abs);
+				}
 				b_typ = b;
 				b_typ.err_abs = b.err_typ;
 				typ_tighter += b.err_typ < 0.5 * b.err_abs;
