@@ -319,7 +319,12 @@ typedef struct ShnswSearch
 	ShnswVisited visited;
 	ShnswHeap	C;				/* min-heap: to expand */
 	ShnswHeap	W;				/* max-heap: this round's results */
-	ShnswHeap	D;				/* min-heap: seen, not in W, not emitted */
+	ShnswHeap	D;				/* seen, not in W, not emitted ("parked"): a
+								 * min-heap in D.a[0..park_heaped-1], the
+								 * rest appended unsorted (graph.c,
+								 * search_park) */
+	int			park_heaped;
+	int			park_least;		/* the unsorted part's least, -1 if none */
 	bool		started;
 	bool		budget_spent;	/* max_discovered reached: rounds only drain D */
 	bool		exhausted;
