@@ -1718,7 +1718,10 @@ shm_node_fn(ShmScan *ss, ShnswRef ref, ShnswNodeFn fn, void *arg, int i)
 
 /*
  * Memory prefetch of the lines of the image's record of ref that its
- * distance reads (the header and the code), if the image has it. Not its
+ * distance reads (the header and the code), if the image has it. The
+ * header's last byte too: records are node_size apart, so a 24-byte
+ * header crosses into the next line for some slots (a quarter of them at
+ * 384 dimensions, m 16), and that line is no code line. Not its
  * neighbour list: the search reads that only for the few nodes it expands.
  * to_l1: into the first-level cache, with its page's sequence counter, for
  * a read a record or two from now; else into the second level only, for a
@@ -1737,6 +1740,7 @@ shm_prefetch_record(ShmScan *ss, ShnswRef ref, bool to_l1)
 	{
 		__builtin_prefetch(d);	/* its page's sequence counter */
 		__builtin_prefetch(p);
+		__builtin_prefetch(p + sizeof(ShnswNodeHeader) - 1);
 		for (int off = ss->code_off; off < ss->node_size; off += 64)
 			__builtin_prefetch(p + off);
 		__builtin_prefetch(p + ss->node_size - 1);
@@ -1744,6 +1748,7 @@ shm_prefetch_record(ShmScan *ss, ShnswRef ref, bool to_l1)
 	else
 	{
 		__builtin_prefetch(p, 0, 2);
+		__builtin_prefetch(p + sizeof(ShnswNodeHeader) - 1, 0, 2);
 		for (int off = ss->code_off; off < ss->node_size; off += 64)
 			__builtin_prefetch(p + off, 0, 2);
 		__builtin_prefetch(p + ss->node_size - 1, 0, 2);
