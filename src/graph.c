@@ -1869,21 +1869,29 @@ search_flush_stage(ShnswSearch *s)
 	s->nstage = 0;
 }
 
-static void
-search_add_cb(void *arg, int i, const ShnswNodeHeader *node)
+/*
+ * Record the node of refs[i] as its candidate. A source that read a record
+ * racily may call again for i: the last call wins (its candidate slot is
+ * rewritten, its code staged after the earlier one, so its distance is
+ * stored last).
+ */
+static inline ShnswSearch *
+search_add_record(AddArg *a, int i, const ShnswNodeHeader *node)
 {
-	AddArg	   *a = (AddArg *) arg;
 	ShnswSearch *s = a->s;
-	uint8_t    *slot;
 
-	/*
-	 * A source that read a record racily may call again for i: the last
-	 * call wins (its candidate slot is rewritten, its code staged after the
-	 * earlier one, so its distance is stored last).
-	 */
 	if (a->idx[i] == UINT32_MAX)
 		a->idx[i] = s->ncands;
 	search_set_cand(s, a->idx[i], a->refs[i], node, !s->ops->reread_cheap);
+	return s;
+}
+
+static void
+search_add_cb(void *arg, int i, const ShnswNodeHeader *node)
+{
+	ShnswSearch *s = search_add_record((AddArg *) arg, i, node);
+	uint8_t    *slot;
+
 	if (s->stage == NULL)
 	{
 		s->dists[i] = sq8_distance(s->q, shnsw_node_code(node, s->m));
@@ -1906,12 +1914,8 @@ _Static_assert(SHNSW_HELD_BATCH <= SHNSW_STAGE, "a held batch fits the stage");
 static void
 search_add_held_cb(void *arg, int i, const ShnswNodeHeader *node)
 {
-	AddArg	   *a = (AddArg *) arg;
-	ShnswSearch *s = a->s;
+	ShnswSearch *s = search_add_record((AddArg *) arg, i, node);
 
-	if (a->idx[i] == UINT32_MAX)
-		a->idx[i] = s->ncands;
-	search_set_cand(s, a->idx[i], a->refs[i], node, !s->ops->reread_cheap);
 	if (s->nstage == SHNSW_STAGE)	/* (not with SHNSW_HELD_BATCH calls a flush) */
 		search_flush_stage(s);
 	s->stage_at[s->nstage] = shnsw_node_code(node, s->m);
@@ -2205,17 +2209,10 @@ static inline void
 search_park(ShnswSearch *s, float d, uint32_t j)
 {
 	ShnswHeap  *h = &s->D;
+	int			at = shnsw_heap_append(h, d, j);
 
-	if (h->n == h->cap)
-	{
-		h->cap *= 2;
-		h->a = (ShnswPair *) shnsw_realloc(h->a, sizeof(ShnswPair) * h->cap);
-	}
-	h->a[h->n].d = d;
-	h->a[h->n].id = j;
-	if (s->park_least < 0 || shnsw_heap_above(h, &h->a[h->n], &h->a[s->park_least]))
-		s->park_least = h->n;
-	h->n++;
+	if (s->park_least < 0 || shnsw_heap_above(h, &h->a[at], &h->a[s->park_least]))
+		s->park_least = at;
 }
 
 /* D's least parked node, without reordering D; false if D is empty. */

@@ -56,19 +56,29 @@ shnsw_heap_above(const ShnswHeap *h, const ShnswPair *x, const ShnswPair *y)
 	return h->max ? x->id > y->id : x->id < y->id;
 }
 
-static inline void
-shnsw_heap_push(ShnswHeap *h, float d, uint32_t id)
+/*
+ * Append (d, id) at the end, growing the array, without restoring the heap
+ * order (shnsw_heap_push does; graph.c's parked nodes do it later, if at
+ * all). Returns its position.
+ */
+static inline int
+shnsw_heap_append(ShnswHeap *h, float d, uint32_t id)
 {
-	int			i;
-
 	if (h->n == h->cap)
 	{
 		h->cap *= 2;
 		h->a = (ShnswPair *) shnsw_realloc(h->a, sizeof(ShnswPair) * h->cap);
 	}
-	i = h->n++;
-	h->a[i].d = d;
-	h->a[i].id = id;
+	h->a[h->n].d = d;
+	h->a[h->n].id = id;
+	return h->n++;
+}
+
+static inline void
+shnsw_heap_push(ShnswHeap *h, float d, uint32_t id)
+{
+	int			i = shnsw_heap_append(h, d, id);
+
 	while (i > 0)
 	{
 		int			p = (i - 1) / 2;

@@ -1656,7 +1656,6 @@ typedef struct ShmScan
 	int			fbcap;
 	char	   *held_copy;		/* read_nodes_held: a record read through
 								 * buffers, kept until flush */
-	bool		held_copied;
 } ShmScan;
 
 /*
@@ -1681,22 +1680,15 @@ shm_record_addr(ShmScan *ss, ShnswRef ref, ShmPageDesc **desc)
 }
 
 /*
- * shm_node_fn calls fn(arg, i, record) on the image's record of node ref
- * itself (no copy) inside its page's seqlock: if a writer changed the page
- * meanwhile it calls again (the node source contract lets the last call
- * win). False if the image lacks the node or the read keeps colliding
- * with writers: the caller reads it through buffers.
+ * Wait until the page of descriptor d is between writes: true with its
+ * sequence count in *seq if slot is one of its slots; false if it is not,
+ * or after 64 looks in all (*tries counts each look at an odd count and
+ * each read that collided with a writer, across calls).
  */
 static inline bool
-shm_node_fn(ShmScan *ss, ShnswRef ref, ShnswNodeFn fn, void *arg, int i)
+shm_seq_wait(ShmPageDesc *d, uint32 slot, uint32 *seq, int *tries)
 {
-	uint32		slot = shnsw_ref_slot(ref, ss->slot_bits);
-	ShmPageDesc *d;
-	const char *src = shm_record_addr(ss, ref, &d);
-
-	if (src == NULL)
-		return false;
-	for (int tries = 0; tries < 64; tries++)
+	for (; *tries < 64; (*tries)++)
 	{
 		uint32		s1 = pg_atomic_read_u32(&d->seq);
 
@@ -1708,7 +1700,36 @@ shm_node_fn(ShmScan *ss, ShnswRef ref, ShnswNodeFn fn, void *arg, int i)
 		pg_read_barrier();
 		if (slot >= d->nslots)
 			return false;
+		*seq = s1;
+		return true;
+	}
+	return false;
+}
+
+/*
+ * shm_node_fn calls fn(arg, i, record) on the image's record of node ref
+ * itself (no copy) inside its page's seqlock, and flush(arg) after it if
+ * flush is not NULL (read_nodes_held: flush reads the record too): if a
+ * writer changed the page meanwhile it calls again (the node source
+ * contract lets the last call win). False if the image lacks the node or
+ * the read keeps colliding with writers: the caller reads it through
+ * buffers.
+ */
+static inline bool
+shm_node_fn(ShmScan *ss, ShnswRef ref, ShnswNodeFn fn, ShnswFlushFn flush, void *arg, int i)
+{
+	uint32		slot = shnsw_ref_slot(ref, ss->slot_bits);
+	ShmPageDesc *d;
+	const char *src = shm_record_addr(ss, ref, &d);
+	uint32		s1;
+
+	if (src == NULL)
+		return false;
+	for (int tries = 0; shm_seq_wait(d, slot, &s1, &tries); tries++)
+	{
 		fn(arg, i, (const ShnswNodeHeader *) src);
+		if (flush != NULL)
+			flush(arg);
 		pg_read_barrier();
 		if (pg_atomic_read_u32(&d->seq) == s1)
 			return true;
@@ -1728,6 +1749,15 @@ shm_node_fn(ShmScan *ss, ShnswRef ref, ShnswNodeFn fn, void *arg, int i)
  * read later in the hop (__builtin_prefetch's locality 2: prefetcht1 on
  * x86).
  */
+#define SHM_PREFETCH_LINES(ss, p, locality) \
+	do { \
+		__builtin_prefetch((p), 0, (locality)); \
+		__builtin_prefetch((p) + sizeof(ShnswNodeHeader) - 1, 0, (locality)); \
+		for (int off_ = (ss)->code_off; off_ < (ss)->node_size; off_ += 64) \
+			__builtin_prefetch((p) + off_, 0, (locality)); \
+		__builtin_prefetch((p) + (ss)->node_size - 1, 0, (locality)); \
+	} while (0)
+
 static inline void
 shm_prefetch_record(ShmScan *ss, ShnswRef ref, bool to_l1)
 {
@@ -1739,20 +1769,10 @@ shm_prefetch_record(ShmScan *ss, ShnswRef ref, bool to_l1)
 	if (to_l1)
 	{
 		__builtin_prefetch(d);	/* its page's sequence counter */
-		__builtin_prefetch(p);
-		__builtin_prefetch(p + sizeof(ShnswNodeHeader) - 1);
-		for (int off = ss->code_off; off < ss->node_size; off += 64)
-			__builtin_prefetch(p + off);
-		__builtin_prefetch(p + ss->node_size - 1);
+		SHM_PREFETCH_LINES(ss, p, 3);
 	}
 	else
-	{
-		__builtin_prefetch(p, 0, 2);
-		__builtin_prefetch(p + sizeof(ShnswNodeHeader) - 1, 0, 2);
-		for (int off = ss->code_off; off < ss->node_size; off += 64)
-			__builtin_prefetch(p + off, 0, 2);
-		__builtin_prefetch(p + ss->node_size - 1, 0, 2);
-	}
+		SHM_PREFETCH_LINES(ss, p, 2);
 }
 
 /* Callback shim: the buffer path's one-reference call reports position 0. */
@@ -1825,7 +1845,7 @@ shm_read_nodes(void *vctx, const ShnswRef *refs, int n, ShnswNodeFn fn, void *ar
 
 		if (k + SHM_PREFETCH_AHEAD < n)
 			shm_prefetch_record(ss, refs[order[k + SHM_PREFETCH_AHEAD]], true);
-		if (shm_node_fn(ss, refs[i], fn, arg, i))
+		if (shm_node_fn(ss, refs[i], fn, NULL, arg, i))
 			ss->stats->image_nodes++;
 		else
 		{
@@ -1852,7 +1872,6 @@ held_copy_cb(void *arg, int i, const ShnswNodeHeader *node)
 
 	(void) i;
 	memcpy(ss->held_copy, node, ss->node_size);
-	ss->held_copied = true;
 }
 
 static void
@@ -1860,43 +1879,10 @@ shm_held_fallback(ShmScan *ss, ShnswRef ref, int i, ShnswNodeFn fn, ShnswFlushFn
 				  void *arg)
 {
 	ss->stats->image_fallback_nodes++;
-	ss->held_copied = false;
+	/* (the buffer path calls back at least once, or raises an error) */
 	ss->inner.read_nodes(ss->inner.ctx, &ref, 1, held_copy_cb, ss);
-	if (ss->held_copied)
-	{
-		fn(arg, i, (const ShnswNodeHeader *) ss->held_copy);
-		flush(arg);
-	}
-}
-
-/*
- * Wait for node ref's page to be between writes: its record in the image,
- * page descriptor and sequence count, or NULL if the image lacks the node,
- * its slot is past the page's, or writers keep it busy.
- */
-static inline const char *
-shm_held_begin(ShmScan *ss, ShnswRef ref, ShmPageDesc **d, uint32 *seq)
-{
-	const char *src = shm_record_addr(ss, ref, d);
-
-	if (src == NULL)
-		return NULL;
-	for (int tries = 0; tries < 64; tries++)
-	{
-		uint32		s1 = pg_atomic_read_u32(&(*d)->seq);
-
-		if (s1 & 1)
-		{
-			pg_spin_delay();
-			continue;
-		}
-		pg_read_barrier();
-		if (shnsw_ref_slot(ref, ss->slot_bits) >= (*d)->nslots)
-			return NULL;
-		*seq = s1;
-		return src;
-	}
-	return NULL;
+	fn(arg, i, (const ShnswNodeHeader *) ss->held_copy);
+	flush(arg);
 }
 
 /*
@@ -1927,10 +1913,14 @@ shm_read_nodes_held(void *vctx, const ShnswRef *refs, int n, ShnswNodeFn fn,
 		const char *src = NULL;
 		ShmPageDesc *d = NULL;
 		uint32		s1 = 0;
+		int			tries = 0;
 
 		if (k + SHM_PREFETCH_AHEAD < n)
 			shm_prefetch_record(ss, refs[order[k + SHM_PREFETCH_AHEAD]], true);
-		if (i >= 0 && (src = shm_held_begin(ss, refs[i], &d, &s1)) != NULL)
+		if (i >= 0 && (src = shm_record_addr(ss, refs[i], &d)) != NULL &&
+			!shm_seq_wait(d, shnsw_ref_slot(refs[i], ss->slot_bits), &s1, &tries))
+			src = NULL;
+		if (src != NULL)
 		{
 			fn(arg, i, (const ShnswNodeHeader *) src);
 			held[nheld] = i;
@@ -1946,21 +1936,10 @@ shm_read_nodes_held(void *vctx, const ShnswRef *refs, int n, ShnswNodeFn fn,
 			for (int h = 0; h < nheld; h++)
 			{
 				ShnswRef	ref = refs[held[h]];
-				bool		done = pg_atomic_read_u32(&hdesc[h]->seq) == hseq[h];
 
 				/* changed meanwhile: again, alone, inside one seqlock window */
-				for (int tries = 0; !done && tries < 64; tries++)
-				{
-					const char *again = shm_held_begin(ss, ref, &d, &s1);
-
-					if (again == NULL)
-						break;
-					fn(arg, held[h], (const ShnswNodeHeader *) again);
-					flush(arg);
-					pg_read_barrier();
-					done = pg_atomic_read_u32(&d->seq) == s1;
-				}
-				if (done)
+				if (pg_atomic_read_u32(&hdesc[h]->seq) == hseq[h] ||
+					shm_node_fn(ss, ref, fn, flush, arg, held[h]))
 					ss->stats->image_nodes++;
 				else
 					shm_held_fallback(ss, ref, held[h], fn, flush, arg);
