@@ -594,6 +594,35 @@ shnsw_select_by_codes(const float *d, const uint8_t *codes, int n, int max, int 
 	return shnsw_select_heuristic(d, n, max, fill, code_cand_dist, &c, sel, NULL, nchosen);
 }
 
+/*
+ * Squared L2 is the form under L2 and cosine (shnsw_code_metric), so
+ * SHNSW_FAR_RATIO 4 is twice the distance.
+ */
+bool
+shnsw_codes_lie_apart(const float *d, const uint8_t *codes, int n, int dim, ShnswMetric metric,
+					  const float *lo, const float *scale, float *scratch)
+{
+	Sq8Query	sq;
+	float		nearest = INFINITY;
+
+	metric = shnsw_code_metric(metric);
+	if (n < 2 || metric == SHNSW_METRIC_IP)
+		return false;
+	sq.dim = dim;
+	sq.qs = scratch + dim;
+	sq.w = scratch + 2 * dim;
+	sq8_decode(lo, scale, codes, scratch, dim);
+	sq8_prepare_query(&sq, metric, scratch, lo, scale);
+	for (int k = 1; k < n; k++)
+	{
+		float		dk = sq8_distance(&sq, codes + (size_t) k * dim);
+
+		if (dk < nearest)
+			nearest = dk;
+	}
+	return d[0] > SHNSW_FAR_RATIO * nearest;
+}
+
 /* ShnswListOps over the build graph: the list's owner is prepared (slot 0). */
 typedef struct BuildListArg
 {

@@ -236,6 +236,19 @@ extern int	shnsw_select_by_codes(const float *d, const uint8_t *codes, int n, in
 								  int fill, int dim, ShnswMetric metric, const float *lo,
 								  const float *scale, float *scratch, int *sel, int *nchosen);
 
+/*
+ * Do the neighbours chosen for a new node lie together, away from it? d[0]
+ * is the new node's distance to the first (nearest) of codes[0..n-1] (on
+ * the form shnsw_code_metric(metric) gives); true if it exceeds
+ * SHNSW_FAR_RATIO times the distance from that neighbour to the nearest
+ * of the others. Never for inner product, whose distances are no scale.
+ * scratch needs 3 * dim floats.
+ */
+#define SHNSW_FAR_RATIO 4.0f
+extern bool shnsw_codes_lie_apart(const float *d, const uint8_t *codes, int n, int dim,
+								  ShnswMetric metric, const float *lo, const float *scale,
+								  float *scratch);
+
 /* Draw a level for a new node (used by inserts too). */
 extern int	shnsw_random_level(uint64_t *rng, double ml, int max_level);
 

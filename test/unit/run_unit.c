@@ -2703,6 +2703,53 @@ test_select_by_codes_cosine(void)
 	rng_state = saved;
 }
 
+/*
+ * shnsw_codes_lie_apart: neighbours that lie together, away from the new
+ * node (an insert searched into another cluster), against neighbours
+ * around it; never under inner product; fewer than two neighbours never.
+ */
+static void
+test_codes_lie_apart(void)
+{
+	enum
+	{
+	DIM = 16, N = 8
+	};
+	float		lo[DIM],
+				scale[DIM],
+				x[DIM],
+				d[N],
+				scratch[3 * DIM];
+	uint8_t		codes[N * DIM];
+
+	for (int i = 0; i < DIM; i++)
+	{
+		lo[i] = -4.0f;
+		scale[i] = 8.0f / 255.0f;
+	}
+	/* a cluster around 1.0 in every dimension, 0.1 apart */
+	for (int k = 0; k < N; k++)
+	{
+		for (int i = 0; i < DIM; i++)
+			x[i] = 1.0f + (i == k ? 0.1f : 0.0f);
+		sq8_encode(lo, scale, x, codes + k * DIM, DIM);
+	}
+	/* squared L2 between neighbours about 0.02: 1.0 is far, 0.05 is not */
+	d[0] = 1.0f;
+	CHECK(shnsw_codes_lie_apart(d, codes, N, DIM, SHNSW_METRIC_L2, lo, scale, scratch),
+		  "neighbours together, far from the node");
+	CHECK(shnsw_codes_lie_apart(d, codes, N, DIM, SHNSW_METRIC_COSINE, lo, scale, scratch),
+		  "cosine is judged on squared L2");
+	d[0] = 0.05f;
+	CHECK(!shnsw_codes_lie_apart(d, codes, N, DIM, SHNSW_METRIC_L2, lo, scale, scratch),
+		  "the node among its neighbours");
+	d[0] = 1.0f;
+	CHECK(!shnsw_codes_lie_apart(d, codes, N, DIM, SHNSW_METRIC_IP, lo, scale, scratch),
+		  "never under inner product");
+	CHECK(!shnsw_codes_lie_apart(d, codes, 1, DIM, SHNSW_METRIC_L2, lo, scale, scratch),
+		  "one neighbour is no scale");
+}
+
 int
 main(void)
 {
@@ -2728,6 +2775,7 @@ main(void)
 	test_emit_bounds();
 	test_clamp_bounds();
 	test_select_by_codes_cosine();
+	test_codes_lie_apart();
 	/* the page-greedy layout before co-location: 0.877 and 0.958 */
 	test_layout_locality("clustered", 20000, 32, 50, 15, 0.85);
 	test_layout_locality("uniform", 20000, 32, 0, 15, 0.94);
