@@ -11,7 +11,11 @@ exact-match search for their own vector does not return first, at the
 default ef_search and, for those, again at ef_search 1000 after VACUUM.
 With --explain, each streamhnsw row missed after VACUUM is shown with its
 out- and in-links' exact distances (tools/graphdump.py), which is how the
-wrong-cluster links were found.
+wrong-cluster links were found. With --strays (streamhnsw), each run also
+counts, before VACUUM, the rows whose nearest listed neighbour is more than
+2.5 times (and 2.0) farther than their true nearest row: rows an insert's
+search linked into another cluster, found whether or not a search misses
+them yet (the measure behind the insert's second search, CHANGELOG).
 """
 
 from __future__ import annotations
@@ -78,6 +82,37 @@ def explain(conn, missed) -> None:
         print("    in-links at ", sorted(float(dist(mid, r)) for r in inlinks.get(ref, [])))
 
 
+def strays(conn, model: Model) -> list:
+    """(id, nearest listed neighbour's distance, true nearest distance) of
+    the rows whose list lies far beyond their true nearest neighbour."""
+    from graphdump import read_graph
+    g = read_graph(conn, "fi_idx")
+    tid_id = {}
+    for ct, i in conn.execute("SELECT ctid::text, id FROM fi").fetchall():
+        b, o = ct.strip("()").split(",")
+        tid_id[(int(b), int(o))] = i
+    refs = [r for r in g["nbrs"] if not g["flags"][r] & 1]
+    pos = {r: k for k, r in enumerate(refs)}
+    ids = [tid_id[tuple(g["tid"][r])] for r in refs]
+    x = np.stack([model.vec(i) for i in ids]).astype(np.float32)
+    sq = (x * x).sum(1)
+    nearest = np.empty(len(refs), np.float32)
+    for a in range(0, len(refs), 2000):
+        d = sq[a:a + 2000, None] + sq[None, :] - 2 * x[a:a + 2000] @ x.T
+        d[np.arange(d.shape[0]), a + np.arange(d.shape[0])] = np.inf
+        nearest[a:a + 2000] = np.sqrt(np.maximum(d.min(1), 0))
+    out = []
+    for r in refs:
+        k = pos[r]
+        lst = [pos[n] for n in g["nbrs"][r] if n in pos]
+        if not lst:
+            continue
+        near = float(np.sqrt(((x[lst] - x[k]) ** 2).sum(1)).min())
+        if near > 2.5 * nearest[k] and near - nearest[k] > 2.0:
+            out.append((ids[k], round(near, 2), round(float(nearest[k]), 2)))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--engine", default="streamhnsw", choices=("streamhnsw", "hnsw"))
@@ -85,11 +120,12 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=2, choices=(1, 2))
     ap.add_argument("--runs", type=int, default=6)
     ap.add_argument("--explain", action="store_true")
+    ap.add_argument("--strays", action="store_true")
     a = ap.parse_args()
     guc = "streamhnsw.ef_search" if a.engine == "streamhnsw" else "hnsw.ef_search"
     with Cluster(name="findability") as cl:
         cl.execute("CREATE EXTENSION streamhnsw CASCADE")
-        total = 0
+        total = nstrays = 0
         for run in range(a.runs):
             model = Model(dim=32, seed=31)
             with cl.connect() as conn:
@@ -106,6 +142,10 @@ def main() -> None:
                 [t.join() for t in ts]
             with cl.connect() as conn:
                 before = exact_match_missing(conn, "fi", "fi_idx", "l2")
+                if a.strays and a.engine == "streamhnsw":
+                    st = strays(conn, model)
+                    nstrays += len(st)
+                    print(f"run {run}: strays {st}")
                 conn.execute("VACUUM fi")
                 conn.execute(f"SET {guc} = 1000")
                 after = exact_match_missing(conn, "fi", "fi_idx", "l2")
@@ -114,7 +154,8 @@ def main() -> None:
                       f"after VACUUM at ef_search 1000 {len(after)}", flush=True)
                 if after and a.explain and a.engine == "streamhnsw":
                     explain(conn, after)
-        print(f"{a.engine}: {total} rows missed after VACUUM in {a.runs} runs")
+        print(f"{a.engine}: {total} rows missed after VACUUM in {a.runs} runs"
+              + (f", {nstrays} strays" if a.strays else ""))
 
 
 if __name__ == "__main__":
