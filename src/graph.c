@@ -596,7 +596,11 @@ shnsw_select_by_codes(const float *d, const uint8_t *codes, int n, int max, int 
 
 /*
  * Squared L2 is the form under L2 and cosine (shnsw_code_metric), so
- * SHNSW_FAR_RATIO 4 is twice the distance.
+ * SHNSW_FAR_RATIO 4 is twice the distance. Copies of the nearest (code
+ * distance 0: duplicate rows, which the list's fill keeps) are no scale:
+ * the scale is the nearest other vector, and neighbours that are all
+ * copies never count as far (else every insert of a duplicated value
+ * would search twice).
  */
 bool
 shnsw_codes_lie_apart(const float *d, const uint8_t *codes, int n, int dim, ShnswMetric metric,
@@ -617,7 +621,7 @@ shnsw_codes_lie_apart(const float *d, const uint8_t *codes, int n, int dim, Shns
 	{
 		float		dk = sq8_distance(&sq, codes + (size_t) k * dim);
 
-		if (dk < nearest)
+		if (dk > 0.0f && dk < nearest)
 			nearest = dk;
 	}
 	return d[0] > SHNSW_FAR_RATIO * nearest;

@@ -241,7 +241,8 @@ extern int	shnsw_select_by_codes(const float *d, const uint8_t *codes, int n, in
  * is the new node's distance to the first (nearest) of codes[0..n-1] (on
  * the form shnsw_code_metric(metric) gives); true if it exceeds
  * SHNSW_FAR_RATIO times the distance from that neighbour to the nearest
- * of the others. Never for inner product, whose distances are no scale.
+ * of the others that is not a copy of it (code distance 0). Never for
+ * inner product, whose distances are no scale, nor when all are copies.
  * scratch needs 3 * dim floats.
  */
 #define SHNSW_FAR_RATIO 4.0f

@@ -2748,6 +2748,15 @@ test_codes_lie_apart(void)
 		  "never under inner product");
 	CHECK(!shnsw_codes_lie_apart(d, codes, 1, DIM, SHNSW_METRIC_L2, lo, scale, scratch),
 		  "one neighbour is no scale");
+	/* copies of the nearest are no scale: the nearest other vector is */
+	memcpy(codes + DIM, codes, DIM);
+	d[0] = 0.05f;
+	CHECK(!shnsw_codes_lie_apart(d, codes, N, DIM, SHNSW_METRIC_L2, lo, scale, scratch),
+		  "a copy among the neighbours does not make the node far");
+	for (int k = 1; k < N; k++)
+		memcpy(codes + k * DIM, codes, DIM);
+	CHECK(!shnsw_codes_lie_apart(d, codes, N, DIM, SHNSW_METRIC_L2, lo, scale, scratch),
+		  "neighbours that are all copies are never far");
 }
 
 int
