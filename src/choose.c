@@ -195,11 +195,10 @@ shnsw_code_distances(ShnswLinker *lk, const uint8 *ecode, const uint8 *codes, in
 	Sq8Query	sq;
 
 	sq.dim = lk->dims;
-	sq.qs = lk->scratch + lk->dims;
-	sq.w = lk->scratch + 2 * lk->dims;
-	sq8_decode(lk->info->lo, lk->info->scale, ecode, lk->scratch, lk->dims);
-	sq8_prepare_query(&sq, shnsw_code_metric(lk->info->metric), lk->scratch, lk->info->lo,
-					  lk->info->scale);
+	sq.qs = lk->scratch;
+	sq.w = lk->scratch + lk->dims;
+	sq8_prepare_code(&sq, shnsw_code_metric(lk->info->metric), ecode, lk->info->lo,
+					 lk->info->scale);
 	for (int k = 0; k < n; k++)
 		d[k] = sq8_distance(&sq, codes + (Size) k * lk->dims);
 }

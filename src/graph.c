@@ -613,10 +613,9 @@ shnsw_codes_lie_apart(const float *d, const uint8_t *codes, int n, int dim, Shns
 	if (n < 2 || metric == SHNSW_METRIC_IP)
 		return false;
 	sq.dim = dim;
-	sq.qs = scratch + dim;
-	sq.w = scratch + 2 * dim;
-	sq8_decode(lo, scale, codes, scratch, dim);
-	sq8_prepare_query(&sq, metric, scratch, lo, scale);
+	sq.qs = scratch;
+	sq.w = scratch + dim;
+	sq8_prepare_code(&sq, metric, codes, lo, scale);
 	for (int k = 1; k < n; k++)
 	{
 		float		dk = sq8_distance(&sq, codes + (size_t) k * dim);

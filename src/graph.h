@@ -243,7 +243,7 @@ extern int	shnsw_select_by_codes(const float *d, const uint8_t *codes, int n, in
  * SHNSW_FAR_RATIO times the distance from that neighbour to the nearest
  * of the others that is not a copy of it (code distance 0). Never for
  * inner product, whose distances are no scale, nor when all are copies.
- * scratch needs 3 * dim floats.
+ * scratch needs 2 * dim floats.
  */
 #define SHNSW_FAR_RATIO 4.0f
 extern bool shnsw_codes_lie_apart(const float *d, const uint8_t *codes, int n, int dim,
