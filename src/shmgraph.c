@@ -77,7 +77,7 @@
 
 bool		shnsw_shared_cache = true;
 bool		shnsw_shared_cache_background = true;
-int			shnsw_shared_cache_size = 256; /* MB */
+int			shnsw_shared_cache_size = -1;	/* MB; -1 until resolved (below) */
 int			shnsw_debug_image_build_delay = 0;	/* ms */
 
 /*
@@ -2576,6 +2576,28 @@ shnsw_xlog_finish(GenericXLogState *state)
 
 /* ---------- GUCs ---------- */
 
+/*
+ * streamhnsw.shared_cache_size's -1 (the default) stands for half of
+ * shared_buffers, and never less than SHNSW_CACHE_AUTO_MIN_MB: an image takes
+ * about a third of its index's size (the exact vectors stay out of it), so
+ * indexes that fit in shared_buffers get their images. Resolved when set, as
+ * wal_buffers' -1 is, so that SHOW and a background build see the size in
+ * force.
+ */
+#define SHNSW_CACHE_AUTO_MIN_MB 256
+
+static bool
+check_shared_cache_size(int *newval, void **extra, GucSource source)
+{
+	if (*newval == -1)
+	{
+		uint64		half_mb = (uint64) NBuffers * BLCKSZ / 2 / (1024 * 1024);
+
+		*newval = (int) Min(Max(half_mb, SHNSW_CACHE_AUTO_MIN_MB), INT_MAX / 2);
+	}
+	return true;
+}
+
 void
 shnsw_shm_init(void)
 {
@@ -2586,9 +2608,9 @@ shnsw_shm_init(void)
 							 PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("streamhnsw.shared_cache_size",
 							"Total dynamic shared memory the shared graph images may use.",
-							"An image takes about (24 + 8 m + dims) bytes per node plus 1/8 for growth; least recently used images are evicted to make room.",
-							&shnsw_shared_cache_size, 256, 0, INT_MAX / 2,
-							PGC_SUSET, GUC_UNIT_MB, NULL, NULL, NULL);
+							"-1 (the default): half of shared_buffers, at least 256MB. An image takes about (24 + 8 m + dims) bytes per node plus 1/8 for growth; least recently used images are evicted to make room.",
+							&shnsw_shared_cache_size, -1, -1, INT_MAX / 2,
+							PGC_SUSET, GUC_UNIT_MB, check_shared_cache_size, NULL, NULL);
 	DefineCustomBoolVariable("streamhnsw.shared_cache_background",
 							 "Builds a missing shared graph image in a background worker instead of in the scan that finds none.",
 							 "On: that scan, and every other until the image is ready, searches through shared buffers; if no worker can be started, the scan builds the image itself.",

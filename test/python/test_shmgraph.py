@@ -256,6 +256,30 @@ def test_size_limit_eviction_fallback(cluster):
         assert "shared graph: off" in explain_shared(c, "sg_a", queries[0])
 
 
+def test_default_size_follows_shared_buffers(cluster):
+    """streamhnsw.shared_cache_size's default (-1) is half of shared_buffers,
+    at least 256MB, resolved when set so that SHOW tells the size in force."""
+    def sizes(c):
+        c.execute("LOAD 'streamhnsw'")
+        shown = c.execute("SHOW streamhnsw.shared_cache_size").fetchone()[0]
+        boot = c.execute("SELECT boot_val FROM pg_settings "
+                         "WHERE name = 'streamhnsw.shared_cache_size'").fetchone()[0]
+        c.execute("SET streamhnsw.shared_cache_size = '100MB'")
+        explicit = c.execute("SHOW streamhnsw.shared_cache_size").fetchone()[0]
+        c.execute("SET streamhnsw.shared_cache_size = -1")
+        auto = c.execute("SHOW streamhnsw.shared_cache_size").fetchone()[0]
+        c.execute("RESET streamhnsw.shared_cache_size")
+        reset = c.execute("SHOW streamhnsw.shared_cache_size").fetchone()[0]
+        return shown, boot, explicit, auto, reset
+
+    with cluster.connect() as c:
+        assert c.execute("SHOW shared_buffers").fetchone()[0] == "256MB"
+        assert sizes(c) == ("256MB", "-1", "100MB", "256MB", "256MB")
+    with Cluster(name="shnsw-cache-auto", settings={"shared_buffers": "1GB"}) as big:
+        with big.connect() as c:
+            assert sizes(c) == ("512MB", "-1", "100MB", "512MB", "512MB")
+
+
 def test_concurrent_insert_vacuum_search(cluster):
     """With the image on, a search never misses a committed row nor returns a
     deleted one while inserts, deletes and VACUUM run beside it."""
@@ -442,9 +466,12 @@ def test_preloaded():
     """The same with the library in shared_preload_libraries."""
     rows, queries = data.clustered(2000, 16, seed=91, n_queries=5)
     with Cluster(name="shnsw-sg-preload",
-                 settings={"shared_preload_libraries": "'streamhnsw'"}) as c:
+                 settings={"shared_preload_libraries": "'streamhnsw'",
+                           "shared_buffers": "768MB"}) as c:
         c.execute("CREATE EXTENSION streamhnsw CASCADE")
         with c.connect() as conn:
+            # the default size resolved in the postmaster, from shared_buffers
+            assert conn.execute("SHOW streamhnsw.shared_cache_size").fetchone()[0] == "384MB"
             data.load(conn, "sg_pre", rows)
             conn.execute("CREATE INDEX sg_pre_idx ON sg_pre USING streamhnsw (embedding vector_l2_ops)")
             assert explain_shared(conn, "sg_pre", queries[0]).startswith(BACKGROUND)
