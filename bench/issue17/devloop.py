@@ -52,7 +52,13 @@ ENGINES = {"pgvector": pg.Engine("pgvector hnsw", "hnsw", "t_pg", "t_pg_idx", "h
            # the index built by the library installed now, beside the older one
            "streamhnsw2": pg.Engine("streamhnsw (new build)", "streamhnsw", "t_sh2", "t_sh2_idx",
                                     "streamhnsw.ef_search",
-                                    {"streamhnsw.shared_cache": "off"})}
+                                    {"streamhnsw.shared_cache": "off"}),
+           # indexes created on empty tables and filled by inserts (devloop.py fill)
+           "pgvector-ins": pg.Engine("pgvector hnsw (inserted)", "hnsw", "t_pgi", "t_pgi_idx",
+                                     "hnsw.ef_search"),
+           "streamhnsw-ins": pg.Engine("streamhnsw (inserted)", "streamhnsw", "t_shi", "t_shi_idx",
+                                       "streamhnsw.ef_search",
+                                       {"streamhnsw.shared_cache": "off"})}
 
 
 class Chunks:
@@ -141,6 +147,51 @@ def cmd_rebuild(a):
     print(f"{eng.label}: built in {r['build_s']:.0f} s, {r['index_bytes'] / 2**20:.0f} MB")
 
 
+def cmd_fill(a):
+    """Copies of the rows into tables whose index (cosine, m 16,
+    ef_construction 64) was created empty, filled by two clients inserting
+    the rows in id order, 500 a statement (each row one index insert), for
+    each engine in turn."""
+    import threading
+
+    c, shim = cluster_and_shim(False)
+    for key in ("pgvector-ins", "streamhnsw-ins"):
+        eng = ENGINES[key]
+        opclass = "vector_cosine_ops"
+        with c.connect() as conn:
+            conn.execute(f"DROP TABLE IF EXISTS {eng.table}")
+            conn.execute(f"CREATE TABLE {eng.table} (LIKE t_pg)")
+            conn.execute(f"ALTER TABLE {eng.table} SET (autovacuum_enabled = off)")
+            conn.execute(f"CREATE INDEX {eng.index} ON {eng.table} USING {eng.am} "
+                         f"(embedding {opclass}) WITH (m = 16, ef_construction = 64)")
+            lo, hi = conn.execute("SELECT min(id), max(id) FROM t_pg").fetchone()
+        errors = []
+
+        def insert(part):
+            try:
+                with c.connect() as cc:
+                    cc.autocommit = True
+                    for s in range(lo + part * 500, hi + 1, 1000):
+                        cc.execute(f"INSERT INTO {eng.table} SELECT * FROM t_pg "
+                                   "WHERE id >= %s AND id < %s ORDER BY id", (s, s + 500))
+            except Exception as e:  # reported below
+                errors.append(e)
+        t0 = time.perf_counter()
+        threads = [threading.Thread(target=insert, args=(k,)) for k in (0, 1)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+        secs = time.perf_counter() - t0
+        with c.connect() as conn:
+            conn.execute(f"VACUUM (ANALYZE, FREEZE) {eng.table}")
+            conn.execute("CHECKPOINT")
+            mb = conn.execute("SELECT pg_relation_size(%s)", (eng.index,)).fetchone()[0] / 2**20
+        print(f"{eng.label}: {secs:.0f} s to insert, index {mb:.0f} MB")
+
+
 def cmd_stop(a):
     c, shim = cluster_and_shim(False)
     c.stop()
@@ -178,7 +229,7 @@ def cmd_run(a):
     truth = np.load(STATE / "truth.npy")
     first = a.offset
     lits = pg.literals(queries[first:first + a.queries])
-    efs = {"pgvector": a.ef_pg, "streamhnsw": a.ef_sh, "streamhnsw2": a.ef_sh, "shmain": a.ef_sh}
+    efs = {n: (a.ef_pg if e.am == "hnsw" else a.ef_sh) for n, e in ENGINES.items()}
     engines = [e for e in a.engines.split(",")]
     conns, evs = {}, {}
     for name in engines:
@@ -215,7 +266,7 @@ def cmd_run(a):
                 res[name]["reads"].append(d["reads"])
                 got = {r[0] for r in rows}
                 res[name]["recall"].append(len(got & set(truth[first + qi][:10].tolist())) / 10)
-                if name != "pgvector" and not a.no_explain:
+                if eng.am == "streamhnsw" and not a.no_explain:
                     evs[name](conn)
                     shim.set(enabled=True, delay_us=a.delay)
                     res[name]["io"].append(explain_io(conn, sql, lit))
@@ -244,8 +295,10 @@ def cmd_run(a):
             msg += (f"  {name} p50 {line[name]['p50_ms']:.1f} ms (recall {line[name]['recall']:.3f},"
                     f" storage serial {line[name]['storage_serial']:.0f},"
                     f" reads {line[name]['storage_reads']:.0f})")
-        for name in [n for n in engines if n != "pgvector" and "pgvector" in line]:
-            msg += f"  {name} ratio {line['pgvector']['p50_ms'] / line[name]['p50_ms']:.1f}x"
+        for name in [n for n in engines if ENGINES[n].am == "streamhnsw"]:
+            base = "pgvector-ins" if name.endswith("-ins") else "pgvector"
+            if base in line:
+                msg += f"  {name} ratio {line[base]['p50_ms'] / line[name]['p50_ms']:.1f}x"
         for name in [n for n in engines if "io" in line[n]]:
             io = line[name]["io"]
             msg += (f"\n    {name}: rt {io['round_trips']:.0f} serial "
@@ -275,6 +328,7 @@ def main(argv=None):
     s.add_argument("--dim", type=int, default=384)
     rb = sub.add_parser("rebuild")
     rb.add_argument("--engine", default="streamhnsw", choices=["streamhnsw", "streamhnsw2"])
+    sub.add_parser("fill")
     sub.add_parser("stop")
     sub.add_parser("restart")
     r = sub.add_parser("run")
@@ -290,7 +344,7 @@ def main(argv=None):
     r.add_argument("--no-explain", action="store_true")
     r.add_argument("--out")
     a = p.parse_args(argv)
-    {"setup": cmd_setup, "rebuild": cmd_rebuild, "stop": cmd_stop, "restart": cmd_restart,
+    {"setup": cmd_setup, "rebuild": cmd_rebuild, "fill": cmd_fill, "stop": cmd_stop, "restart": cmd_restart,
      "run": cmd_run}[a.cmd](a)
 
 
