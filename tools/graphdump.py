@@ -3,7 +3,8 @@ for diagnosing reachability (not used by tests or benchmarks).
 
     g = read_graph(conn, "em_idx")  # after CHECKPOINT
     g["tid"][ref], g["flags"][ref], g["nbrs"][ref] (list of refs),
-    g["upper"][(ref, layer)] (list of refs on layer >= 1)
+    g["upper"][(ref, layer)] (list of refs on layer >= 1),
+    g["upper_at"][ref] = (block, line pointer) of a level >= 1 node's upper record
 """
 
 import struct
@@ -56,4 +57,5 @@ def read_graph(conn, index: str) -> dict:
             at = base + 4 * (layer - 1) * m
             upper[(ref, layer)] = list(struct.unpack_from(f"<{counts[layer - 1]}I", page, at))
     return {"m": m, "slot_bits": slot_bits, "entry": entry, "tid": tid, "flags": flags,
-            "nbrs": nbrs, "level": level, "upper": upper}
+            "nbrs": nbrs, "level": level, "upper": upper,
+            "upper_at": {r: (b, o) for r, (b, o, _) in upper_at.items()}}
