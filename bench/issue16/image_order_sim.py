@@ -47,30 +47,35 @@ def load(index: str, table: str):
     return g, refs, X / np.linalg.norm(X, axis=1, keepdims=True)
 
 
-def search(g, idx, X, q, ef):
-    """Records an HNSW search touches (cosine on exact vectors)."""
-    def dist(r):
-        return 1.0 - float(X[idx[r]] @ q)
-    ep = g["entry"]
-    de = dist(ep)
-    touched = {ep}
-    for layer in range(g["level"][ep], 0, -1):
-        changed = True
-        while changed:
-            changed = False
-            for n in g["upper"].get((ep, layer), []):
-                if n in idx:
-                    touched.add(n)
-                    dn = dist(n)
-                    if dn < de:
-                        de, ep, changed = dn, n, True
+def greedy(neighbours, dist, ep, de, touched, expanded):
+    """One layer's greedy walk from ep (at distance de): the nearest node
+    it reaches and its distance. Adds every node it computes a distance to
+    to touched and every node whose list it reads to expanded."""
+    changed = True
+    while changed:
+        changed = False
+        expanded.append(ep)
+        best = ep
+        for n in neighbours(ep):
+            touched.add(n)
+            dn = dist(n)
+            if dn < de:
+                de, best, changed = dn, n, True
+        ep = best
+    return ep, de
+
+
+def beam(neighbours, dist, ep, de, ef, touched, expanded):
+    """One layer's beam search of width ef from ep (at distance de), as
+    HNSW's SEARCH-LAYER; records touched and expanded as greedy does."""
     visited, cand, res = {ep}, [(de, ep)], [(-de, ep)]
     while cand:
         dc, c = heapq.heappop(cand)
         if dc > -res[0][0] and len(res) >= ef:
             break
-        for n in g["nbrs"][c]:
-            if n in visited or n not in idx:
+        expanded.append(c)
+        for n in neighbours(c):
+            if n in visited:
                 continue
             visited.add(n)
             touched.add(n)
@@ -80,6 +85,19 @@ def search(g, idx, X, q, ef):
                 heapq.heappush(res, (-dn, n))
                 if len(res) > ef:
                     heapq.heappop(res)
+
+
+def search(g, idx, X, q, ef):
+    """Records an HNSW search touches (cosine on exact vectors)."""
+    def dist(r):
+        return 1.0 - float(X[idx[r]] @ q)
+    ep = g["entry"]
+    de = dist(ep)
+    touched, expanded = {ep}, []
+    for layer in range(g["level"][ep], 0, -1):
+        ep, de = greedy(lambda c: [n for n in g["upper"].get((c, layer), []) if n in idx],
+                        dist, ep, de, touched, expanded)
+    beam(lambda c: [n for n in g["nbrs"][c] if n in idx], dist, ep, de, ef, touched, expanded)
     return touched
 
 

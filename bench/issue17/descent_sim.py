@@ -17,14 +17,13 @@ queries and counts, per query, distinct pages of each kind and the hops.
 from __future__ import annotations
 
 import argparse
-import heapq
 import sys
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "issue16"))
-from image_order_sim import load  # noqa: E402
+from image_order_sim import beam, greedy, load  # noqa: E402
 from devloop import STATE  # noqa: E402
 
 PAGE_ROOM = 8192 - 24 - 16        # page header, special space
@@ -63,44 +62,17 @@ def main(argv=None):
     for q in Q:
         def dist(r):
             return 1.0 - float(X[idx[r]] @ q)
-        expanded, touched, hops = [], set(), 0
+        expanded, touched = [], set()
         ep = g["entry"]
         de = dist(ep)
         touched.add(ep)
         top = g["level"][ep]
         for layer in range(top, 1, -1):
-            changed = True
-            while changed:
-                changed = False
-                expanded.append(ep)
-                hops += 1
-                best = ep
-                for n in g["upper"].get((ep, layer), []):
-                    touched.add(n)
-                    dn = dist(n)
-                    if dn < de:
-                        de, best, changed = dn, n, True
-                ep = best
+            ep, de = greedy(lambda c: g["upper"].get((c, layer), []), dist, ep, de,
+                            touched, expanded)
         if top >= 1:
-            visited = {ep}
-            cand, res = [(de, ep)], [(-de, ep)]
-            while cand:
-                dc, c = heapq.heappop(cand)
-                if dc > -res[0][0] and len(res) >= a.beam:
-                    break
-                expanded.append(c)
-                hops += 1
-                for n in g["upper"].get((c, 1), []):
-                    if n in visited:
-                        continue
-                    visited.add(n)
-                    touched.add(n)
-                    dn = dist(n)
-                    if len(res) < a.beam or dn < -res[0][0]:
-                        heapq.heappush(cand, (dn, n))
-                        heapq.heappush(res, (-dn, n))
-                        if len(res) > a.beam:
-                            heapq.heappop(res)
+            beam(lambda c: g["upper"].get((c, 1), []), dist, ep, de, a.beam, touched, expanded)
+        hops = len(expanded)
         now_up.append(len({g["upper_at"][c][0] for c in expanded if c in g["upper_at"]}))
         now_graph.append(len({r >> sb for r in touched}))
         later.append(len({new_page[r] for r in touched | set(expanded) if r in new_page}))

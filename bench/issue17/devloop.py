@@ -23,6 +23,7 @@ import json
 import os
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -152,18 +153,15 @@ def cmd_fill(a):
     ef_construction 64) was created empty, filled by two clients inserting
     the rows in id order, 500 a statement (each row one index insert), for
     each engine in turn."""
-    import threading
-
     c, shim = cluster_and_shim(False)
     for key in ("pgvector-ins", "streamhnsw-ins"):
         eng = ENGINES[key]
-        opclass = "vector_cosine_ops"
         with c.connect() as conn:
             conn.execute(f"DROP TABLE IF EXISTS {eng.table}")
             conn.execute(f"CREATE TABLE {eng.table} (LIKE t_pg)")
             conn.execute(f"ALTER TABLE {eng.table} SET (autovacuum_enabled = off)")
             conn.execute(f"CREATE INDEX {eng.index} ON {eng.table} USING {eng.am} "
-                         f"(embedding {opclass}) WITH (m = 16, ef_construction = 64)")
+                         "(embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)")
             lo, hi = conn.execute("SELECT min(id), max(id) FROM t_pg").fetchone()
         errors = []
 
