@@ -2329,6 +2329,20 @@ search_offer(ShnswSearch *s, uint32_t j, int ef, bool expandable)
 		search_park(s, c->d, j);
 }
 
+/* Offer the best parked nodes not emitted to W, until it holds ef. */
+static void
+search_offer_parked(ShnswSearch *s, int ef)
+{
+	while (s->D.n > 0 && s->W.n < ef)
+	{
+		ShnswPair	p = search_park_pop(s);
+
+		if (s->cands[p.id].state & SHNSW_CAND_EMITTED)
+			continue;
+		search_offer(s, p.id, ef, true);
+	}
+}
+
 /*
  * search_drain hands out up to ef nodes parked in D, nearest first, once the
  * budget forbids expanding more (as pgvector returns its discarded
@@ -2430,13 +2444,20 @@ shnsw_search_frontier(ShnswSearch *s)
 	return f;
 }
 
+static int	search_run(ShnswSearch *s, int ef, float *median, uint32_t *out);
+
+/* Queue the nodes shnsw_search_take emitted since the last round. */
+static void
+search_queue_taken(ShnswSearch *s)
+{
+	for (uint32_t k = 0; k < s->ntaken; k++)
+		shnsw_heap_push(&s->C, s->cands[s->taken[k]].d, s->taken[k]);
+	s->ntaken = 0;
+}
+
 int
 shnsw_search_next(ShnswSearch *s, ShnswRef start, int ef, uint32_t *out)
 {
-	uint32_t	idx[2 * SHNSW_MAX_M];
-	ShnswRef	fresh[2 * SHNSW_MAX_M];
-	int			n;
-
 	if (s->exhausted)
 		return 0;
 	s->rounds++;
@@ -2465,20 +2486,56 @@ shnsw_search_next(ShnswSearch *s, ShnswRef start, int ef, uint32_t *out)
 		s->round_floor = shnsw_search_frontier(s);
 
 		/* nodes taken since the last round are expanded first */
-		for (uint32_t k = 0; k < s->ntaken; k++)
-			shnsw_heap_push(&s->C, s->cands[s->taken[k]].d, s->taken[k]);
-		s->ntaken = 0;
-
-		/* a new round starts from the best nodes parked in D */
-		while (s->D.n > 0 && s->W.n < ef)
-		{
-			ShnswPair	p = search_park_pop(s);
-
-			if (s->cands[p.id].state & SHNSW_CAND_EMITTED)
-				continue;
-			search_offer(s, p.id, ef, true);
-		}
+		search_queue_taken(s);
+		search_offer_parked(s, ef);
 	}
+	return search_run(s, ef, NULL, out);
+}
+
+/*
+ * shnsw_search_widen continues the first round as if it had been ef wide
+ * from the start: its results so far (emitted) count towards the ef, so
+ * it finds about ef minus those new rows, and *median is the navigation
+ * distance of the middle one of all ef (the first round's floor of a round
+ * that wide). Not a new round: the frontier is not fixed where it starts.
+ */
+int
+shnsw_search_widen(ShnswSearch *s, int ef, uint32_t *out, float *median)
+{
+	*median = INFINITY;
+	if (s->exhausted || s->budget_spent || !s->started)
+		return 0;
+	s->widened++;
+	s->W.n = 0;
+	search_queue_taken(s);
+	for (uint32_t j = 0; j < s->ncands; j++)
+	{
+		ShnswCand  *c = &s->cands[j];
+
+		if (!(c->state & SHNSW_CAND_EMITTED))
+			continue;
+		shnsw_heap_push(&s->W, c->d, j);
+		c->state |= SHNSW_CAND_IN_RESULTS;
+		if (s->W.n > ef)
+			s->cands[shnsw_heap_pop(&s->W).id].state &= ~SHNSW_CAND_IN_RESULTS;
+	}
+	search_offer_parked(s, ef);
+	return search_run(s, ef, median, out);
+}
+
+/*
+ * search_run expands until W holds ef results and no candidate can improve
+ * them, then writes W's nodes not yet emitted into out and marks them
+ * emitted; with median, also the navigation distance of W's middle node.
+ */
+static int
+search_run(ShnswSearch *s, int ef, float *median, uint32_t *out)
+{
+	uint32_t	idx[2 * SHNSW_MAX_M];
+	ShnswRef	fresh[2 * SHNSW_MAX_M];
+	int			n,
+				popped,
+				mid;
 
 	while (s->C.n > 0)
 	{
@@ -2538,11 +2595,15 @@ shnsw_search_next(ShnswSearch *s, ShnswRef start, int ef, uint32_t *out)
 	}
 
 	n = 0;
-	while (s->W.n > 0)
+	/* W pops farthest first: its middle node is popped after mid others */
+	mid = s->W.n - 1 - (s->W.n - 1) / 2;
+	for (popped = 0; s->W.n > 0; popped++)
 	{
 		ShnswPair	p = shnsw_heap_pop(&s->W);
 		ShnswCand  *c = &s->cands[p.id];
 
+		if (median && popped == mid)
+			*median = p.d;
 		c->state &= ~SHNSW_CAND_IN_RESULTS;
 		if (c->state & SHNSW_CAND_EMITTED)
 			continue;

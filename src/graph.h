@@ -343,6 +343,8 @@ typedef struct ShnswSearch
 	bool		budget_spent;	/* max_discovered reached: rounds only drain D */
 	bool		exhausted;
 	int			rounds;
+	int			widened;		/* times the first round was widened
+								 * (shnsw_search_widen) */
 	float		round_floor;	/* the frontier as the last round started */
 	uint32_t   *taken;			/* emitted by shnsw_search_take, to expand */
 	uint32_t	ntaken;
@@ -461,6 +463,16 @@ extern int	shnsw_search_upper_layer(ShnswSearch *s, ShnswRef entry, int layer,
  * first. 0 means every node the search will ever see has been emitted.
  */
 extern int	shnsw_search_next(ShnswSearch *s, ShnswRef start, int ef, uint32_t *out);
+
+/*
+ * Continue the first round as if it had been ef wide (more than it was):
+ * the rows it emitted count towards ef, so about ef minus those are
+ * written into out, emitted, and *median is the navigation distance of the
+ * middle of all ef. The first round's rules still apply: no frontier is
+ * fixed where the widening starts. Returns how many; 0 when nothing more
+ * can be found or the budget is spent.
+ */
+extern int	shnsw_search_widen(ShnswSearch *s, int ef, uint32_t *out, float *median);
 
 /*
  * The smallest navigation distance among the nodes that the rounds so far

@@ -10,7 +10,9 @@ the same rows, for cold A/B runs without rebuilding both indexes each time.
 every query both engines' relations are evicted from shared buffers and the
 OS cache; the engines alternate query by query (same query vector for both,
 a different one each time); each streamhnsw query is then run once more,
-cold again, under EXPLAIN (ANALYZE) for its I/O figures. Prints medians,
+cold again, under EXPLAIN (ANALYZE) for its I/O figures (--keep-os-cache:
+evicted from shared buffers only, so a read costs the injected delay and a
+copy, not the virtual disk's time too). Prints medians,
 ratios, round trips (EXPLAIN waits + synchronous reads) and pages per
 expansion, and writes the points as JSON. The benchmark suite
 (python -m shnsw.bench) remains the reference; this is for iterating.
@@ -237,7 +239,7 @@ def cmd_run(a):
         for k, v in (kv.split("=", 1) for kv in a.set):
             pg.apply_gucs(conn, {k: v})
         conns[name] = conn
-        evs[name] = pg.Evictor(conn, c.datadir, eng)
+        evs[name] = pg.Evictor(conn, c.datadir, eng, os_cache=not a.keep_os_cache)
     workers = conns[engines[0]].execute("SHOW io_workers").fetchone()[0]
     out = []
     load = os.getloadavg()
@@ -340,6 +342,8 @@ def main(argv=None):
     r.add_argument("--engines", default="pgvector,streamhnsw")
     r.add_argument("--set", action="append", default=[], help="streamhnsw/pg GUC=V (both)")
     r.add_argument("--no-explain", action="store_true")
+    r.add_argument("--keep-os-cache", action="store_true",
+                   help="evict shared buffers only: reads cost the injected delay, not the disk's time")
     r.add_argument("--out")
     a = p.parse_args(argv)
     {"setup": cmd_setup, "rebuild": cmd_rebuild, "fill": cmd_fill, "stop": cmd_stop, "restart": cmd_restart,

@@ -932,6 +932,15 @@ sq8_data_free(Sq8Data *d)
 #define ON_CODES	1
 #define ON_HALVES	2
 
+static int
+float_cmp(const void *a, const void *b)
+{
+	float		x = *(const float *) a,
+				y = *(const float *) b;
+
+	return (x > y) - (x < y);
+}
+
 static void
 test_graph_search(ShnswMetric metric, int n, int dim, int m, int efc, int on)
 {
@@ -1250,6 +1259,94 @@ test_graph_search(ShnswMetric metric, int n, int dim, int m, int efc, int on)
 			  "frontier: %d nodes below it, %d takes out of order, %d taken nodes left unexpanded",
 			  bad, takes_out_of_order, taken_unexpanded);
 		shnsw_search_free(&s);
+		free(out);
+	}
+
+	/*
+	 * Widening the first round to twice its width (shnsw_search_widen)
+	 * finds new rows only, gives the middle of all of them, finds about
+	 * what one search of that width finds, and leaves the frontier a lower
+	 * bound; later rounds still emit every node once.
+	 */
+	{
+		float		qsb[2048],
+					wb[2048];
+		Sq8Query	sq = {.dim = dim,.qs = qsb,.w = wb};
+		uint32_t   *out = malloc(sizeof(uint32_t) * 400);
+		float	   *ds = malloc(sizeof(float) * 400);
+		int			nq = 20,
+					twice = 0,
+					bad_median = 0,
+					below = 0,
+					common = 0,
+					wanted = 0,
+					unreached = 0;
+
+		for (int q = 0; q < nq; q++)
+		{
+			ShnswSearch s,
+						f;
+			ShnswRef	start;
+			int			n1,
+						n2,
+						nf,
+						nd = 0,
+						total;
+			uint32_t	base;
+			float		median,
+						fr;
+			const float *qv = x + (size_t) ((q * 7919) % n) * dim;
+
+			sq8_prepare_query(&sq, metric, qv, lo, scale);
+			shnsw_search_init(&s, &sq, &ops, m, 0);
+			start = shnsw_search_descend(&s, mem_ref(&mi, mi.pos_of[g.entry]), g.max_level, 0);
+			base = s.ncands;
+			n1 = shnsw_search_next(&s, start, 20, out);
+			n2 = shnsw_search_widen(&s, 40, out + n1, &median);
+			for (int i = 0; i < n1 + n2; i++)
+			{
+				for (int j = 0; j < i; j++)
+					twice += out[i] == out[j];
+				ds[nd++] = s.cands[out[i]].d;
+			}
+			qsort(ds, nd, sizeof(float), float_cmp);
+			bad_median += nd == 0 || ds[(nd - 1) / 2] != median;
+			fr = shnsw_search_frontier(&s);
+			for (uint32_t i = base; i < s.ncands; i++)
+				below += !(s.cands[i].state & SHNSW_CAND_EMITTED) && s.cands[i].d < fr;
+
+			/* a fresh search of the doubled width */
+			sq8_prepare_query(&sq, metric, qv, lo, scale);
+			shnsw_search_init(&f, &sq, &ops, m, 0);
+			nf = shnsw_search_next(&f, shnsw_search_descend(&f, mem_ref(&mi, mi.pos_of[g.entry]),
+															g.max_level, 0), 40, out + 200);
+			for (int i = 0; i < nf; i++)
+				for (int j = 0; j < n1 + n2; j++)
+					common += f.cands[out[200 + i]].ref == s.cands[out[j]].ref;
+			wanted += nf;
+			shnsw_search_free(&f);
+
+			/* later rounds continue from the widened one */
+			total = n1 + n2;
+			if (n <= 3000)
+			{
+				int			got;
+
+				while ((got = shnsw_search_next(&s, start, 100, out)) > 0)
+					total += got;
+				unreached += total != reachable;
+			}
+			shnsw_search_free(&s);
+		}
+		CHECK(twice == 0 && bad_median == 0 && below == 0 && unreached == 0,
+			  "widen: %d rows twice, %d wrong medians, %d nodes below the frontier, "
+			  "%d searches that did not emit every reachable node", twice, bad_median, below,
+			  unreached);
+		printf("  widen (metric %d, %d x %d): %d of the %d rows of searches twice as wide\n",
+			   metric, n, dim, common, wanted);
+		CHECK(common >= 0.9 * wanted, "widen: %d of the %d rows of a search twice as wide",
+			  common, wanted);
+		free(ds);
 		free(out);
 	}
 

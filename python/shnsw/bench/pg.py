@@ -285,11 +285,14 @@ def drop_os_cache(files: list) -> None:
 
 
 class Evictor:
-    """Makes one engine's relations cold: out of shared buffers and the OS cache."""
+    """Makes one engine's relations cold: out of shared buffers and the OS
+    cache (os_cache=False: out of shared buffers only, so that a read costs
+    the injected delay and a copy from the OS cache, not the disk's own
+    time too)."""
 
-    def __init__(self, conn, datadir: Path, eng: Engine):
+    def __init__(self, conn, datadir: Path, eng: Engine, os_cache: bool = True):
         self.rels = relations(conn, eng)
-        self.files = relation_files(conn, datadir, self.rels)
+        self.files = relation_files(conn, datadir, self.rels) if os_cache else []
         self.sql = ("SELECT coalesce(sum((pg_buffercache_evict_relation(r)).buffers_evicted), 0)"
                     " FROM unnest(%s::regclass[]) r")
 
