@@ -2508,6 +2508,11 @@ shnsw_search_widen(ShnswSearch *s, int ef, uint32_t *out, float *median)
 	s->widened++;
 	s->W.n = 0;
 	search_queue_taken(s);
+	/*
+	 * The nearest rows found so far, at most half of W: nodes the caller
+	 * took one at a time count too, and W must keep room for new rows, or
+	 * a W full of emitted rows would end the walk as if nothing were left.
+	 */
 	for (uint32_t j = 0; j < s->ncands; j++)
 	{
 		ShnswCand  *c = &s->cands[j];
@@ -2516,7 +2521,7 @@ shnsw_search_widen(ShnswSearch *s, int ef, uint32_t *out, float *median)
 			continue;
 		shnsw_heap_push(&s->W, c->d, j);
 		c->state |= SHNSW_CAND_IN_RESULTS;
-		if (s->W.n > ef)
+		if (s->W.n > ef / 2)
 			s->cands[shnsw_heap_pop(&s->W).id].state &= ~SHNSW_CAND_IN_RESULTS;
 	}
 	search_offer_parked(s, ef);

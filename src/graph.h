@@ -466,7 +466,8 @@ extern int	shnsw_search_next(ShnswSearch *s, ShnswRef start, int ef, uint32_t *o
 
 /*
  * Continue the first round as if it had been ef wide (more than it was):
- * the rows it emitted count towards ef, so about ef minus those are
+ * the rows it emitted (the nearest ef / 2 of them) count towards ef, so
+ * about ef minus those are
  * written into out, emitted, and *median is the navigation distance of the
  * middle of all ef. The first round's rules still apply: no frontier is
  * fixed where the widening starts. Returns how many; 0 when nothing more

