@@ -59,10 +59,8 @@ explain_text_line(ExplainState *es, const char *fmt,...)
  */
 const char *const shnsw_sweep_reason_names[SHNSW_SWEEP_NREASONS] = {
 	"first round (sweep_threshold 0)",
-	"inner product",
 	"sweep_threshold reached",
 	"walk ended",
-	"max_scan_tuples spent",
 };
 
 /* What the first round held rows against (ShnswFirstBound), as EXPLAIN prints it. */
@@ -106,10 +104,12 @@ explain_scan(const ShnswScanStats *st, ExplainState *es)
 		explain_text_line(es, "streamhnsw order: held back=" UINT64_FORMAT " late finds placed="
 						  UINT64_FORMAT " found after a farther row=" UINT64_FORMAT
 						  " parked rows re-ranked=" UINT64_FORMAT " swept nodes=" UINT64_FORMAT
-						  " returned unproven=" UINT64_FORMAT " ended at distance bound="
-						  UINT64_FORMAT,
+						  " returned unproven=" UINT64_FORMAT " proof capped=" UINT64_FORMAT
+						  " ended at distance bound=" UINT64_FORMAT
+						  " max_scan_tuples spent=" UINT64_FORMAT,
 						  st->held_back, st->late_placed, st->late_unplaced, st->parked_reranked,
-						  st->swept, st->unproven, st->range_ends);
+						  st->swept, st->unproven, st->proof_capped, st->range_ends,
+						  st->budget_spent);
 		if (st->swept > 0 || explain_sweeps(st) > 0)
 		{
 			StringInfoData why;
@@ -190,6 +190,8 @@ explain_scan(const ShnswScanStats *st, ExplainState *es)
 	ExplainPropertyInteger("streamhnsw Parked Re-ranked", NULL, (int64) st->parked_reranked, es);
 	ExplainPropertyInteger("streamhnsw Swept Nodes", NULL, (int64) st->swept, es);
 	ExplainPropertyInteger("streamhnsw Returned Unproven", NULL, (int64) st->unproven, es);
+	ExplainPropertyInteger("streamhnsw Proof Capped", NULL, (int64) st->proof_capped, es);
+	ExplainPropertyInteger("streamhnsw Max Scan Tuples Spent", NULL, (int64) st->budget_spent, es);
 	ExplainPropertyInteger("streamhnsw Ended At Distance Bound", NULL, (int64) st->range_ends, es);
 	for (int r = 0; r < SHNSW_SWEEP_NREASONS; r++)
 	{

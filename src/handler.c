@@ -73,11 +73,9 @@ shnsw_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 	bool		limited = root->limit_tuples > 0 || root->tuple_fraction > 0.0;
 	bool		sweep,
 				covers,
-				fits,
 				strict,
 				first_round;
 	double		walk_pages = 0;
-	ShnswMetric metric;
 
 	if (path->indexorderbys == NIL || !limited)
 	{
@@ -95,7 +93,6 @@ shnsw_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 		Relation	rel = index_open(index->indexoid, NoLock);
 
 		m = shnsw_get_m(rel);
-		metric = shnsw_index_metric(rel);
 		index_close(rel, NoLock);
 	}
 
@@ -142,40 +139,29 @@ shnsw_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 		log(tuples) / log(Max(m, 2)) * m;
 
 	/*
-	 * When a scan sweeps the whole index (scan.c, scan_next_round): a
-	 * distance for every node and every index page read once, in order.
-	 *  - the budget covers the index (strict order): L2 and cosine once the
-	 *    walk has seen streamhnsw.sweep_threshold of the nodes (0: after the
-	 *    first round). Inner product sweeps after its first round there, but
-	 *    is charged for it only when the first round does not serve the
-	 *    LIMIT: a small index (the budget covers it) is read in a few pages,
-	 *    and a LIMIT 10 on it stays an index scan, as before;
-	 *  - inner product, when the first round does not serve the LIMIT;
-	 *  - any scan whose walk would spend streamhnsw.max_scan_tuples.
-	 * The last two only when the sweep fits in memory (shnsw_sweep_fits);
-	 * else the walk ends at the budget, every node it saw re-ranked.
+	 * A scan sweeps the whole index only when the user asked for it
+	 * (scan.c, scan_next_round: strict order, streamhnsw.sweep_threshold
+	 * below 1 and a budget covering the index): a distance for every node
+	 * and every index page read once, in order. Otherwise the walk ends at
+	 * streamhnsw.max_scan_tuples, every node it saw re-ranked.
 	 */
 	covers = (double) shnsw_max_scan_tuples >= tuples;
-	fits = shnsw_sweep_fits(tuples);
 	strict = shnsw_iterative_scan == SHNSW_ITERATIVE_STRICT;
 	first_round = returned <= shnsw_ef_search / 2.0;
-	if (strict && covers && shnsw_sweep_threshold == 0)
-		sweep = true;			/* after the first round */
-	else if (first_round)
-		sweep = false;			/* the first round serves the LIMIT */
-	else if (strict && metric == SHNSW_METRIC_IP && fits)
-		sweep = true;			/* at the second round */
-	else if (strict && covers && visited >= shnsw_sweep_threshold * tuples)
-		sweep = true;
-	else
-		sweep = fits && visited > shnsw_max_scan_tuples + (double) shnsw_ef_search * m;
+	sweep = strict && covers && shnsw_sweep_threshold < 1.0 &&
+		(shnsw_sweep_threshold == 0 ||
+		 (!first_round && visited >= shnsw_sweep_threshold * tuples));
 	if (sweep)
 	{
 		walk_pages = Min(visited, (double) shnsw_max_scan_tuples) / m;
 		visited = tuples + Min(visited, (double) shnsw_max_scan_tuples);
 	}
 	else if (reranked > shnsw_ef_search + (double) shnsw_max_scan_tuples)
-		reranked = tuples;		/* past the budget: every node seen, re-ranked */
+	{
+		/* past the budget: the walk stops, every node it saw re-ranked */
+		reranked = Min(tuples, shnsw_ef_search + (double) shnsw_max_scan_tuples);
+		visited = Min(visited, reranked * m);
+	}
 	MemSet(&costs, 0, sizeof(costs));
 	costs.numIndexTuples = Min(visited, tuples);
 	genericcostestimate(root, path, loop_count, &costs);

@@ -1085,8 +1085,14 @@ sq8_train_add(float *mins, float *maxs, const float *v, int dim)
 }
 
 /*
- * sq8_train_finish turns observed ranges into lo/scale. A dimension that never
- * varied (or saw no data) gets scale 1 so that codes stay finite.
+ * sq8_train_finish turns observed ranges into lo/scale. A dimension that saw
+ * no data gets scale 1. A dimension that never varied (zero in every row, as
+ * halfvec storage and dead model dimensions give) is coded exactly: code 0
+ * decodes to its one value, and its step is made too small to matter in any
+ * distance bound (SQ8_CONST_STEP relative to the value), where a step of 1
+ * once made every bound of such an index useless (src/README, Scans). A
+ * later value off that constant is clamped and flagged as any value
+ * outside the trained range is.
  */
 void
 sq8_train_finish(const float *mins, const float *maxs, float *lo, float *scale, int dim)
@@ -1101,7 +1107,9 @@ sq8_train_finish(const float *mins, const float *maxs, float *lo, float *scale, 
 		}
 		lo[i] = mins[i];
 		scale[i] = (maxs[i] - mins[i]) / 255.0f;
-		if (!(scale[i] > 0.0f) || !isfinite(scale[i]))
+		if (!(scale[i] > 0.0f))
+			scale[i] = fmaxf(fabsf(lo[i]), 1.0f) * SQ8_CONST_STEP;
+		else if (!isfinite(scale[i]))
 			scale[i] = 1.0f;
 	}
 }

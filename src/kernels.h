@@ -93,6 +93,9 @@ extern bool shnsw_normalize(float *v, int dim);
  * SQ8: per-dimension lo and scale; code c in 0..255 stands for lo + c * scale.
  * Values outside the trained range are clamped to 0 or 255.
  */
+/* the step of a dimension that never varied, relative to its value */
+#define SQ8_CONST_STEP	(1.0f / 1048576.0f)
+
 extern void sq8_train_init(float *mins, float *maxs, int dim);
 extern void sq8_train_add(float *mins, float *maxs, const float *v, int dim);
 extern void sq8_train_finish(const float *mins, const float *maxs,

@@ -74,13 +74,13 @@ shnsw_init_options(void)
 							SHNSW_MIN_MAX_SCAN_TUPLES, INT_MAX,
 							PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomRealVariable("streamhnsw.sweep_threshold",
-							 "Share of the index a strict scan's walk sees before it sweeps the index.",
-							 "When max_scan_tuples covers every node, a strict_order scan that has seen this share of the nodes reads every graph page once instead of running another round, so that no later row is returned on the graph's premise; 0 sweeps right after the first round, before any row is returned (exact and complete, at the cost of a sweep per scan). Inner product sweeps at the second round at the latest.",
+							 "Share of the index a strict scan's walk sees before it reads the whole index (1: never).",
+							 "An opt-in for exact answers: when max_scan_tuples covers every node, a strict_order scan that has seen this share of the nodes reads every graph page once instead of running another round, so that no later row is returned on the graph's premise; 0 sweeps right after the first round, before any row is returned (exact and complete, at the cost of reading the index in every scan). The default, 1, never sweeps a scan by itself.",
 							 &shnsw_sweep_threshold, SHNSW_DEFAULT_SWEEP_THRESHOLD, 0.0, 1.0,
 							 PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomEnumVariable("streamhnsw.iterative_scan",
 							 "Order in which an iterative scan returns rows.",
-							 "strict_order returns rows in exact distance order, holding each back until no row the search can still find is closer; relaxed_order returns each round's rows as soon as they are re-ranked, rows found late out of order.",
+							 "strict_order returns rows in exact distance order, holding each back while a bounded extra search can still find a closer one, and skips a row found after a farther one was returned; relaxed_order returns each round's rows as soon as they are re-ranked, rows found late out of order.",
 							 &shnsw_iterative_scan, SHNSW_ITERATIVE_STRICT, iterative_scan_options,
 							 PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomEnumVariable("streamhnsw.io_mode",

@@ -142,7 +142,8 @@ typedef struct ShnswScanOpaqueData
 	uint64		node_count;		/* nodes ever placed, as the scan began */
 	uint32		truncations;	/* the metapage's truncation count, then */
 	bool		swept;
-	bool		wide_first;		/* the first round is 2 * ef_search wide */
+	bool		force_emit;		/* the proof has spent its allowance: return
+								 * the nearest held row (scan_proof_may_search) */
 	ShnswHeap	edge;			/* after the sweep: nodes whose codes reach an
 								 * end of the range, by shnsw_bound_code */
 	bool		take_edge;		/* the edge heap holds the emit bound */
@@ -186,6 +187,9 @@ scan_fold(ShnswScanOpaque so)
 	so->stats.rounds += so->search.rounds + so->search.widened;
 	so->stats.nodes_expanded += so->search.nexpanded;
 	so->stats.distances += so->search.ndistances;
+	/* the walk spent max_scan_tuples: it handed out what it had seen */
+	if (so->search.budget_spent)
+		so->stats.budget_spent++;
 	shnsw_reader_end(&so->reader);
 	scan_fold_reader(so);
 	so->live = false;
@@ -301,6 +305,7 @@ shnsw_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys, int 
 	so->oldest_held_round = 0;
 	so->search_done = false;
 	so->nreturned = 0;
+	so->force_emit = false;
 	so->ranged = shnsw_bound_for_scan(scan, &so->range_end, &so->range_inclusive);
 }
 
@@ -834,19 +839,6 @@ scan_setup(IndexScanDesc scan)
 	/* the budget covers every node ever placed: sweep (scan_sweep) */
 	so->complete = (uint64) shnsw_max_scan_tuples >= snap.node_count;
 
-	/*
-	 * Inner product on an index the budget does not cover: the rows of the
-	 * first round are the only ones a strict scan returns on the walk's
-	 * premise before it sweeps (scan_next_round), so that round is twice as
-	 * wide and returns its nearer quarter, as many rows as a round of
-	 * ef_search returns: on 100,000 rows of vector(3), 40 queries, LIMIT 10
-	 * recall 0.932 -> 0.955 without a filter, 0.990 -> 0.995 with a 2 %
-	 * one (src/README, Scans: the sweep).
-	 */
-	so->wide_first = info->metric == SHNSW_METRIC_IP && !so->complete &&
-		shnsw_iterative_scan == SHNSW_ITERATIVE_STRICT;
-	if (so->wide_first)
-		so->round_ef = Min(2 * shnsw_ef_search, SHNSW_MAX_EF_SEARCH * 4);
 	so->node_count = snap.node_count;
 	so->truncations = snap.truncations;
 	so->swept = false;
@@ -927,11 +919,11 @@ scan_defer(ShnswScanOpaque so, int n)
 	if (so->search.rounds <= 1)
 	{
 		/*
-		 * Its nearer half (quarter, when twice as wide: scan_setup) by
-		 * navigation distance: the farthest exact distance a row of that
-		 * half can have, on the same error as the first round's bound.
+		 * Its nearer half by navigation distance: the farthest exact
+		 * distance a row of that half can have, on the same error as the
+		 * first round's bound.
 		 */
-		int			mid = so->wide_first ? (n - 1) / 4 : (n - 1) / 2;
+		int			mid = (n - 1) / 2;
 		const ShnswBound *b = so->swept ? &so->proof : &so->walk;
 		float		d = so->search.widened > 0 ? so->widen_median :
 			so->search.cands[so->outbuf[mid]].d;
@@ -1362,15 +1354,42 @@ scan_outbuf_room(ShnswScanOpaque so, int n)
  * more than the first round lets out, the first round is continued as if
  * it had been twice as wide (shnsw_search_widen): it returns the nearer
  * half of all its rows, as a first round of ef_search twice as large
- * would. Later rounds are as before. Not for a first round already twice
- * as wide (inner product), nor after a sweep.
+ * would. Later rounds are as before. Not after a sweep.
  */
 static inline bool
 scan_may_widen(ShnswScanOpaque so)
 {
 	return shnsw_iterative_scan == SHNSW_ITERATIVE_STRICT && so->search.rounds == 1 &&
-		so->search.widened == 0 && !so->wide_first && !so->swept && !so->unbounded &&
+		so->search.widened == 0 && !so->swept && !so->unbounded &&
 		!so->search.budget_spent;
+}
+
+/*
+ * scan_proof_may_search: the nearest held row waits for the emit bound and
+ * the parked nodes a round may take are spent; may the scan search on (a
+ * round, or the first round's widening) to prove that row's place?
+ * Strict order's proof rests on bounds whose strength depends on the data
+ * (a code's error against the gaps between the nearest rows), and a proof
+ * that searches until it succeeds turned a LIMIT 10 into a read of the
+ * whole index where the bound was weak (src/README, Scans: what a scan
+ * costs). So among the first ef_search rows (what one HNSW search of width
+ * ef_search stands for, and what pgvector answers a LIMIT with) it may
+ * only widen the first round, and only when the first round's floor is
+ * what holds the row back (a LIMIT past the nearer half of the round).
+ * When it may not, the held rows are returned as they are, in exact order
+ * (so->force_emit): the row is one a search of that width found, as
+ * pgvector returns it, and EXPLAIN counts it ("proof capped"). Past the
+ * first ef_search rows (a WHERE clause rejected rows, or a LIMIT larger
+ * than ef_search) the scan is an iterative scan: it searches on, round
+ * after round, within streamhnsw.max_scan_tuples, as pgvector's does.
+ */
+static bool
+scan_proof_may_search(ShnswScanOpaque so)
+{
+	if (so->swept || so->unbounded || shnsw_iterative_scan != SHNSW_ITERATIVE_STRICT ||
+		!scan_first_rows(so))
+		return true;
+	return scan_may_widen(so) && distance_cmp(so->held[0].distance, so->first_floor) > 0;
 }
 
 /*
@@ -1386,32 +1405,16 @@ scan_next_round(IndexScanDesc scan)
 	scan_outbuf_room(so, so->round_ef);
 
 	/*
-	 * Strict order sweeps instead of the next round, when the budget covers
-	 * every node: from then on nothing is returned on the graph's premise
-	 * (scan_emit_bound). The sweep reads every graph page of the index, so
-	 * under L2 and cosine a scan waits until its walk has seen
-	 * streamhnsw.sweep_threshold of the nodes; inner product has swept
-	 * after its first round (below; src/README, Scans: the sweep).
+	 * A strict scan the user asked to sweep (streamhnsw.sweep_threshold
+	 * below 1, with a budget covering every node) sweeps instead of the
+	 * next round once its walk has seen that share of the nodes: from then
+	 * on nothing is returned on the graph's premise (scan_emit_bound). The
+	 * sweep reads every graph page of the index: never a default.
 	 */
 	if (so->complete && !so->swept && so->search.rounds >= 1 &&
-		shnsw_iterative_scan == SHNSW_ITERATIVE_STRICT &&
+		shnsw_iterative_scan == SHNSW_ITERATIVE_STRICT && shnsw_sweep_threshold < 1.0 &&
 		(double) so->search.ncands >= shnsw_sweep_threshold * (double) so->node_count)
 		scan_sweep(scan, SHNSW_SWEEP_THRESHOLD);
-
-	/*
-	 * Inner product on an index the budget does not cover sweeps at its
-	 * second round: its walk is the weak part (not a metric: a node's
-	 * neighbours can be nearer than it by any amount), and every row a later
-	 * round returns on the walk's premise can be wrong. On 100,000 rows of
-	 * vector(3), LIMIT 10 with a 2 % filter, rounds up to the budget found
-	 * 0.60 of the true rows, a sweep at the second round 0.99 (src/README,
-	 * Scans: the sweep). A scan the first round serves (no filter, a LIMIT
-	 * of at most ef_search / 2) never gets here.
-	 */
-	if (!so->complete && !so->swept && so->search.rounds >= 1 &&
-		so->info->metric == SHNSW_METRIC_IP &&
-		shnsw_iterative_scan == SHNSW_ITERATIVE_STRICT && scan_sweep_fits(so))
-		scan_sweep(scan, SHNSW_SWEEP_INNER_PRODUCT);
 	shnsw_reader_phase(&so->reader, SHNSW_PHASE_SEARCH);
 	if (scan_may_widen(so))
 	{
@@ -1429,17 +1432,16 @@ scan_next_round(IndexScanDesc scan)
 	so->take_ahead_left = 0;
 
 	/*
-	 * The walk has spent streamhnsw.max_scan_tuples and the executor still
-	 * wants rows: sweep, so that the budget bounds the walk, not the scan.
-	 * Every remaining row then comes back in exact order, and a scan whose
-	 * filter keeps nothing reads the index once, as a sequential scan reads
-	 * the table. Before, such a scan handed out the nodes it had seen and
-	 * ended; rows it never reached were lost. Only when the sweep's
-	 * candidates fit in memory (scan_sweep_fits); else it ends as before.
+	 * The walk is exhausted: nodes it never reached are still rows. Sweep
+	 * for them only where that costs at most what the walk already did (it
+	 * has seen half of the index or more), or where the user asked for
+	 * sweeps (sweep_threshold below 1, a budget covering the index): an
+	 * inner-product graph that leaves most nodes unreachable from a query
+	 * must not turn a scan into a read of the whole index by default.
 	 */
-	if (!so->swept && so->search.budget_spent && scan_sweep_fits(so))
-		scan_sweep(scan, SHNSW_SWEEP_BUDGET);
-	if (n == 0 && !so->swept && scan_sweep_fits(so))
+	if (n == 0 && !so->swept && scan_sweep_fits(so) &&
+		((!so->search.budget_spent && 2 * (uint64) so->search.ncands >= so->node_count) ||
+		 (so->complete && shnsw_sweep_threshold < 1.0)))
 	{
 		/* the walk is exhausted: nodes it never reached are still rows */
 		scan_sweep(scan, SHNSW_SWEEP_WALK_ENDED);
@@ -1463,17 +1465,11 @@ scan_next_round(IndexScanDesc scan)
 	 * that no row at all is returned on the graph's premise (the first
 	 * round's rows included: a first round that settled in the wrong
 	 * region would otherwise return rows that later finds are nearer than).
-	 * Inner product always does: there the premise fails most (not a
-	 * metric: a node's neighbours can be nearer than it by any amount), and
-	 * the first round's nearer half, returned on it, missed nearer rows in
-	 * LIMIT 1 to 20 scans of 4,000 rows at the default ef_search; the sweep
-	 * costs 1.2x to 1.6x there on 20,000 x 128 (src/README, Scans).
+	 * Exact and complete, for the price of a read of the index per scan.
 	 */
-	if (so->complete && !so->swept &&
-		(shnsw_sweep_threshold == 0 || so->info->metric == SHNSW_METRIC_IP) &&
+	if (so->complete && !so->swept && shnsw_sweep_threshold == 0 &&
 		shnsw_iterative_scan == SHNSW_ITERATIVE_STRICT)
-		scan_sweep(scan, shnsw_sweep_threshold == 0 ? SHNSW_SWEEP_FIRST_ROUND :
-				   SHNSW_SWEEP_INNER_PRODUCT);
+		scan_sweep(scan, SHNSW_SWEEP_FIRST_ROUND);
 	return true;
 }
 
@@ -1795,6 +1791,26 @@ scan_take_deferred(IndexScanDesc scan)
 }
 
 /*
+ * scan_take_deferred_all re-ranks the nearest SHNSW_DEFERRED_BATCH deferred
+ * nodes whatever their bound (scan_proof_may_search: the proof gave up,
+ * and the rows a round found are placed in exact order before any of them
+ * is returned).
+ */
+static void
+scan_take_deferred_all(IndexScanDesc scan)
+{
+	ShnswScanOpaque so = (ShnswScanOpaque) scan->opaque;
+	int			n = 0;
+
+	scan_outbuf_room(so, SHNSW_DEFERRED_BATCH);
+	while (n < SHNSW_DEFERRED_BATCH && so->deferred.n > 0)
+		so->outbuf[n++] = (uint32) shnsw_heap_pop(&so->deferred).id;
+	so->take_deferred = false;
+	if (n > 0)
+		scan_rerank(scan, n);
+}
+
+/*
  * scan_heap_ahead runs before each row the scan returns: the executor is
  * done with the heap block of the row returned before (its read-ahead pin
  * is released), and when the rows whose heap blocks were read ahead run
@@ -2031,11 +2047,18 @@ shnsw_gettuple(IndexScanDesc scan, ScanDirection dir)
 		bound = so->nheld > 0 ? scan_emit_bound(so, &parked, false) : 0;
 
 		/* NaN distances sort last, even after an infinite bound */
-		if (so->nheld > 0 && (distance_cmp(so->held[0].distance, bound) <= 0 ||
+		if (so->nheld > 0 && (so->force_emit ||
+							  distance_cmp(so->held[0].distance, bound) <= 0 ||
 							  (isinf(bound) && bound > 0)))
 		{
 			bool		late;
+			bool		forced = so->force_emit &&
+				!(distance_cmp(so->held[0].distance, bound) <= 0 || (isinf(bound) && bound > 0));
 			ShnswResult r = held_pop(so, &late);
+
+			so->force_emit = false;
+			if (forced)
+				so->stats.proof_capped++;
 
 			/*
 			 * Relaxed order: a row past the distance bound is one the filter
@@ -2108,6 +2131,19 @@ shnsw_gettuple(IndexScanDesc scan, ScanDirection dir)
 			continue;
 		else if (parked && so->ntaken < so->round_ef && scan_take(scan))
 			continue;
+		else if (so->nheld > 0 && !scan_proof_may_search(so))
+		{
+			/*
+			 * The proof has spent its allowance: the round's own results
+			 * are re-ranked first (they are rows already found, and exact
+			 * order among them costs no search), then the nearest held row
+			 * is returned as it is.
+			 */
+			if (so->deferred.n > 0)
+				scan_take_deferred_all(scan);
+			else
+				so->force_emit = true;
+		}
 		else if (!scan_next_round(scan))
 			so->search_done = true;
 	}

@@ -50,7 +50,7 @@
 #define SHNSW_MIN_EF_SEARCH				1
 #define SHNSW_MAX_EF_SEARCH				1000
 #define SHNSW_DEFAULT_MAX_SCAN_TUPLES	20000
-#define SHNSW_DEFAULT_SWEEP_THRESHOLD	0.25
+#define SHNSW_DEFAULT_SWEEP_THRESHOLD	1.0
 #define SHNSW_MIN_MAX_SCAN_TUPLES		1
 
 #define SHNSW_MAX_VECTOR_DIM			2000
@@ -328,10 +328,8 @@ extern void shnsw_train_from_first(Relation index, ShnswIndexInfo *info, const f
 typedef enum ShnswSweepReason
 {
 	SHNSW_SWEEP_FIRST_ROUND,	/* streamhnsw.sweep_threshold = 0 */
-	SHNSW_SWEEP_INNER_PRODUCT,	/* inner product, after its first round */
 	SHNSW_SWEEP_THRESHOLD,		/* the walk saw sweep_threshold of the nodes */
 	SHNSW_SWEEP_WALK_ENDED,		/* the walk found no more nodes */
-	SHNSW_SWEEP_BUDGET,			/* the walk spent max_scan_tuples */
 	SHNSW_SWEEP_NREASONS
 } ShnswSweepReason;
 
@@ -372,6 +370,9 @@ typedef struct ShnswScanStats
 	uint64		sweeps[SHNSW_SWEEP_NREASONS];	/* sweeps, by why (scan_sweep) */
 	uint64		unproven;		/* strict rows returned before the scan had seen
 								 * every node: on the graph walk's premise */
+	uint64		proof_capped;	/* of those, rows returned when the proof of
+								 * their place had spent its bounded effort */
+	uint64		budget_spent;	/* scans whose walk spent max_scan_tuples */
 	uint64		range_ends;		/* scans ended at the WHERE clause's distance
 								 * bound (bound.c); EXPLAIN only */
 	ShnswReaderStats io;		/* the read pipeline's figures (reader.h) */

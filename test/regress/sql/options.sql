@@ -156,9 +156,9 @@ SELECT count(*) AS n, count(DISTINCT id) AS distinct_ids, bool_and(d >= prev) AS
                          ORDER BY val <-> '[1.4375,2.3125,3.0625]' LIMIT 40) s1) s2) s3;
 RESET streamhnsw.ef_search;
 
--- streamhnsw.sweep_threshold: 0 to 1 (0: a strict scan whose budget covers
--- the index sweeps right after its first round); a swept scan returns every
--- row once, in distance order
+-- streamhnsw.sweep_threshold: 0 to 1, default 1 (a scan never sweeps by
+-- itself); 0: a strict scan whose budget covers the index sweeps right after
+-- its first round, and a swept scan returns every row once, in distance order
 SHOW streamhnsw.sweep_threshold;
 SET streamhnsw.sweep_threshold = 1.5;
 SET streamhnsw.sweep_threshold = -0.1;
