@@ -13,8 +13,9 @@ EXPLAIN (ANALYZE) of each streamhnsw query:
 
 - no query sweeps the index (no "swept nodes", no "streamhnsw sweeps:");
 - no query runs more than MAX_ROUNDS rounds;
-- the worst query computes at most MAX_WORK_RATIO times the distances of
-  the median query;
+- the worst query examines at most MAX_WORK_RATIO times the nodes of the
+  median query (EXPLAIN's nodes expanded, in every round, plus swept
+  nodes);
 
 and streamhnsw's recall@10 over the shape is at least pgvector's at
 ef_search 40 minus RECALL_SLACK (ties count: a row at the 10th nearest
@@ -37,12 +38,15 @@ N_QUERIES = 50
 # An unfiltered LIMIT at most ef_search is one search of width ef_search:
 # a second round at most (issue 45: "never runs extra rounds").
 MAX_ROUNDS = 2
-# The worst query of a shape may compute this many times the distances of
-# the median one. One HNSW search of a fixed width varies by well under 2x
-# between queries on these shapes (pgvector's buffers worst/median 1.1 to
-# 2.3 here); a query that walks a second round or sweeps the index does
-# several times the work, which is what this catches. The issue's bar for
-# the full matrix is 3x; the small tables leave more room for chance.
+# The worst query of a shape may examine this many times the nodes of the
+# median one. One search of width ef_search expands about ef_search nodes
+# whatever the query (40 to 50 here with relaxed order, worst/median 1.2 or
+# less); a bounded second round doubles that at most, while the cliff's
+# extra rounds expand 10 to 20 times as many and a sweep reads the index.
+# Distances computed are not the measure: they vary 4x between healthy
+# one-round queries of these small clustered tables (150 to 620), with how
+# many new neighbours each expansion meets. The issue's bar for the full
+# matrix is 3x.
 MAX_WORK_RATIO = 4.0
 # recall@10 may trail pgvector's by this much (50 queries: one query
 # missing one row is 0.002).
@@ -105,8 +109,9 @@ def test_default_query_cost(cluster, name):
 
     s = rb.work_summary(exps)
     print(f"\n{name}: recall@10 streamhnsw {recall['streamhnsw']:.3f} pgvector "
-          f"{recall['hnsw']:.3f}; distances p50 {s['work_p50']:.0f} max {s['work_max']} "
-          f"(x{s['work_max_over_median']:.1f}); rounds max {s['rounds_max']}; "
+          f"{recall['hnsw']:.3f}; nodes examined p50 {s['work_p50']:.0f} max "
+          f"{s['work_max']} (x{s['work_max_over_median']:.1f}); distances p50 "
+          f"{s['distances_p50']:.0f}; rounds max {s['rounds_max']}; "
           f"{s['swept_queries']} of {len(exps)} queries swept", end="")
 
     failures = []
@@ -119,7 +124,7 @@ def test_default_query_cost(cluster, name):
         failures.append((f"{len(many)} of {len(exps)} queries ran more than {MAX_ROUNDS} "
                          "rounds", max(many, key=lambda e: e["rounds"])))
     if s["work_max"] > MAX_WORK_RATIO * s["work_p50"]:
-        failures.append((f"the worst query computed {s['work_max']} distances, "
+        failures.append((f"the worst query examined {s['work_max']} nodes, "
                          f"{s['work_max_over_median']:.1f}x the median's "
                          f"{s['work_p50']:.0f} (at most {MAX_WORK_RATIO}x)", rb.worst(exps)))
     if recall["streamhnsw"] < recall["hnsw"] - RECALL_SLACK:

@@ -14,11 +14,14 @@ pgvector's ``hnsw`` and one with ``streamhnsw`` (same m and ef_construction),
   ``EXPLAIN (ANALYZE, TIMING OFF, BUFFERS)`` of each query, at ef_search 40
   and at the engine's ef_search for recall 0.95;
 - work per query, p50 and p99, and the worst query's work over the median's:
-  for streamhnsw the distances its EXPLAIN line ``streamhnsw: rounds=...
-  distances=...`` reports (every node whose distance it computed, the
-  sweep's included), for pgvector the shared buffers hit + read of the
-  query (pgvector's EXPLAIN says nothing else about its work);
-- for streamhnsw the rounds (p50, max) and how many queries swept.
+  for streamhnsw the nodes it examined as its EXPLAIN (ANALYZE) lines
+  report, ``nodes expanded`` (``streamhnsw: rounds=...``: nodes whose
+  neighbour lists the walk read, in every round) plus ``swept nodes``
+  (``streamhnsw order: ...``: nodes a sweep read); for pgvector the shared
+  buffers hit + read of the query (EXPLAIN (ANALYZE, BUFFERS); pgvector's
+  EXPLAIN says nothing else about its work);
+- for streamhnsw the distances it computed (p50, p99), the rounds (p50,
+  max) and how many queries swept.
 
 Streamhnsw runs at its default settings (only ef_search is set, and
 enable_seqscan off so that small tables use the index). Recall counts ties:
@@ -312,7 +315,10 @@ def parse_explain(lines) -> dict:
     out["buffers"] = int(b.get("hit", 0)) + int(b.get("read", 0))
     out["streamhnsw"] = "rounds" in out
     out["sweep"] = out.get("swept", 0) > 0 or "streamhnsw sweeps:" in text
-    out["work"] = out.get("distances") if out["streamhnsw"] else out["buffers"]
+    # streamhnsw: the nodes it examined, those whose neighbour lists the walk
+    # read (nodes expanded) and those a sweep read; pgvector: buffers
+    out["work"] = (out.get("expanded", 0) + out.get("swept", 0) if out["streamhnsw"]
+                   else out["buffers"])
     return out
 
 
@@ -374,7 +380,8 @@ def work_summary(exps: list) -> dict:
         out.update(rounds_p50=percentile(rounds, 50), rounds_max=max(rounds),
                    swept_queries=sum(1 for e in exps if e["sweep"]),
                    swept_nodes_max=max(e.get("swept", 0) for e in exps),
-                   expanded_p50=percentile([e["expanded"] for e in exps], 50))
+                   distances_p50=percentile([e["distances"] for e in exps], 50),
+                   distances_p99=percentile([e["distances"] for e in exps], 99))
     return out
 
 
@@ -519,9 +526,9 @@ def _fmt(v, f="{:.2f}"):
 def table(results: list, target: float) -> str:
     head = ("| shape | metric, type | rows | engine | recall@10 ef 40 | ef for "
             f"{target} | time p50 / p99 ms, ef 40 | time p50 / p99 ms, ef for {target} "
-            "| work p50 / p99, ef 40 | worst / median work | rounds p50 / max | "
-            "queries swept |")
-    lines = [head, "|" + " --- |" * 12]
+            "| work p50 / p99, ef 40 | worst / median work | distances p50 / p99 "
+            "| rounds p50 / max | queries swept |")
+    lines = [head, "|" + " --- |" * 13]
     for r in results:
         for label, e in r["engines"].items():
             s = e.get(f"at_ef{EF_REPORT}", {})
@@ -535,6 +542,8 @@ def table(results: list, target: float) -> str:
                 f"| {_fmt(t.get('time_p50_ms'))} / {_fmt(t.get('time_p99_ms'))} "
                 f"| {_fmt(s.get('work_p50'), '{:.0f}')} / {_fmt(s.get('work_p99'), '{:.0f}')} "
                 f"| {_fmt(s.get('work_max_over_median'), '{:.1f}')} "
+                f"| {_fmt(s.get('distances_p50'), '{:.0f}')} / "
+                f"{_fmt(s.get('distances_p99'), '{:.0f}')} "
                 f"| {_fmt(s.get('rounds_p50'), '{:.0f}')} / {_fmt(s.get('rounds_max'), '{}')} "
                 f"| {_fmt(s.get('swept_queries'), '{}')} |")
     return "\n".join(lines)
@@ -554,9 +563,11 @@ def report(res: dict) -> str:
            "exact ground truth in numpy float32 (halfvec rounded to float16).",
            "- time: server time per query, the Execution Time of "
            "EXPLAIN (ANALYZE, TIMING OFF, BUFFERS), one query at a time, warm.",
-           "- work: streamhnsw the distances its EXPLAIN reports (walk and sweep), "
-           "pgvector the shared buffers hit + read of the query (EXPLAIN BUFFERS): "
-           "not the same unit, compare each engine's worst/median ratio, not the figures.",
+           "- work: streamhnsw the nodes it examined (EXPLAIN's nodes expanded, every "
+           "round, + swept nodes), pgvector the shared buffers hit + read of the query "
+           "(EXPLAIN (ANALYZE, BUFFERS)): not the same unit, compare each engine's "
+           "worst/median ratio, not the figures. distances: what streamhnsw computed "
+           "(walk and sweep).",
            f"- server settings: {res['server_settings']}", "",
            table(res["shapes"], cfg["target_recall"]), ""]
     capped = [r for r in res["shapes"] if r["capped"]]
