@@ -140,3 +140,22 @@ def test_default_query_cost(cluster, name):
                 msg.append("    " + _explain_excerpt(e))
         print("\n" + "\n".join(msg))
         pytest.fail("\n".join(msg), pytrace=False)
+
+
+def test_shapes_deterministic_and_held_out():
+    """Every shape: the same seed gives the same bytes, queries are not rows,
+    no row or query has a zero norm under cosine, the shape's dimension."""
+    for shape in rb.SHAPES:
+        n = 300
+        rows, queries = rb.generate(shape, n, 20, seed=45)
+        again = rb.generate(shape, n, 20, seed=45)
+        assert rows.shape == (n, shape.dim) and queries.shape == (20, shape.dim), shape.name
+        assert np.array_equal(rows, again[0]) and np.array_equal(queries, again[1])
+        assert np.isfinite(rows).all() and np.isfinite(queries).all()
+        if shape.metric == "cosine":
+            assert (np.linalg.norm(rows, axis=1) > 0).all(), shape.name
+            assert (np.linalg.norm(queries, axis=1) > 0).all(), shape.name
+        if shape.name != "binary-128-l2":      # (0/1 rows may repeat by chance)
+            rset = {r.tobytes() for r in rows}
+            assert not any(q.tobytes() in rset for q in queries), shape.name
+

@@ -166,6 +166,9 @@ def parse(argv=None):
     g.add_argument("--ltm-seconds", type=float, help="timed query seconds per ltm point")
     ap.add_argument("--out", type=Path, help="output directory (default bench-results/<ts>)")
     a = ap.parse_args(argv)
+    if a.preset == "robustness":
+        ap.error("the robustness preset has its own options: main() runs it "
+                 "(python -m shnsw.bench --preset robustness --help)")
 
     preset = dict(PRESETS[a.preset])
     sets = preset.pop("datasets", None) or [{}]

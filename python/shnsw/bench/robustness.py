@@ -110,8 +110,8 @@ def _heavy_tailed(rng, n, dim):
 
 
 def _duplicates(rng, n, dim):
-    """10 % of the rows are 10 copies each of n/100 distinct vectors.
-    A generator call makes rows and queries apart; see _dup_queries."""
+    """10 % of the rows are 10 copies each of n/100 distinct vectors
+    (generate() makes half the queries near a duplicated row)."""
     x = _normalize(_clustered(rng, n, dim))
     groups = max(1, n // 100)
     src = rng.choice(n, groups, replace=False)
@@ -221,13 +221,17 @@ def generate(shape: Shape, n: int, n_queries: int, seed: int = 42):
     perm = rng.permutation(n + n_queries)
     if shape.make is _duplicates:
         # queries: half drawn as usual, half a duplicated row plus small noise
-        dup = _duplicated_rows(x)
-        qi = perm[:n_queries]
+        # queries: held-out rows that have no copy (a copy left in the
+        # table would make the query a row), half of them then replaced by
+        # a duplicated row plus small noise
+        dup = np.zeros(len(x), dtype=bool)
+        dup[_duplicated_rows(x)] = True
+        qi = perm[~dup[perm]][:n_queries]
         rows = np.delete(x, qi, axis=0)
         q = x[qi].copy()
         half = n_queries // 2
-        if len(dup) and half:
-            d = _duplicated_rows(rows)
+        d = _duplicated_rows(rows)
+        if len(d) and half:
             pick = rows[rng.choice(d, half)]
             noise = rng.standard_normal(pick.shape, dtype=np.float32) * 0.02
             q[:half] = _normalize(pick + noise / np.sqrt(shape.dim))
@@ -396,7 +400,7 @@ ENGINES = {"hnsw": ("pgvector hnsw", "hnsw.ef_search"),
            "streamhnsw": ("streamhnsw", "streamhnsw.ef_search")}
 
 
-def _sentences(real: bool, n: int, n_queries: int, seed: int, log):
+def _sentences(n: int, n_queries: int, seed: int, log):
     """The suite's real sentences (embedded once and cached by datasets.sentences)."""
     from . import datasets
     ds = datasets.sentences(n, n_queries, 0, seed, k_truth=K, log=log)
@@ -413,7 +417,7 @@ REAL_SHAPES = [
 
 def shape_data(shape: Shape, n: int, n_queries: int, seed: int, log=print):
     if shape.make is None:
-        rows, queries = _sentences(True, n, n_queries, seed, log)
+        rows, queries = _sentences(n, n_queries, seed, log)
         if shape.typ == "halfvec":
             rows = rows.astype(np.float16).astype(np.float32)
             queries = queries.astype(np.float16).astype(np.float32)
