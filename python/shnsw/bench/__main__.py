@@ -8,6 +8,7 @@
     python -m shnsw.bench --preset 1m           # 1M x 384, build/size/memory, hot, cold
     python -m shnsw.bench --dataset file --file my.npy --metric l2
     python -m shnsw.bench --io-modes sync,stream    # A/B of streamhnsw.io_mode
+    python -m shnsw.bench --preset robustness   # data shapes, both engines (robustness.py)
 
 Writes bench-results/<timestamp>/{results.json, report.md, *.png} and prints
 the comparison table and the paths.  See bench/README.md.
@@ -106,7 +107,9 @@ def parse(argv=None):
                                  description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="\n".join(__doc__.splitlines()[1:]))
-    ap.add_argument("--preset", choices=sorted(PRESETS), default="default")
+    ap.add_argument("--preset", choices=sorted(PRESETS) + ["robustness"], default="default",
+                    help="robustness: the data-shape matrix, its own options "
+                         "(--preset robustness --help)")
     g = ap.add_argument_group("data")
     g.add_argument("--dataset", choices=["synthetic", "sentences", "glove", "file"],
                    help="run this one data set (a preset may list several)")
@@ -163,6 +166,9 @@ def parse(argv=None):
     g.add_argument("--ltm-seconds", type=float, help="timed query seconds per ltm point")
     ap.add_argument("--out", type=Path, help="output directory (default bench-results/<ts>)")
     a = ap.parse_args(argv)
+    if a.preset == "robustness":
+        ap.error("the robustness preset has its own options: main() runs it "
+                 "(python -m shnsw.bench --preset robustness --help)")
 
     preset = dict(PRESETS[a.preset])
     sets = preset.pop("datasets", None) or [{}]
@@ -232,7 +238,21 @@ def _slug(ds) -> str:
     return "".join(c if c.isalnum() else "-" for c in ds.name.lower()).strip("-")
 
 
+def _wants_robustness(argv) -> bool:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    for i, a in enumerate(argv):
+        if a == "--preset" and i + 1 < len(argv):
+            return argv[i + 1] == "robustness"
+        if a == "--preset=robustness":
+            return True
+    return False
+
+
 def main(argv=None) -> int:
+    if _wants_robustness(argv):
+        # the matrix of data shapes has its own runner and options
+        from . import robustness
+        return robustness.main(argv)
     runs, out = parse(argv)
     log = Log()
     started = dt.datetime.now(dt.timezone.utc)
