@@ -563,23 +563,40 @@ place_in_free_slot(InsertState *is, Buffer metabuf, const NewNode *nn, ShnswRef 
 	return SHNSW_INVALID_REF;
 }
 
-/* Has the index doubled since its quantizer was trained (up to a limit)? */
+/*
+ * Should the quantizer be retrained (up to SHNSW_RETRAIN_MAX_ROWS rows)?
+ * When the index has doubled since it was trained; and, when the insert
+ * at hand lay far outside the trained range (far_out: its code is off by
+ * more than the largest clamp class holds, about 6.7 times the codes'
+ * worst case inside the range), once an eighth more
+ * nodes than it trained on were placed since. Values far outside the range
+ * are squeezed onto its edge, where navigation cannot tell them apart:
+ * 300 such rows among 2,000 (4-d, six ranges wide) left searches for them
+ * returning a tenth of their full scans and half of their 10 nearest rows
+ * until the next doubling (src/README, Quantizer maintenance). Retraining
+ * every eighth is a bounded share of the insert work.
+ */
 static bool
-meta_retrain_due(ShnswMetaPage meta)
+meta_retrain_due(ShnswMetaPage meta, bool far_out)
 {
-	return meta->quant_rows < SHNSW_RETRAIN_MAX_ROWS &&
-		meta->node_count >= 2 * Max(meta->quant_rows, 1);
+	uint64		trained = Max(meta->quant_rows, 1);
+
+	if (meta->quant_rows >= SHNSW_RETRAIN_MAX_ROWS)
+		return false;
+	if (meta->node_count >= 2 * trained)
+		return true;
+	return far_out && meta->node_count >= trained + Max(trained / 8, SHNSW_RETRAIN_MIN_STEP);
 }
 
 /* meta_retrain_due, read under a share lock on the metapage. */
 static bool
-retrain_due(Relation index)
+retrain_due(Relation index, bool far_out)
 {
 	Buffer		buf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
 	bool		due;
 
 	LockBuffer(buf, BUFFER_LOCK_SHARE);
-	due = meta_retrain_due(ShnswPageGetMeta(BufferGetPage(buf)));
+	due = meta_retrain_due(ShnswPageGetMeta(BufferGetPage(buf)), far_out);
 	UnlockReleaseBuffer(buf);
 	return due;
 }
@@ -1207,10 +1224,11 @@ link_back(InsertState *is, ShnswRef newref, const uint8 *code, int level, ShnswR
 
 /*
  * insert_publish says the graph changed (cache generation); returns true if
- * the index has doubled since its quantizer was trained.
+ * the quantizer should be retrained (meta_retrain_due; far_out: the value
+ * inserted lay far outside the trained range).
  */
 static bool
-insert_publish(Relation index)
+insert_publish(Relation index, bool far_out)
 {
 	GenericXLogState *state;
 	Buffer		metabuf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
@@ -1221,7 +1239,7 @@ insert_publish(Relation index)
 	state = GenericXLogStart(index);
 	meta = ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0));
 	meta->cache_generation++;
-	retrain = meta_retrain_due(meta);
+	retrain = meta_retrain_due(meta, far_out);
 	GenericXLogFinish(state);
 	UnlockReleaseBuffer(metabuf);
 	return retrain;
@@ -1489,11 +1507,12 @@ add_duplicate(InsertState *is, ShnswRef ref, const struct varlena *value, ItemPo
  * insert_node does the work of one insert, under the insert lock (either
  * mode): find neighbours, place the node (a slot VACUUM freed, for a level-0
  * node, if there is one; else at the end), link it back, publish. Returns
- * true if the index has doubled since its quantizer was trained and should
- * retrain it.
+ * true if the quantizer should be retrained (meta_retrain_due); sets
+ * *far_out if the value lay far outside the trained range.
  */
 static bool
-insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointer heap_tid)
+insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointer heap_tid,
+			bool *far_out)
 {
 	ShnswIndexInfo *info = is->info;
 	uint8	   *code = palloc(is->dims);
@@ -1504,7 +1523,10 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 	Buffer		metabuf;
 	ShnswRef	newref;
 	int			level;
+	double		excess,
+				unit;
 
+	*far_out = false;
 	insert_start(is, nav, heap_tid, &st);
 	sq8_encode(info->lo, info->scale, nav, code, is->dims);
 
@@ -1538,7 +1560,7 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 	{
 		CHECK_FOR_INTERRUPTS();
 		if (add_duplicate(is, is->lk.dups[k], value, heap_tid))
-			return insert_publish(is->index);
+			return insert_publish(is->index, false);
 	}
 
 	/* place the node, its vector and its upper record; update the metapage */
@@ -1548,8 +1570,11 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 	nn.nnbrs0 = nnbrs[0];
 	nn.code = code;
 	nn.residual = shnsw_code_residual(info->lo, info->scale, nav, code, is->dims);
-	nn.clamp_flags = shnsw_clamp_flags(shnsw_code_excess(info->lo, info->scale, nav, code, is->dims),
-									   shnsw_clamp_unit(info->scale, is->dims));
+	excess = shnsw_code_excess(info->lo, info->scale, nav, code, is->dims);
+	unit = shnsw_clamp_unit(info->scale, is->dims);
+	nn.clamp_flags = shnsw_clamp_flags(excess, unit);
+	/* farther out than any clamp class holds (about 6.7 times unit) */
+	*far_out = excess > shnsw_clamp_class_limit(SHNSW_NODE_CLAMP_CLASSES - 1, unit);
 	nn.value = value;
 	metabuf = ReadBuffer(is->index, SHNSW_METAPAGE_BLKNO);
 	newref = place_in_free_slot(is, metabuf, &nn, nbrs, nnbrs);
@@ -1558,7 +1583,7 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 	ReleaseBuffer(metabuf);
 
 	link_back(is, newref, code, level, nbrs, nnbrs, st.efc);
-	return insert_publish(is->index);
+	return insert_publish(is->index, *far_out);
 }
 
 /*
@@ -1596,6 +1621,7 @@ shnsw_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid,
 	{
 		LOCKMODE	mode = ShareLock;
 		bool		retrain;
+		bool		far_out;
 
 		/*
 		 * Inserts share the insert lock. The first node of an empty index
@@ -1622,12 +1648,12 @@ shnsw_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid,
 		/* the search for neighbours reads the shared graph image, if current */
 		shnsw_shm_insert_begin(index, is.info, &snap, &is.lk.search_ops,
 							   palloc0(sizeof(ShnswScanStats)), CurrentMemoryContext);
-		retrain = insert_node(&is, v, nav, heap_tid);
+		retrain = insert_node(&is, v, nav, heap_tid, &far_out);
 		UnlockPage(index, SHNSW_METAPAGE_BLKNO, mode);
 		if (retrain)
 		{
 			LockPage(index, SHNSW_METAPAGE_BLKNO, ExclusiveLock);
-			if (retrain_due(index))
+			if (retrain_due(index, far_out))
 				shnsw_retrain(index);
 			UnlockPage(index, SHNSW_METAPAGE_BLKNO, ExclusiveLock);
 		}

@@ -188,7 +188,7 @@ scan_fold(ShnswScanOpaque so)
 	so->stats.nodes_expanded += so->search.nexpanded;
 	so->stats.distances += so->search.ndistances;
 	/* the walk spent max_scan_tuples: it handed out what it had seen */
-	if (so->search.budget_spent)
+	if (so->search.budget_spent && !so->swept)
 		so->stats.budget_spent++;
 	shnsw_reader_end(&so->reader);
 	scan_fold_reader(so);
@@ -1372,24 +1372,24 @@ scan_may_widen(ShnswScanOpaque so)
  * (a code's error against the gaps between the nearest rows), and a proof
  * that searches until it succeeds turned a LIMIT 10 into a read of the
  * whole index where the bound was weak (src/README, Scans: what a scan
- * costs). So among the first ef_search rows (what one HNSW search of width
- * ef_search stands for, and what pgvector answers a LIMIT with) it may
- * only widen the first round, and only when the first round's floor is
- * what holds the row back (a LIMIT past the nearer half of the round).
- * When it may not, the held rows are returned as they are, in exact order
- * (so->force_emit): the row is one a search of that width found, as
- * pgvector returns it, and EXPLAIN counts it ("proof capped"). Past the
- * first ef_search rows (a WHERE clause rejected rows, or a LIMIT larger
- * than ef_search) the scan is an iterative scan: it searches on, round
- * after round, within streamhnsw.max_scan_tuples, as pgvector's does.
+ * costs). So a row of the first round's nearer half (below its floor:
+ * what a LIMIT of up to ef_search / 2, or ef_search once the round is
+ * widened, is served from) never makes the scan search on: it is
+ * returned as it is, in exact order among the rows found (so->force_emit),
+ * as pgvector returns the rows of its one search, and EXPLAIN counts it
+ * ("proof capped"). A row past the floor wants the rest of the round's
+ * width anyway: the scan widens the first round, and past that runs
+ * rounds as an iterative scan does, within streamhnsw.max_scan_tuples
+ * (pgvector's continues the same way). So an unfiltered LIMIT of up to
+ * ef_search costs at most the first round and its widening, on any data.
  */
 static bool
 scan_proof_may_search(ShnswScanOpaque so)
 {
 	if (so->swept || so->unbounded || shnsw_iterative_scan != SHNSW_ITERATIVE_STRICT ||
-		!scan_first_rows(so))
+		so->search.rounds != 1)
 		return true;
-	return scan_may_widen(so) && distance_cmp(so->held[0].distance, so->first_floor) > 0;
+	return distance_cmp(so->held[0].distance, so->first_floor) > 0;
 }
 
 /*

@@ -192,6 +192,8 @@ typedef struct ShnswMetaPageData
  * vectors each time it doubles, until it has trained on this many rows.
  */
 #define SHNSW_RETRAIN_MAX_ROWS	100000
+/* nodes placed, at least, between retrains for values far outside the range */
+#define SHNSW_RETRAIN_MIN_STEP	64
 
 typedef ShnswMetaPageData *ShnswMetaPage;
 

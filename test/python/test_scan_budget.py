@@ -1,18 +1,20 @@
-"""Scans past streamhnsw.max_scan_tuples (issue 15).
+"""Scans past streamhnsw.max_scan_tuples.
 
 On a table larger than the budget (30,000 rows, budget at its default
-20,000):
+20,000), a filter that keeps almost nothing:
 
-- a filtered inner-product LIMIT 10 at 0.2 % selectivity returns the
-  exact top 10 (the sequential scan's answer), vector and halfvec: inner
-  product sweeps at its second round whatever the budget;
-- L2 and cosine, with a filter that keeps almost nothing, return every
-  matching row: the walk spends the budget and the scan sweeps;
-- an unfiltered LIMIT 10 does not sweep;
-- with work_mem too small for the sweep's candidates the scan ends at the
-  budget as before, and EXPLAIN shows no sweep.
+- the budget bounds what the scan examines: the walk stops once it has
+  seen its first round and max_scan_tuples more nodes, returns what it
+  found (a subset of the true rows, in exact order) and ends; it never
+  reads the whole index (no sweep), every metric, vector and halfvec, as
+  pgvector's iterative scan stops at its max_scan_tuples;
+- a complete, exact answer is an explicit choice: with the budget
+  covering the index and streamhnsw.sweep_threshold = 0 the scan sweeps
+  before its first row and returns the exact rows (inner product too);
+- an unfiltered LIMIT 10 never sweeps.
 
-EXPLAIN names why a scan swept ("streamhnsw sweeps: ...").
+EXPLAIN says when the walk spent the budget ("max_scan_tuples spent=1")
+and why a scan swept ("streamhnsw sweeps: ...").
 """
 
 import numpy as np
@@ -70,54 +72,71 @@ def _exact(conn, sql, params):
         return conn.execute(sql, params).fetchall()
 
 
+def _figure(plan, label):
+    line = next(line for line in plan if label in line)
+    return int(line.split(label)[1].split()[0].rstrip(","))
+
+
 @pytest.mark.parametrize("typ", ["vector", "halfvec"])
-def test_filtered_inner_product_past_budget_is_exact(conn, budget_tables, typ):
-    t = _index(conn, typ, "ip")
-    queries = np.random.default_rng(151).random((10, 3), dtype=np.float32)
-    sql = (f"SELECT id, embedding <#> %s::{typ} FROM {t} WHERE c = 7 "
-           f"ORDER BY embedding <#> %s::{typ} LIMIT 10")
+@pytest.mark.parametrize("metric", ["l2", "cosine", "ip"])
+def test_filter_past_budget_stops_at_the_budget(conn, budget_tables, metric, typ):
+    """6 of 30,000 rows match and the LIMIT asks for more: the scan returns
+    the matching rows its walk reached within the budget, in exact order,
+    examines no more than its first round and the budget, and ends."""
+    t = _index(conn, typ, metric)
+    op = OPS[metric][0]
+    sql = (f"SELECT id, embedding {op} %s::{typ} FROM {t} WHERE id %% 5000 = 3 "
+           f"ORDER BY embedding {op} %s::{typ} LIMIT 50")
+    lit = "[0.5,0.25,0.75]"
     with conn.transaction(force_rollback=True):
         conn.execute("SET LOCAL enable_seqscan = off")
-        assert int(conn.execute("SHOW streamhnsw.max_scan_tuples").fetchone()[0]) < N
+        budget = int(conn.execute("SHOW streamhnsw.max_scan_tuples").fetchone()[0])
+        assert budget < N
+        got = conn.execute(sql, (lit, lit)).fetchall()
+        truth = _exact(conn, sql, (lit, lit))
+        assert len(truth) == 6
+        d = [r[1] for r in got]
+        assert d == sorted(d), got
+        assert {r[0] for r in got} <= {r[0] for r in truth}, (got, truth)
+        assert len({r[0] for r in got}) == len(got)
+        plan = _plan(conn, sql, (lit, lit))
+        assert _sweeps(plan) is None, plan
+        assert _figure(plan, "max_scan_tuples spent=") == 1, plan
+        # what the walk examined: the first round's nodes and the budget
+        # (a round's last expansion can add up to 2m more)
+        assert _figure(plan, "distances=") <= budget + 2000, plan
+        removed = next(line for line in plan if "Rows Removed by Filter" in line)
+        assert int(removed.split(":")[1]) < N - 6, plan
+
+
+@pytest.mark.parametrize("metric", ["l2", "cosine", "ip"])
+def test_opt_in_sweep_is_exact_past_any_budget(conn, budget_tables, metric):
+    """With the budget covering the index and sweep_threshold = 0, a
+    filtered scan returns the exact top rows (inner product too), and the
+    one that keeps 6 rows returns all 6."""
+    t = _index(conn, "vector", metric)
+    op = OPS[metric][0]
+    queries = np.random.default_rng(151).random((5, 3), dtype=np.float32)
+    sql = (f"SELECT id, embedding {op} %s::vector FROM {t} WHERE c = 7 "
+           f"ORDER BY embedding {op} %s::vector LIMIT 10")
+    few = (f"SELECT id, embedding {op} %s::vector FROM {t} WHERE id %% 5000 = 3 "
+           f"ORDER BY embedding {op} %s::vector LIMIT 50")
+    with conn.transaction(force_rollback=True):
+        conn.execute("SET LOCAL enable_seqscan = off")
+        conn.execute("SET LOCAL streamhnsw.max_scan_tuples = 1000000")
+        conn.execute("SET LOCAL streamhnsw.sweep_threshold = 0")
         for q in queries:
             lit = data.vector_literal(q)
             got = conn.execute(sql, (lit, lit)).fetchall()
             truth = _exact(conn, sql, (lit, lit))
-            # distances, not ids: halfvec rows can tie
+            # distances, not ids: rows can tie
             assert [r[1] for r in got] == [r[1] for r in truth], (lit, got, truth)
-            assert len({r[0] for r in got}) == 10
+        lit = "[0.5,0.25,0.75]"
+        got = conn.execute(few, (lit, lit)).fetchall()
+        truth = _exact(conn, few, (lit, lit))
+        assert len(truth) == 6 and [r[1] for r in got] == [r[1] for r in truth]
         why = _sweeps(_plan(conn, sql, (lit, lit)))
-        assert why is not None and "inner product=1" in why, why
-
-
-@pytest.mark.parametrize("metric", ["l2", "cosine"])
-def test_filter_keeping_few_rows_returns_them_all(conn, budget_tables, metric):
-    """6 of 30,000 rows match; the LIMIT asks for more: all 6, in exact order."""
-    t = _index(conn, "vector", metric)
-    op = OPS[metric][0]
-    sql = (f"SELECT id, embedding {op} %s::vector FROM {t} WHERE id %% 5000 = 3 "
-           f"ORDER BY embedding {op} %s::vector LIMIT 50")
-    lit = "[0.5,0.25,0.75]"
-    with conn.transaction(force_rollback=True):
-        conn.execute("SET LOCAL enable_seqscan = off")
-        got = conn.execute(sql, (lit, lit)).fetchall()
-        truth = _exact(conn, sql, (lit, lit))
-        assert len(truth) == 6
-        assert got == truth
-        plan = _plan(conn, sql, (lit, lit))
-        why = _sweeps(plan)
-        assert why is not None and "max_scan_tuples spent=1" in why, plan
-        # the budget bounds the walk, not the scan: every row was looked at
-        removed = next(line for line in plan if "Rows Removed by Filter" in line)
-        assert int(removed.split(":")[1]) == N - 6, plan
-
-        # without room for the sweep, the scan ends at the budget as before
-        conn.execute("SET LOCAL work_mem = '64kB'")
-        conn.execute("SET LOCAL hash_mem_multiplier = 1")
-        plan = _plan(conn, sql, (lit, lit))
-        assert _sweeps(plan) is None, plan
-        removed = next(line for line in plan if "Rows Removed by Filter" in line)
-        assert int(removed.split(":")[1]) < N - 6, plan
+        assert why is not None and "first round (sweep_threshold 0)=1" in why, why
 
 
 @pytest.mark.parametrize("metric", ["l2", "cosine", "ip"])
