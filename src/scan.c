@@ -741,6 +741,9 @@ scan_setup(IndexScanDesc scan)
 	info = so->info = shnsw_get_index_info(index);
 	dims = info->dims;
 	so->stats.scans++;
+	/* an empty index's scan too: EXPLAIN names the ef_search in force */
+	so->ef_search = shnsw_scan_ef_search(index, &so->stats.ef_from_index);
+	so->stats.ef_search = so->ef_search;
 	so->distproc = index_getprocinfo(index, 1, SHNSW_DISTANCE_PROC);
 	so->collation = index->rd_indcollation[0];
 
@@ -835,8 +838,6 @@ scan_setup(IndexScanDesc scan)
 	so->live = true;
 	shnsw_reader_phase(&so->reader, SHNSW_PHASE_DESCENT);
 	so->start = shnsw_search_start(&so->search, snap.entry, snap.entry_level);
-	so->ef_search = shnsw_scan_ef_search(index, &so->stats.ef_from_index);
-	so->stats.ef_search = so->ef_search;
 	so->round_ef = so->ef_search;
 	so->vecbuf = palloc(info->vec_size);
 	/* the budget covers every node ever placed: sweep (scan_sweep) */
