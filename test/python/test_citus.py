@@ -171,6 +171,20 @@ def test_index_option_reaches_every_shard(cc, items):
             r = data.recall(_search_all(conn, q), truth, K)
             print(f"\ncitus: recall@{K} with the index option ef_search 100: {r:.4f}")
             assert r >= 0.98, r
+
+            # ALTER DATABASE reaches the workers, for new shard sessions (a
+            # new coordinator session opens new ones); it overrides the option
+            conn.execute("ALTER DATABASE postgres SET streamhnsw.ef_search = 60")
+            try:
+                with cc.connect() as fresh:
+                    plan = _task_plans(fresh, q[1])
+                assert _used(plan) == \
+                    ["streamhnsw search: ef_search=60 (streamhnsw.ef_search)"] * SHARDS, \
+                    "\n".join(plan)
+            finally:
+                conn.execute("ALTER DATABASE postgres RESET streamhnsw.ef_search")
+            with cc.connect() as fresh:
+                assert _used(_task_plans(fresh, q[1])) == used
         finally:
             conn.execute("ALTER INDEX items_emb RESET (ef_search)")
         assert set(_used(_task_plans(conn, q[1]))) == \
