@@ -3,12 +3,13 @@ machine (test/harness/citus.py builds Citus from its source tarball into a
 copy of the project's PostgreSQL, once, and skips this tier with the reason
 where the tarball is absent).
 
-One distributed table of 20,000 rows (64-d Gaussian, normalized: the
-hardest kind of data for a graph of this size; cosine),
-32 shards, distributed by a tenant column (200 tenants, 100 rows each; every
-shard holds some), as a multi-tenant application would shard it. Exact answers come from numpy (enable_indexscan
-set on the coordinator does not reach the shards); before the index exists
-the coordinator's merged top 10 is checked against them by distance.
+One distributed table of 20,000 rows (64-d Gaussian, normalized: harder
+for a graph than clustered rows; cosine) in 32 shards, distributed by a
+tenant column (200 tenants, 100 rows each; every shard holds some), as a
+multi-tenant application would shard it. Exact answers come from numpy
+(enable_indexscan set on the coordinator does not reach the shards); before
+the index exists the coordinator's merged top 10 is checked against them by
+distance.
 
 - CREATE INDEX on the coordinator makes one streamhnsw index per shard;
 - recall@10 of 30 multi-shard queries at default settings >= 0.95, every
