@@ -1,9 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * options.c
- *	  Reloptions (m, ef_construction, ef_search) and the GUCs. The bottom of the
- *	  server side: the AM phases read these variables, and this file calls
- *	  none of them (src/README, Layers).
+ *	  Reloptions (m, ef_construction, ef_search) and the GUCs. The bottom
+ *	  of the server side: the AM phases read these variables, and this
+ *	  file calls none of them (src/README, Layers).
  *
  *-------------------------------------------------------------------------
  */
@@ -199,14 +199,17 @@ shnsw_get_ef_construction(Relation index)
  * connection's options. Only at its built-in default does the index's
  * option apply, when the index has one.
  *
- * "Set" is the GUC's source, not its value: a sentinel default (0 meaning
- * "the index's option") would make SHOW print a number no scan uses and
- * break the setting's range, while a value check could not tell SET
- * ef_search = 40 from no setting at all. The source is what PostgreSQL
- * itself records for every setting (pg_settings.source; RESET returns it
- * to the default). Citus's shard connections carry no SET from the
- * coordinator, so there the index's option reaches every shard
- * (README, Scaling out with Citus).
+ * "Set" is the GUC's source, not its value. A check of the value could not
+ * tell SET ef_search = 40 from no setting at all; a sentinel default (0:
+ * "the index's option") would put a width no search has into SHOW,
+ * pg_settings and every tool that reads them, and widen the setting's
+ * range for that one meaning. The source is what PostgreSQL records for
+ * every setting (pg_settings.source; RESET and SET ... TO DEFAULT return
+ * it to the default), so SHOW keeps printing the setting itself (40) and
+ * EXPLAIN (ANALYZE) prints the width each scan used and where it came from
+ * ("streamhnsw search: ef_search=100 (index option)"). Citus's shard
+ * connections carry no SET from the coordinator, so there the index's
+ * option reaches every shard (README, Scaling out with Citus).
  */
 int
 shnsw_scan_ef_search(Relation index, bool *from_index)
