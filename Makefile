@@ -44,7 +44,7 @@ OBJS = \
 
 DATA = sql/streamhnsw--$(EXTVERSION).sql
 
-REGRESS      = version vector_ops halfvec_ops nulls dml vacuum rescan options errors plans filtered edge_values amvalidate duplicates
+REGRESS      = version vector_ops halfvec_ops nulls dml vacuum rescan options errors plans filtered edge_values amvalidate duplicates ef_search_option
 REGRESS_OPTS = --inputdir=test/regress --outputdir=test/regress
 
 VENV        ?= .venv
@@ -83,7 +83,7 @@ test: venv
 	$(MAKE) unit
 	PYTHONPATH=python:test $(VENV_PY) -m harness.regress
 	PYTHONPATH=python:test $(VENV_PY) -m harness.isolation
-	PYTHONPATH=python $(VENV_PY) -m pytest -q test/python
+	PYTHONPATH=python $(VENV_PY) -m pytest -q -rs test/python
 
 # The pg_regress suite with cached index descriptions discarded at every
 # access-method call (and debug_discard_caches = 1 if the server allows it).

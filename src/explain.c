@@ -97,6 +97,9 @@ explain_scan(const ShnswScanStats *st, ExplainState *es)
 		explain_text_line(es, "streamhnsw: rounds=" UINT64_FORMAT " nodes expanded=" UINT64_FORMAT
 						  " distances=" UINT64_FORMAT " re-ranked=" UINT64_FORMAT,
 						  st->rounds, st->nodes_expanded, st->distances, st->reranked);
+		if (st->ef_search > 0)
+			explain_text_line(es, "streamhnsw search: ef_search=%d (%s)", st->ef_search,
+							  st->ef_from_index ? "index option" : "streamhnsw.ef_search");
 		explain_text_line(es, "streamhnsw shared graph: %s, nodes from image=" UINT64_FORMAT
 						  " through buffers=" UINT64_FORMAT,
 						  shnsw_shm_status_name(st->shared_graph), st->image_nodes,
@@ -156,6 +159,12 @@ explain_scan(const ShnswScanStats *st, ExplainState *es)
 		return;
 	}
 	ExplainPropertyText("streamhnsw I/O Mode", mode, es);
+	if (st->ef_search > 0)
+	{
+		ExplainPropertyInteger("streamhnsw ef_search", NULL, st->ef_search, es);
+		ExplainPropertyText("streamhnsw ef_search From",
+							st->ef_from_index ? "index option" : "streamhnsw.ef_search", es);
+	}
 	ExplainPropertyText("streamhnsw Shared Graph", shnsw_shm_status_name(st->shared_graph), es);
 	ExplainPropertyText("streamhnsw First Round Bound", shnsw_first_bound_names[st->first_bound], es);
 	ExplainPropertyInteger("streamhnsw Image Nodes", NULL, (int64) st->image_nodes, es);

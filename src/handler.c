@@ -76,6 +76,8 @@ shnsw_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 				strict,
 				first_round;
 	double		walk_pages = 0;
+	int			ef_search = SHNSW_DEFAULT_EF_SEARCH;
+	bool		ef_from_index;
 
 	if (path->indexorderbys == NIL || !limited)
 	{
@@ -93,6 +95,7 @@ shnsw_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 		Relation	rel = index_open(index->indexoid, NoLock);
 
 		m = shnsw_get_m(rel);
+		ef_search = shnsw_scan_ef_search(rel, &ef_from_index);
 		index_close(rel, NoLock);
 	}
 
@@ -133,9 +136,9 @@ shnsw_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 	}
 
 	/* re-ranked rows; the search's distances (one per node record read) */
-	reranked = Max((double) shnsw_ef_search, returned > shnsw_ef_search ? 2 * returned : returned);
+	reranked = Max((double) ef_search, returned > ef_search ? 2 * returned : returned);
 	reranked = Min(reranked, tuples);
-	visited = reranked * Max(m, (double) shnsw_ef_search * 2 * m / Max(reranked, 1.0)) +
+	visited = reranked * Max(m, (double) ef_search * 2 * m / Max(reranked, 1.0)) +
 		log(tuples) / log(Max(m, 2)) * m;
 
 	/*
@@ -147,7 +150,7 @@ shnsw_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 	 */
 	covers = (double) shnsw_max_scan_tuples >= tuples;
 	strict = shnsw_iterative_scan == SHNSW_ITERATIVE_STRICT;
-	first_round = returned <= shnsw_ef_search / 2.0;
+	first_round = returned <= ef_search / 2.0;
 	sweep = strict && covers && shnsw_sweep_threshold < 1.0 &&
 		(shnsw_sweep_threshold == 0 ||
 		 (!first_round && visited >= shnsw_sweep_threshold * tuples));
@@ -156,10 +159,10 @@ shnsw_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 		walk_pages = Min(visited, (double) shnsw_max_scan_tuples) / m;
 		visited = tuples + Min(visited, (double) shnsw_max_scan_tuples);
 	}
-	else if (reranked > shnsw_ef_search + (double) shnsw_max_scan_tuples)
+	else if (reranked > ef_search + (double) shnsw_max_scan_tuples)
 	{
 		/* past the budget: the walk stops, every node it saw re-ranked */
-		reranked = Min(tuples, shnsw_ef_search + (double) shnsw_max_scan_tuples);
+		reranked = Min(tuples, ef_search + (double) shnsw_max_scan_tuples);
 		visited = Min(visited, reranked * m);
 	}
 	MemSet(&costs, 0, sizeof(costs));

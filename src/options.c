@@ -1,9 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * options.c
- *	  Reloptions (m, ef_construction) and the GUCs. The bottom of the
- *	  server side: the AM phases read these variables, and this file calls
- *	  none of them (src/README, Layers).
+ *	  Reloptions (m, ef_construction, ef_search) and the GUCs. The bottom
+ *	  of the server side: the AM phases read these variables, and this
+ *	  file calls none of them (src/README, Layers).
  *
  *-------------------------------------------------------------------------
  */
@@ -11,6 +11,7 @@
 
 #include "access/reloptions.h"
 #include "utils/guc.h"
+#include "utils/guc_tables.h"
 #include "utils/rel.h"
 
 #include "streamhnsw.h"
@@ -45,6 +46,9 @@ static const struct config_enum_entry iterative_scan_options[] = {
 
 static relopt_kind shnsw_relopt_kind;
 
+/* streamhnsw.ef_search's GUC record, for its source (shnsw_scan_ef_search) */
+static struct config_generic *ef_search_guc = NULL;
+
 /*
  * shnsw_init_options registers reloptions and GUCs; called once from _PG_init.
  */
@@ -61,12 +65,26 @@ shnsw_init_options(void)
 					  SHNSW_DEFAULT_EF_CONSTRUCTION, SHNSW_MIN_EF_CONSTRUCTION,
 					  SHNSW_MAX_EF_CONSTRUCTION, AccessExclusiveLock);
 
+	/*
+	 * Scans read ef_search at their start (shnsw_scan_ef_search), and
+	 * nothing on disk depends on it: ALTER INDEX ... SET (ef_search) takes
+	 * the lock of the other settings that leave reads and writes running
+	 * (as fillfactor does), and conflicts only with VACUUM, ANALYZE, CREATE
+	 * INDEX CONCURRENTLY and other such changes. Its default, -1, outside
+	 * the range as autovacuum's reloptions have it, means "not given".
+	 */
+	add_int_reloption(shnsw_relopt_kind, "ef_search",
+					  "Size of the dynamic candidate list of a search on this index, when streamhnsw.ef_search is not set",
+					  -1, SHNSW_MIN_EF_SEARCH, SHNSW_MAX_EF_SEARCH,
+					  ShareUpdateExclusiveLock);
+
 	DefineCustomIntVariable("streamhnsw.ef_search",
 							"Size of the dynamic candidate list of a search.",
-							"Larger values give better recall and slower searches.",
+							"Larger values give better recall and slower searches. Where this setting is not set (SET, ALTER ROLE/DATABASE, postgresql.conf, connection options), an index's ef_search option applies.",
 							&shnsw_ef_search, SHNSW_DEFAULT_EF_SEARCH,
 							SHNSW_MIN_EF_SEARCH, SHNSW_MAX_EF_SEARCH,
 							PGC_USERSET, 0, NULL, NULL, NULL);
+	ef_search_guc = find_option("streamhnsw.ef_search", false, false, ERROR);
 	DefineCustomIntVariable("streamhnsw.max_scan_tuples",
 							"Maximum number of nodes a scan examines once its first round is done.",
 							"Bounds iterative scans that keep searching for rows a WHERE clause filters out.",
@@ -145,6 +163,7 @@ shnsw_options(Datum reloptions, bool validate)
 	static const relopt_parse_elt tab[] = {
 		{"m", RELOPT_TYPE_INT, offsetof(ShnswOptions, m)},
 		{"ef_construction", RELOPT_TYPE_INT, offsetof(ShnswOptions, ef_construction)},
+		{"ef_search", RELOPT_TYPE_INT, offsetof(ShnswOptions, ef_search)},
 	};
 
 	return (bytea *) build_reloptions(reloptions, validate, shnsw_relopt_kind,
@@ -170,4 +189,34 @@ shnsw_get_ef_construction(Relation index)
 	ShnswOptions *opts = (ShnswOptions *) index->rd_options;
 
 	return opts ? opts->ef_construction : SHNSW_DEFAULT_EF_CONSTRUCTION;
+}
+
+/*
+ * shnsw_scan_ef_search: the ef_search a scan of `index` uses, and whether it
+ * is the index's option (*from_index). The session's streamhnsw.ef_search
+ * wins whenever it is set by any means: SET or SET LOCAL (even to 40), a
+ * function's SET clause, ALTER ROLE/DATABASE, postgresql.conf or the
+ * connection's options. Only at its built-in default does the index's
+ * option apply, when the index has one.
+ *
+ * "Set" is the GUC's source, not its value. A check of the value could not
+ * tell SET ef_search = 40 from no setting at all; a sentinel default (0:
+ * "the index's option") would put a width no search has into SHOW,
+ * pg_settings and every tool that reads them, and widen the setting's
+ * range for that one meaning. The source is what PostgreSQL records for
+ * every setting (pg_settings.source; RESET and SET ... TO DEFAULT return
+ * it to the default), so SHOW keeps printing the setting itself (40) and
+ * EXPLAIN (ANALYZE) prints the width each scan used and where it came from
+ * ("streamhnsw search: ef_search=100 (index option)"). Citus's shard
+ * connections carry no SET from the coordinator, so there the index's
+ * option reaches every shard (README, Scaling out with Citus).
+ */
+int
+shnsw_scan_ef_search(Relation index, bool *from_index)
+{
+	ShnswOptions *opts = (ShnswOptions *) index->rd_options;
+
+	*from_index = opts != NULL && opts->ef_search > 0 &&
+		ef_search_guc->source <= PGC_S_DYNAMIC_DEFAULT;
+	return *from_index ? opts->ef_search : shnsw_ef_search;
 }

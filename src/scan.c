@@ -91,6 +91,7 @@ typedef struct ShnswScanOpaqueData
 	ShnswNodeSource ops;
 	ShnswSearch search;
 	ShnswRef	start;
+	int			ef_search;		/* shnsw_scan_ef_search at the scan's start */
 	int			round_ef;
 	uint32	   *outbuf;
 	int			outcap;
@@ -445,7 +446,7 @@ scan_held_limit(ShnswScanOpaque so)
 static inline bool
 scan_first_rows(ShnswScanOpaque so)
 {
-	return so->search.rounds <= 1 || so->nreturned < (uint64) shnsw_ef_search;
+	return so->search.rounds <= 1 || so->nreturned < (uint64) so->ef_search;
 }
 
 /*
@@ -740,6 +741,9 @@ scan_setup(IndexScanDesc scan)
 	info = so->info = shnsw_get_index_info(index);
 	dims = info->dims;
 	so->stats.scans++;
+	/* an empty index's scan too: EXPLAIN names the ef_search in force */
+	so->ef_search = shnsw_scan_ef_search(index, &so->stats.ef_from_index);
+	so->stats.ef_search = so->ef_search;
 	so->distproc = index_getprocinfo(index, 1, SHNSW_DISTANCE_PROC);
 	so->collation = index->rd_indcollation[0];
 
@@ -834,7 +838,7 @@ scan_setup(IndexScanDesc scan)
 	so->live = true;
 	shnsw_reader_phase(&so->reader, SHNSW_PHASE_DESCENT);
 	so->start = shnsw_search_start(&so->search, snap.entry, snap.entry_level);
-	so->round_ef = shnsw_ef_search;
+	so->round_ef = so->ef_search;
 	so->vecbuf = palloc(info->vec_size);
 	/* the budget covers every node ever placed: sweep (scan_sweep) */
 	so->complete = (uint64) shnsw_max_scan_tuples >= snap.node_count;
@@ -907,7 +911,7 @@ scan_cand_blocks(ShnswScanOpaque so, const uint32 *idx, int n, BlockNumber *blks
 static int
 scan_defer(ShnswScanOpaque so, int n)
 {
-	int			keep = so->search.rounds <= 1 ? SHNSW_DEFERRED_BATCH : Max(shnsw_ef_search, 1);
+	int			keep = so->search.rounds <= 1 ? SHNSW_DEFERRED_BATCH : Max(so->ef_search, 1);
 
 	if (so->unbounded || shnsw_iterative_scan != SHNSW_ITERATIVE_STRICT || n == 0)
 		return n;

@@ -63,9 +63,11 @@ typedef struct ShnswOptions
 	int32		vl_len_;		/* varlena header (do not touch directly!) */
 	int			m;
 	int			ef_construction;
+	int			ef_search;		/* the scans' when streamhnsw.ef_search is not set */
 } ShnswOptions;
 
 extern int	shnsw_ef_search;
+extern int	shnsw_scan_ef_search(Relation index, bool *from_index);
 extern int	shnsw_max_scan_tuples;
 extern double shnsw_sweep_threshold;
 extern int	shnsw_io_mode;
@@ -359,6 +361,8 @@ typedef struct ShnswScanStats
 {
 	int			io_mode;
 	int			first_bound;	/* ShnswFirstBound of the last scan; EXPLAIN only */
+	int			ef_search;		/* the last scan's ef_search; EXPLAIN only */
+	bool		ef_from_index;	/* ... taken from the index's option */
 	uint64		scans;
 	uint64		rounds;
 	uint64		nodes_expanded;

@@ -23,6 +23,12 @@ from shnsw.cluster import Cluster  # noqa: E402
 Cluster.connect_defaults = {"prepare_threshold": None}
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "citus: needs Citus, built from its source tarball by test/harness/citus.py "
+        "(skipped with the reason where the tarball is absent; deselect with -m 'not citus')")
+
+
 @pytest.fixture(scope="session")
 def cluster():
     """One cluster shared by the tests that do not restart or crash it.

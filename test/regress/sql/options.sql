@@ -81,8 +81,8 @@ SELECT (SELECT array_agg(id) FROM
 RESET enable_seqscan;
 DROP TABLE opt_big;
 
--- unknown options
-CREATE INDEX opt_idx ON opt_t USING streamhnsw (val) WITH (ef_search = 10);
+-- unknown options (ef_search: test ef_search_option)
+CREATE INDEX opt_idx ON opt_t USING streamhnsw (val) WITH (ef_searches = 10);
 CREATE INDEX opt_idx ON opt_t USING streamhnsw (val) WITH (lists = 10);
 
 -- the smallest graph gives exact answers on this tiny table
