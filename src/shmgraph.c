@@ -42,9 +42,12 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "access/relation.h"
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "catalog/index.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_class.h"
 #include "commands/defrem.h"
 #include "funcapi.h"
@@ -85,10 +88,10 @@ int			shnsw_debug_image_build_delay = 0;	/* ms */
  * (registry_name): a library with another layout (an upgrade installed
  * without a restart) gets its own registry instead of an error from
  * GetNamedDSMSegment for a size that differs. Bump the version when the
- * layout changes (4: ShmEntry's insert_searches); the size in the name
+ * layout changes (5: ShmEntry's owner); the size in the name
  * catches a change that forgot to.
  */
-#define SHM_REGISTRY_NAME	"streamhnsw_shmgraph_4"
+#define SHM_REGISTRY_NAME	"streamhnsw_shmgraph_5"
 #define SHM_MAX_IMAGES		64
 #define SHM_RETRY_SECS		10	/* after a failed build, retry lazily after */
 #define SHM_IDLE_SECS		10	/* a lazy build evicts only images idle this long */
@@ -120,6 +123,8 @@ typedef struct ShmEntry
 	uint8		state;
 	Oid			dbid;
 	Oid			relid;
+	Oid			owner;			/* the index's owner when last claimed: who
+								 * may evict the image on request */
 	RelFileLocator locator;
 	dsm_handle	handle;			/* while BUILDING, READY, REFRESHING */
 	uint64		image_id;
@@ -232,6 +237,22 @@ static Oid	direct_relid = InvalidOid;
 
 static TrackedXlog tracked[4];
 
+/*
+ * Whose images a request (streamhnsw_cache_load) may evict to make room,
+ * when they are in use: NULL for any (a superuser's request; lazy builds
+ * evict only idle images anyway), else the owners the current user has
+ * the privileges of (evict_rights_collect). evict_refused is set when an
+ * image was passed over for lack of them.
+ */
+typedef struct EvictRights
+{
+	int			n;
+	Oid			owners[SHM_MAX_IMAGES];
+} EvictRights;
+
+static const EvictRights *evict_rights = NULL;
+static bool evict_refused = false;
+
 /* a build or refresh this backend has claimed and not finished */
 static int	pending_slot = -1;
 static uint64 pending_image_id = 0;
@@ -260,6 +281,19 @@ ctl_init(void *ptr)
 }
 
 static void release_pending(void);
+
+/* whether a request may evict the image of e (evict_rights) */
+static bool
+may_evict(const ShmEntry *e)
+{
+	if (evict_rights == NULL)
+		return true;
+	for (int i = 0; i < evict_rights->n; i++)
+		if (evict_rights->owners[i] == e->owner)
+			return true;
+	evict_refused = true;
+	return false;
+}
 
 static void
 shm_xact_callback(XactEvent event, void *arg)
@@ -608,7 +642,11 @@ image_size(uint32 mapcap, uint32 gcap, uint32 ucap, Size gstride, Size *offs)
 	return sz;
 }
 
-/* Evict until `need` more bytes fit; caller holds ctl->lock exclusively. */
+/*
+ * Evict until `need` more bytes fit: least recently used first, images
+ * idle for SHM_IDLE_SECS only if idle_only, else also images in use that
+ * the request may evict (evict_rights). Caller holds ctl->lock exclusively.
+ */
 static bool
 make_room(Size need, ShmEntry *self, bool idle_only, dsm_handle *unpin, int *nunpin)
 {
@@ -623,11 +661,16 @@ make_room(Size need, ShmEntry *self, bool idle_only, dsm_handle *unpin, int *nun
 		{
 			ShmEntry   *e = &ctl->entries[i];
 
+			bool		idle;
+
 			if (e == self || e->state != ENTRY_READY)
 				continue;
-			if (idle_only &&
-				!TimestampDifferenceExceeds((TimestampTz) pg_atomic_read_u64(&e->last_used),
-											now, SHM_IDLE_SECS * 1000))
+			idle = TimestampDifferenceExceeds((TimestampTz) pg_atomic_read_u64(&e->last_used),
+											  now, SHM_IDLE_SECS * 1000);
+			if (idle_only && !idle)
+				continue;
+			/* an image in use goes on request only if the caller may evict it */
+			if (!idle && !may_evict(e))
 				continue;
 			if (victim == NULL ||
 				pg_atomic_read_u64(&e->last_used) < pg_atomic_read_u64(&victim->last_used))
@@ -825,11 +868,13 @@ entry_new(Relation index, bool explicit, dsm_handle *unpin, int *nunpin)
 		{
 			ShmEntry   *o = &ctl->entries[i];
 
+			bool		idle;
+
 			if (o->state != ENTRY_READY)
 				continue;
-			if (!explicit &&
-				!TimestampDifferenceExceeds((TimestampTz) pg_atomic_read_u64(&o->last_used),
-											GetCurrentTimestamp(), SHM_IDLE_SECS * 1000))
+			idle = TimestampDifferenceExceeds((TimestampTz) pg_atomic_read_u64(&o->last_used),
+											  GetCurrentTimestamp(), SHM_IDLE_SECS * 1000);
+			if (!idle && (!explicit || !may_evict(o)))
 				continue;
 			if (lru == NULL ||
 				pg_atomic_read_u64(&o->last_used) < pg_atomic_read_u64(&lru->last_used))
@@ -849,6 +894,7 @@ entry_new(Relation index, bool explicit, dsm_handle *unpin, int *nunpin)
 	e->builds = e->invalidations = e->refreshes = e->evictions = 0;
 	e->dbid = MyDatabaseId;
 	e->relid = RelationGetRelid(index);
+	e->owner = index->rd_rel->relowner;
 	e->locator = index->rd_locator;
 	e->state = ENTRY_EMPTY;
 	return e;
@@ -902,6 +948,7 @@ entry_claim(Relation index, bool explicit, BlockNumber nblocks, int *status)
 	{
 		e->state = ENTRY_BUILDING;
 		e->builder_pid = MyProcPid;
+		e->owner = index->rd_rel->relowner;
 		e->image_id = 0;
 		slot = e - ctl->entries;
 		pending_slot = slot;
@@ -2620,26 +2667,82 @@ shnsw_shm_init(void)
 							"Developer setting for tests: a background image build waits this long before reading the index.",
 							"It holds the index's lock meanwhile, as a long build would, and gives up when a VACUUM truncation waits for the lock.",
 							&shnsw_debug_image_build_delay, 0, 0, 60000,
-							PGC_SUSET, GUC_UNIT_MS, NULL, NULL, NULL);
+							PGC_SUSET, GUC_UNIT_MS | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							NULL, NULL, NULL);
 }
 
 /* ---------- SQL ---------- */
 
-/* Open an index the caller may load (as pg_prewarm: SELECT on it). */
+/*
+ * open_cache_index opens (AccessShareLock) a streamhnsw index the caller
+ * may load or drop the image of: SELECT on the index, as pg_prewarm asks
+ * (its owner, or a superuser: an index has no grants of its own). The kind
+ * and the privilege are checked in the catalog first, so no lock is ever
+ * queued on a relation the caller has no rights on (as verify.c does).
+ */
 static Relation
 open_cache_index(Oid indexoid)
 {
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(indexoid));
+	Form_pg_class cls;
 	Relation	index;
 
+	if (!HeapTupleIsValid(tup))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", indexoid)));
+	cls = (Form_pg_class) GETSTRUCT(tup);
+	if (cls->relkind != RELKIND_INDEX ||
+		cls->relam != get_index_am_oid("streamhnsw", false))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not a streamhnsw index", NameStr(cls->relname))));
+	if (pg_class_aclcheck(indexoid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_INDEX, NameStr(cls->relname));
+	ReleaseSysCache(tup);
+
 	index = relation_open(indexoid, AccessShareLock);
+	/* the OID named another relation by the time the lock was granted */
 	if (index->rd_rel->relkind != RELKIND_INDEX ||
 		index->rd_rel->relam != get_index_am_oid("streamhnsw", false))
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("\"%s\" is not a streamhnsw index", RelationGetRelationName(index))));
-	if (pg_class_aclcheck(indexoid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
-		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_INDEX, RelationGetRelationName(index));
 	return index;
+}
+
+/*
+ * evict_rights_collect fills r with the owners of ready images whose
+ * privileges the current user has (a superuser: NULL, any). Reads the
+ * registry under its lock, then the catalog with no lock held.
+ */
+static const EvictRights *
+evict_rights_collect(EvictRights *r)
+{
+	Oid			seen[SHM_MAX_IMAGES];
+	int			nseen = 0;
+
+	if (superuser())
+		return NULL;
+	LWLockAcquire(&ctl->lock, LW_SHARED);
+	for (int i = 0; i < SHM_MAX_IMAGES; i++)
+	{
+		ShmEntry   *e = &ctl->entries[i];
+		bool		dup = false;
+
+		if (e->state != ENTRY_READY)
+			continue;
+		for (int k = 0; k < nseen && !dup; k++)
+			dup = seen[k] == e->owner;
+		if (!dup)
+			seen[nseen++] = e->owner;
+	}
+	LWLockRelease(&ctl->lock);
+	r->n = 0;
+	for (int k = 0; k < nseen; k++)
+		if (has_privs_of_role(GetUserId(), seen[k]))
+			r->owners[r->n++] = seen[k];
+	return r;
 }
 
 PG_FUNCTION_INFO_V1(streamhnsw_cache_load);
@@ -2659,10 +2762,13 @@ streamhnsw_cache_load(PG_FUNCTION_ARGS)
 	int			status = SHNSW_SHM_UNAVAILABLE;
 	Datum		result = (Datum) 0;
 
+	EvictRights rights;
+
 	get_ctl();
 	sweep_dropped();
 	shnsw_read_meta(index, &snap);
 	info = shnsw_get_index_info(index);
+	evict_refused = false;
 	if (RelationUsesLocalBuffers(index))
 		status = SHNSW_SHM_UNAVAILABLE;
 	else if (!info->quant_trained)
@@ -2673,10 +2779,28 @@ streamhnsw_cache_load(PG_FUNCTION_ARGS)
 		if (li == NULL && status == SHNSW_SHM_STALE)
 			li = lookup_or_build(index, info, snap.lsn, snap.cache_generation, true, &status);
 		if (li == NULL && status != SHNSW_SHM_BUILDING)
-			li = image_build(index, info, true, &status);
+		{
+			/* only images of indexes the caller could drop may make room */
+			evict_rights = evict_rights_collect(&rights);
+			PG_TRY();
+			{
+				li = image_build(index, info, true, &status);
+			}
+			PG_FINALLY();
+			{
+				evict_rights = NULL;
+			}
+			PG_END_TRY();
+		}
 	}
 	if (li != NULL)
 		result = Int64GetDatum((int64) li->img->total);
+	else if (evict_refused && (status == SHNSW_SHM_FULL || status == SHNSW_SHM_UNAVAILABLE))
+		ereport(NOTICE,
+				(errmsg("index \"%s\" has no shared graph image: %s",
+						RelationGetRelationName(index), shnsw_shm_status_name(status)),
+				 errdetail("Making room would evict images of other roles' indexes that are in use."),
+				 errhint("Only their owners or a superuser may evict them; or raise streamhnsw.shared_cache_size.")));
 	else
 		ereport(NOTICE,
 				(errmsg("index \"%s\" has no shared graph image: %s",
@@ -2718,14 +2842,40 @@ streamhnsw_cache_drop(PG_FUNCTION_ARGS)
 PG_FUNCTION_INFO_V1(streamhnsw_cache_list);
 
 /*
- * streamhnsw_cache_list() returns one row per index the cache knows, in any
- * database: its state, the size of its image and the counters.
+ * cache_list_visible: whether the current user may see the entry of index
+ * relid of this database (SELECT on its table, or owning the index).
+ * Reads the catalog; no registry lock may be held.
+ */
+static bool
+cache_list_visible(Oid relid)
+{
+	Oid			heapoid = IndexGetRelation(relid, true);
+
+	if (!OidIsValid(heapoid))
+		return false;			/* dropped meanwhile */
+	return pg_class_aclcheck(heapoid, GetUserId(), ACL_SELECT) == ACLCHECK_OK ||
+		object_ownercheck(RelationRelationId, relid, GetUserId());
+}
+
+/*
+ * streamhnsw_cache_list() returns one row per index the cache knows: its
+ * state, the size of its image and the counters. Superusers and members
+ * of pg_monitor or pg_read_all_stats see every database's; other roles
+ * only this database's indexes on tables they may SELECT from (or indexes
+ * they own). The registry is copied under its lock and filtered after,
+ * since the privilege checks read the catalog.
  */
 Datum
 streamhnsw_cache_list(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	static const char *const states[] = {"", "none", "building", "ready", "refreshing"};
+	bool		all = has_privs_of_role(GetUserId(), ROLE_PG_MONITOR) ||
+		has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS);
+	Datum	   (*rows)[14] = palloc(sizeof(Datum[14]) * SHM_MAX_IMAGES);
+	Oid			relids[SHM_MAX_IMAGES];
+	uint8		state[SHM_MAX_IMAGES];
+	int			nrows = 0;
 
 	InitMaterializedSRF(fcinfo, 0);
 	get_ctl();
@@ -2734,15 +2884,16 @@ streamhnsw_cache_list(PG_FUNCTION_ARGS)
 	for (int i = 0; i < SHM_MAX_IMAGES; i++)
 	{
 		ShmEntry   *e = &ctl->entries[i];
-		Datum		values[14];
-		bool		nulls[14] = {0};
+		Datum	   *values = rows[nrows];
 		int			n = 0;
 
-		if (e->state == ENTRY_FREE)
+		if (e->state == ENTRY_FREE || (!all && e->dbid != MyDatabaseId))
 			continue;
+		relids[nrows] = e->relid;
+		state[nrows++] = e->state;
 		values[n++] = ObjectIdGetDatum(e->relid);
 		values[n++] = ObjectIdGetDatum(e->dbid);
-		values[n++] = CStringGetTextDatum(states[e->state]);
+		values[n++] = (Datum) 0;	/* state: text made with no lock held */
 		values[n++] = Int64GetDatum((int64) e->bytes);
 		values[n++] = Int64GetDatum((int64) e->nodes);
 		values[n++] = Int64GetDatum((int64) e->gpages);
@@ -2754,8 +2905,18 @@ streamhnsw_cache_list(PG_FUNCTION_ARGS)
 		values[n++] = Int64GetDatum((int64) e->refreshes);
 		values[n++] = Int64GetDatum((int64) e->evictions);
 		values[n++] = Int64GetDatum((int64) pg_atomic_read_u64(&e->insert_searches));
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	LWLockRelease(&ctl->lock);
+
+	for (int r = 0; r < nrows; r++)
+	{
+		bool		nulls[14] = {0};
+
+		if (!all && !cache_list_visible(relids[r]))
+			continue;
+		rows[r][2] = CStringGetTextDatum(states[state[r]]);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, rows[r], nulls);
+	}
+	pfree(rows);
 	return (Datum) 0;
 }
