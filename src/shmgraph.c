@@ -17,6 +17,10 @@
  * detaches, which each backend does at the first scan of a transaction
  * after the drop (no scan of its own can be using it then), so a scan never
  * reads unmapped memory and needs no reference count.
+ * Writers attach the registry only if it exists (a marker file says so),
+ * and never raise an error after their WAL record is out; scans attach it
+ * and map images in subtransactions, falling back to buffers when dynamic
+ * shared memory cannot be had.
  *
  * Layout of an image (ShmImage, then at the offsets it records):
  *
@@ -2275,9 +2279,20 @@ shm_read_nodes_held(void *vctx, const ShnswRef *refs, int n, ShnswNodeFn fn,
 }
 
 /*
- * read_upper over the image: the record is copied under its page's
- * seqlock and checked as pageaccess.c checks it; anything that does not
+ * A single load of a value in an image page that a writer may be changing:
+ * the compiler may neither load it again nor tear it, so a check made on
+ * the value holds for every use of it.
+ */
+#define SHM_LOAD(type, ptr)	(*(volatile const type *) (ptr))
+
+/*
+ * read_upper over the image: the record is checked as pageaccess.c checks
+ * it and its list copied under its page's seqlock; anything that does not
  * check out is read through buffers instead (which report corruption).
+ * Every field of the page is loaded once into a local and the copy's
+ * bounds come from those locals only (hole 6 of issue 49): a writer
+ * changing the page meanwhile makes the seqlock check fail, never the copy
+ * overflow out (at most m references) or read outside the page.
  */
 static int
 shm_read_upper(void *vctx, ShnswUpperLoc loc, int layer, ShnswRef *out)
@@ -2290,12 +2305,13 @@ shm_read_upper(void *vctx, ShnswUpperLoc loc, int layer, ShnswRef *out)
 		MAP_KIND(v = pg_atomic_read_u32(&li->map[loc.block])) == MAP_UPPER && v != MAP_RESERVED)
 	{
 		ShmPageDesc *d = &li->udesc[MAP_INDEX(v)];
-		Page		page = (Page) (li->udata + (Size) MAP_INDEX(v) * BLCKSZ);
+		const char *page = li->udata + (Size) MAP_INDEX(v) * BLCKSZ;
 
 		for (int tries = 0; tries < 64; tries++)
 		{
 			uint32		s1 = pg_atomic_read_u32(&d->seq);
 			int			cnt = -1;
+			uint16		lower;
 
 			if (s1 & 1)
 			{
@@ -2303,23 +2319,38 @@ shm_read_upper(void *vctx, ShnswUpperLoc loc, int layer, ShnswRef *out)
 				continue;
 			}
 			pg_read_barrier();
-			if (loc.offset >= FirstOffsetNumber && loc.offset <= PageGetMaxOffsetNumber(page))
+			lower = SHM_LOAD(uint16, &((PageHeader) page)->pd_lower);
+			if (loc.offset >= FirstOffsetNumber && lower > SizeOfPageHeaderData &&
+				loc.offset <= (lower - SizeOfPageHeaderData) / sizeof(ItemIdData))
 			{
-				ItemId		iid = PageGetItemId(page, loc.offset);
+				uint32		raw = SHM_LOAD(uint32, page + SizeOfPageHeaderData +
+										   (loc.offset - 1) * sizeof(ItemIdData));
+				ItemIdData	iid;
+				Size		off,
+							len;
 
-				if (ItemIdIsNormal(iid) && ItemIdGetLength(iid) >= sizeof(ShnswUpperHeader) &&
-					ItemIdGetOffset(iid) >= SizeOfPageHeaderData &&
-					ItemIdGetOffset(iid) + ItemIdGetLength(iid) <= BLCKSZ - MAXALIGN(sizeof(ShnswPageOpaqueData)))
+				memcpy(&iid, &raw, sizeof(iid));
+				off = ItemIdGetOffset(&iid);
+				len = ItemIdGetLength(&iid);
+				if (ItemIdIsNormal(&iid) && len >= sizeof(ShnswUpperHeader) &&
+					off >= SizeOfPageHeaderData &&
+					off + len <= BLCKSZ - MAXALIGN(sizeof(ShnswPageOpaqueData)))
 				{
-					ShnswUpperHeader *u = (ShnswUpperHeader *) PageGetItem(page, iid);
-					int			level = u->level;
+					const char *u = page + off;
+					int			level = SHM_LOAD(uint8, u + offsetof(ShnswUpperHeader, level));
 
 					if (level >= 1 && level <= SHNSW_MAX_LEVEL &&
-						ItemIdGetLength(iid) >= shnsw_upper_size(level, ss->m) &&
+						len >= shnsw_upper_size(level, ss->m) &&
 						layer >= 1 && layer <= level)
 					{
-						cnt = Min(shnsw_upper_counts(u)[layer - 1], ss->m);
-						memcpy(out, shnsw_upper_neighbors(u, layer, ss->m), sizeof(ShnswRef) * cnt);
+						Size		lists = sizeof(ShnswUpperHeader) +
+							((sizeof(uint16) * level + 3) & ~(Size) 3);
+
+						cnt = SHM_LOAD(uint16, u + sizeof(ShnswUpperHeader) +
+									   sizeof(uint16) * (layer - 1));
+						cnt = Min(cnt, ss->m);
+						memcpy(out, u + lists + sizeof(ShnswRef) * (Size) (layer - 1) * ss->m,
+							   sizeof(ShnswRef) * cnt);
 					}
 				}
 			}
@@ -2401,6 +2432,7 @@ shm_page_records(void *vctx, uint32 blk, const char **records, uint64 *token)
 	for (int tries = 0; tries < 64; tries++)
 	{
 		ShmPageDesc *d = &li->gdesc[MAP_INDEX(v)];
+		int			nslots;
 		uint32		s1 = pg_atomic_read_u32(&d->seq);
 
 		if (s1 & 1)
@@ -2411,7 +2443,8 @@ shm_page_records(void *vctx, uint32 blk, const char **records, uint64 *token)
 		pg_read_barrier();
 		*token = (uint64) v << 32 | s1;
 		*records = li->gdata + (Size) MAP_INDEX(v) * li->img->gstride;
-		return Min(d->nslots, li->img->npp);
+		nslots = SHM_LOAD(uint16, &d->nslots);	/* once: checked, then returned */
+		return Min(nslots, li->img->npp);
 	}
 	return -1;
 }
