@@ -94,7 +94,7 @@ bool		shnsw_debug_dsm_fail = false;
  * (registry_name): a library with another layout (an upgrade installed
  * without a restart) gets its own registry instead of an error from
  * GetNamedDSMSegment for a size that differs. Bump the version when the
- * layout changes (5: ShmEntry's owner); the size in the name
+ * layout changes (5: ShmEntry's owner and behind); the size in the name
  * catches a change that forgot to.
  */
 #define SHM_REGISTRY_NAME	"streamhnsw_shmgraph_5"
@@ -135,6 +135,8 @@ typedef struct ShmEntry
 	dsm_handle	handle;			/* while BUILDING, READY, REFRESHING */
 	uint64		image_id;
 	int			builder_pid;
+	bool		behind;			/* a write could not be copied into the image:
+								 * refresh it (by page LSN) before use */
 	Size		bytes;
 	uint64		nodes;			/* node slots at the last build or refresh */
 	uint32		gpages;
@@ -530,6 +532,7 @@ drop_segment(ShmEntry *e)
 	e->bytes = 0;
 	e->handle = DSM_HANDLE_INVALID;
 	e->image_id = 0;
+	e->behind = false;
 	e->state = ENTRY_EMPTY;
 	pg_atomic_fetch_sub_u32(&ctl->nimages, 1);
 	ctl->epoch++;
@@ -2534,7 +2537,7 @@ lookup_image(Relation index, const ShmToken *tok, int *status, bool scan)
 		li = local_find(e->image_id);
 		if (li == NULL)
 			*status = SHNSW_SHM_UNAVAILABLE;
-		else if (!image_current(li->img, tok))
+		else if (e->behind || !image_current(li->img, tok))
 		{
 			*status = SHNSW_SHM_STALE;
 			li = NULL;
@@ -2578,6 +2581,7 @@ refresh_or_drop(Relation index, const ShnswIndexInfo *info, const ShmToken *tok,
 			image_same_index(li->img, tok))
 		{
 			e->state = ENTRY_REFRESHING;
+			e->behind = false;	/* a write skipped from now on sets it again */
 			e->builder_pid = MyProcPid;
 			pending_slot = e - ctl->entries;
 			pending_image_id = e->image_id;
@@ -2605,6 +2609,7 @@ refresh_or_drop(Relation index, const ShnswIndexInfo *info, const ShmToken *tok,
 		e->state = ENTRY_READY;
 		e->builder_pid = 0;
 		e->refreshes++;
+		kept = !e->behind;		/* a write skipped meanwhile: not yet */
 	}
 	pending_slot = -1;
 	pending_refresh = false;
@@ -2779,6 +2784,32 @@ drop_image_of(Relation index)
 	unpin_handles(&h, 1);
 }
 
+/*
+ * image_behind notes that a change of the index could not be copied into
+ * its image (published since the change's pages were registered, so not
+ * mapped here): a logged index's image is refreshed before its next use,
+ * which recopies every page whose LSN differs from its copy's, this
+ * change's included; an unlogged index's (no LSNs) is dropped. A build in
+ * progress keeps the note and is refreshed once ready. Takes and releases
+ * the registry lock; raises no error.
+ */
+static void
+image_behind(Relation index)
+{
+	ShmEntry   *e;
+
+	if (!RelationNeedsWAL(index))
+	{
+		drop_image_of(index);
+		return;
+	}
+	LWLockAcquire(&ctl->lock, LW_EXCLUSIVE);
+	e = find_entry(index);
+	if (e != NULL && e->state >= ENTRY_BUILDING && e->image_id != 0)
+		e->behind = true;
+	LWLockRelease(&ctl->lock);
+}
+
 GenericXLogState *
 shnsw_xlog_start(Relation relation)
 {
@@ -2896,8 +2927,8 @@ shnsw_xlog_abort(GenericXLogState *state)
  * The record's WAL is out: nothing here raises an error. The registry
  * and the image were attached and mapped when the pages were registered
  * (write_prepare); an image this backend has not mapped (published since)
- * is dropped instead of mapped, and a record prepared with no registry has
- * no image to write to.
+ * is noted behind instead of mapped (image_behind), and a record prepared
+ * with no registry has no image to write to.
  */
 static void
 write_through(TrackedXlog *t)
@@ -2919,8 +2950,8 @@ write_through(TrackedXlog *t)
 	LWLockRelease(&ctl->lock);
 	if (unmapped)
 	{
-		/* not mapped here, and mapping may fail: the image must go */
-		drop_image_of(t->rel);
+		/* not mapped here, and mapping may fail: never mapped now */
+		image_behind(t->rel);
 		return;
 	}
 	if (li == NULL)

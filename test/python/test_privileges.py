@@ -242,7 +242,7 @@ def test_cache_load_does_not_evict_other_roles_images(cluster, objects):
 def test_debug_settings_hidden_and_superuser_only(cluster, objects):
     names = ["streamhnsw.debug_" + n for n in (
         "discard_caches", "list_conflicts", "io_cap", "reader_main", "keep_lists",
-        "build_floats", "image_build_delay")]
+        "build_floats", "image_build_delay", "dsm_fail")]
     with cluster.connect() as conn:
         conn.execute("LOAD 'streamhnsw'")
         for n in names:     # they exist (a superuser reads them by name)
