@@ -2516,16 +2516,19 @@ image_current(ShmImage *img, const ShmToken *tok)
  * lookup_image: the index's image if it reflects metapage state (lsn, gen);
  * else NULL with *status (MISSING, BUILDING, STALE, UNAVAILABLE). A scan's
  * lookup (scan) counts a hit or a miss; an insert's counts an insert search
- * when it finds the image current.
+ * when it finds the image current. An image this backend has not mapped yet
+ * is mapped with the registry lock released (map_segment, in a
+ * subtransaction: no buffer lock may be held), then looked up again.
  */
 static LocalImage *
 lookup_image(Relation index, const ShmToken *tok, int *status, bool scan)
 {
 	ShmEntry   *e;
 	LocalImage *li = NULL;
+	bool		mapped_now = false;
 
 	local_sweep();
-	(void) local_map(index, true);	/* mapped here, not under the lock */
+retry:
 	LWLockAcquire(&ctl->lock, LW_SHARED);
 	e = find_entry(index);
 	if (e == NULL || e->state == ENTRY_EMPTY)
@@ -2535,6 +2538,17 @@ lookup_image(Relation index, const ShmToken *tok, int *status, bool scan)
 	else
 	{
 		li = local_find(e->image_id);
+		if (li == NULL && !mapped_now)
+		{
+			/* map it with no lock held (in a subtransaction), then look again */
+			dsm_handle	h = e->handle;
+			uint64		id = e->image_id;
+
+			LWLockRelease(&ctl->lock);
+			(void) map_segment(h, id, true);
+			mapped_now = true;
+			goto retry;
+		}
 		if (li == NULL)
 			*status = SHNSW_SHM_UNAVAILABLE;
 		else if (e->behind || !image_current(li->img, tok))
