@@ -1954,9 +1954,8 @@ shnsw_shm_cut_waiting(Relation index)
 	bool		bg = false;
 	TimestampTz now = GetCurrentTimestamp();
 
-	if (!registry_exists())
+	if (!registry_exists() || try_get_ctl() == NULL)
 		return false;			/* no registry, no background build */
-	get_ctl();
 	LWLockAcquire(&ctl->lock, LW_SHARED);
 	e = find_entry(index);
 	if (e != NULL && e->launched_at != 0 &&
@@ -2878,8 +2877,8 @@ shnsw_xlog_start(Relation relation)
 static void
 write_prepare(TrackedXlog *t)
 {
-	if (t->direct || RelationUsesLocalBuffers(t->rel))
-		return;
+	if (t->prepared || t->direct || RelationUsesLocalBuffers(t->rel))
+		return;					/* once per record (write_through sees later images) */
 	if (ctl == NULL && !marker_present())
 		return;
 	get_ctl();

@@ -12,7 +12,10 @@
  * still holds the exclusive locks it registered, copies each changed graph
  * or upper page into the index's image (if it has one) and carries the
  * metapage's LSN and cache generation over to it. So no writer can change
- * a page without updating the image, whatever file it is in.
+ * a page without updating the image, whatever file it is in. Whatever can
+ * fail (attaching the registry, if it exists, and mapping the image) is
+ * done when a record's first page is registered, before anything changes;
+ * after the real GenericXLogFinish nothing raises an error.
  *
  *-------------------------------------------------------------------------
  */
