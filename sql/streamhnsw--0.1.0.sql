@@ -133,5 +133,5 @@ CREATE FUNCTION streamhnsw_cache_list(
 	OUT invalidations bigint, OUT refreshes bigint, OUT evictions bigint,
 	OUT insert_searches bigint)
 	RETURNS SETOF record
-	AS 'MODULE_PATHNAME' LANGUAGE C STRICT VOLATILE PARALLEL SAFE;
-COMMENT ON FUNCTION streamhnsw_cache_list() IS 'the shared graph images of streamhnsw indexes, in every database: state, size, nodes and counters';
+	AS 'MODULE_PATHNAME' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION streamhnsw_cache_list() IS 'the shared graph images of streamhnsw indexes the caller may read (every database''s for pg_monitor and pg_read_all_stats): state, size, nodes and counters';

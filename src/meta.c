@@ -8,6 +8,8 @@
  */
 #include "postgres.h"
 
+#include "common/pg_prng.h"
+
 #include "storage/bufmgr.h"
 #include "utils/memutils.h"
 #include "utils/relcache.h"
@@ -117,6 +119,10 @@ shnsw_fill_meta(ShnswMetaPage meta, int dims, int m, int efc, ShnswMetric metric
 	meta->insert_vec_blk = InvalidBlockNumber;
 	meta->insert_upper_blk = InvalidBlockNumber;
 	meta->rng_state = 0x5DEECE66DULL;
+	/* a build of the same relfilenode (TRUNCATE in its creating transaction) differs */
+	do
+		meta->build_nonce = pg_prng_uint64(&pg_global_prng_state);
+	while (meta->build_nonce == 0);
 	meta->free_head = SHNSW_INVALID_REF;
 	meta->insert_vec_end = InvalidBlockNumber;
 	/* max_residual 0: no node yet */
@@ -226,6 +232,7 @@ shnsw_read_meta(Relation index, ShnswMetaSnapshot *snap)
 	snap->cache_generation = meta->cache_generation;
 	snap->quant_version = meta->quant_version;
 	snap->truncations = meta->truncations;
+	snap->build_nonce = meta->build_nonce;
 	snap->max_residual = (meta->flags & SHNSW_META_RESIDUAL) ? meta->max_residual : -1.0;
 	snap->clamps_marked = (meta->flags & SHNSW_META_CLAMPS) != 0;
 	snap->lsn = PageGetLSN(BufferGetPage(buf));

@@ -125,32 +125,32 @@ shnsw_init_options(void)
 							 "Discards the index's cached description at every access-method call (developer setting, for tests).",
 							 "Wipes and frees rd_amcache through a relcache invalidation, as debug_discard_caches does in servers built with assertions.",
 							 &shnsw_debug_discard_caches, false,
-							 PGC_SUSET, GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
+							 PGC_SUSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
 	DefineCustomBoolVariable("streamhnsw.debug_list_conflicts",
 							 "Makes every neighbour-list change find its list changed, until it runs out of retries (developer setting, for tests).",
 							 NULL,
 							 &shnsw_debug_list_conflicts, false,
-							 PGC_SUSET, GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
+							 PGC_SUSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
 	DefineCustomIntVariable("streamhnsw.debug_io_cap",
 							"Caps a scan's reads in flight (developer setting, for A/B measurements).",
 							"-1: from io_method and io_workers (reader.c); 0: no cap beyond effective_io_concurrency.",
 							&shnsw_debug_io_cap, -1, -1, 1024,
-							PGC_USERSET, GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
+							PGC_SUSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
 	DefineCustomBoolVariable("streamhnsw.debug_reader_main",
 							 "Reads ahead by the rules of the previous release (developer setting, for A/B measurements).",
 							 "No cap on reads in flight beyond effective_io_concurrency each for known and speculative reads, no borrowing between them.",
 							 &shnsw_debug_reader_main, false,
-							 PGC_USERSET, GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
+							 PGC_SUSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
 	DefineCustomBoolVariable("streamhnsw.debug_keep_lists",
 							 "Keeps the neighbour list of every node a search over the shared graph image sees, as the buffer path does (developer setting, for A/B measurements).",
 							 "Off: the list is read from the image when the node is expanded.",
 							 &shnsw_debug_keep_lists, false,
-							 PGC_USERSET, GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
+							 PGC_SUSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
 	DefineCustomBoolVariable("streamhnsw.debug_build_floats",
 							 "Builds the in-memory graph on float vectors where it would link on half-precision ones (developer setting, for A/B measurements).",
 							 "Off: a graph on floats of 64 dimensions or more links on halves; the index written is the same format either way.",
 							 &shnsw_debug_build_floats, false,
-							 PGC_USERSET, GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
+							 PGC_SUSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("streamhnsw");
 }
 

@@ -17,6 +17,10 @@
  * detaches, which each backend does at the first scan of a transaction
  * after the drop (no scan of its own can be using it then), so a scan never
  * reads unmapped memory and needs no reference count.
+ * Writers attach the registry only if it exists (a marker file says so),
+ * and never raise an error after their WAL record is out; scans attach it
+ * and map images in subtransactions, falling back to buffers when dynamic
+ * shared memory cannot be had.
  *
  * Layout of an image (ShmImage, then at the offsets it records):
  *
@@ -42,9 +46,12 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "access/relation.h"
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "catalog/index.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_class.h"
 #include "commands/defrem.h"
 #include "funcapi.h"
@@ -55,6 +62,7 @@
 #include "storage/bufmgr.h"
 #include "storage/dsm.h"
 #include "storage/dsm_registry.h"
+#include "storage/fd.h"
 #include "storage/ipc.h"
 #include "storage/read_stream.h"
 #include "storage/latch.h"
@@ -79,16 +87,17 @@ bool		shnsw_shared_cache = true;
 bool		shnsw_shared_cache_background = true;
 int			shnsw_shared_cache_size = -1;	/* MB; -1 until resolved (below) */
 int			shnsw_debug_image_build_delay = 0;	/* ms */
+bool		shnsw_debug_dsm_fail = false;
 
 /*
  * The registry's name carries its layout's version, and its size
  * (registry_name): a library with another layout (an upgrade installed
  * without a restart) gets its own registry instead of an error from
  * GetNamedDSMSegment for a size that differs. Bump the version when the
- * layout changes (4: ShmEntry's insert_searches); the size in the name
+ * layout changes (5: ShmEntry's owner and behind); the size in the name
  * catches a change that forgot to.
  */
-#define SHM_REGISTRY_NAME	"streamhnsw_shmgraph_4"
+#define SHM_REGISTRY_NAME	"streamhnsw_shmgraph_5"
 #define SHM_MAX_IMAGES		64
 #define SHM_RETRY_SECS		10	/* after a failed build, retry lazily after */
 #define SHM_IDLE_SECS		10	/* a lazy build evicts only images idle this long */
@@ -120,10 +129,14 @@ typedef struct ShmEntry
 	uint8		state;
 	Oid			dbid;
 	Oid			relid;
+	Oid			owner;			/* the index's owner when last claimed: who
+								 * may evict the image on request */
 	RelFileLocator locator;
 	dsm_handle	handle;			/* while BUILDING, READY, REFRESHING */
 	uint64		image_id;
 	int			builder_pid;
+	bool		behind;			/* a write could not be copied into the image:
+								 * refresh it (by page LSN) before use */
 	Size		bytes;
 	uint64		nodes;			/* node slots at the last build or refresh */
 	uint32		gpages;
@@ -171,6 +184,9 @@ typedef struct ShmImage
 	pg_atomic_uint32 valid;		/* 0: a write-through found something wrong */
 	pg_atomic_uint64 meta_lsn;	/* the metapage state this image reflects */
 	pg_atomic_uint64 meta_gen;
+	uint64		meta_nonce;		/* the build and truncation of the index it
+								 * copies: fixed for the image's life */
+	uint32		meta_trunc;
 	int			m;
 	int			node_size;
 	int			npp;			/* node slots per page */
@@ -221,6 +237,8 @@ typedef struct TrackedXlog
 	uint64		meta_lsn;		/* the metapage's LSN and generation before */
 	uint64		meta_gen;
 	bool		direct;			/* pages changed in place, no WAL (below) */
+	bool		prepared;		/* the registry existed at a registration:
+								 * attached, the image mapped (write_prepare) */
 } TrackedXlog;
 
 /*
@@ -231,6 +249,22 @@ typedef struct TrackedXlog
 static Oid	direct_relid = InvalidOid;
 
 static TrackedXlog tracked[4];
+
+/*
+ * Whose images a request (streamhnsw_cache_load) may evict to make room,
+ * when they are in use: NULL for any (a superuser's request; lazy builds
+ * evict only idle images anyway), else the owners the current user has
+ * the privileges of (evict_rights_collect). evict_refused is set when an
+ * image was passed over for lack of them.
+ */
+typedef struct EvictRights
+{
+	int			n;
+	Oid			owners[SHM_MAX_IMAGES];
+} EvictRights;
+
+static const EvictRights *evict_rights = NULL;
+static bool evict_refused = false;
 
 /* a build or refresh this backend has claimed and not finished */
 static int	pending_slot = -1;
@@ -260,6 +294,19 @@ ctl_init(void *ptr)
 }
 
 static void release_pending(void);
+
+/* whether a request may evict the image of e (evict_rights) */
+static bool
+may_evict(const ShmEntry *e)
+{
+	if (evict_rights == NULL)
+		return true;
+	for (int i = 0; i < evict_rights->n; i++)
+		if (evict_rights->owners[i] == e->owner)
+			return true;
+	evict_refused = true;
+	return false;
+}
 
 static void
 shm_xact_callback(XactEvent event, void *arg)
@@ -295,8 +342,81 @@ shm_exit_callback(int code, Datum arg)
 }
 
 /*
- * get_ctl attaches to (creating if needed) the registry segment. Like the
- * statistics segment, it is a few kilobytes created once per server.
+ * The registry's marker: a file in the data directory's pg_stat_tmp (which
+ * base backups skip) holding the postmaster's start time, written by every
+ * backend that attaches the registry before it returns it, so before any
+ * image can be published. A writer that has not attached the registry
+ * looks for the marker instead (registry_exists): no marker of this
+ * server's life, no registry, so no image, and the write needs neither
+ * (src/README, "Shared graph image", Writers). A stale marker (a crash
+ * restart keeps the postmaster's start time) only makes writers attach,
+ * as every writer did before.
+ */
+#define SHM_MARKER_PATH		PG_STAT_TMP_DIR "/streamhnsw.registry"
+
+static bool marker_written = false;
+
+/* Whether the marker says this server has a registry. */
+static bool
+marker_present(void)
+{
+	TimestampTz t = 0;
+	int			fd = OpenTransientFile(SHM_MARKER_PATH, O_RDONLY | PG_BINARY);
+	bool		ok;
+
+	if (fd < 0)
+		return false;
+	ok = read(fd, &t, sizeof(t)) == sizeof(t) && t == PgStartTime;
+	CloseTransientFile(fd);
+	return ok;
+}
+
+/* Write the marker (once per backend), replacing a stale one atomically. */
+static void
+marker_write(void)
+{
+	char		tmp[MAXPGPATH];
+	int			fd;
+	bool		ok;
+
+	if (marker_written)
+		return;
+	if (marker_present())
+	{
+		marker_written = true;
+		return;
+	}
+	snprintf(tmp, sizeof(tmp), "%s.%d", SHM_MARKER_PATH, MyProcPid);
+	fd = OpenTransientFile(tmp, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
+	if (fd < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create file \"%s\": %m", tmp)));
+	ok = write(fd, &PgStartTime, sizeof(PgStartTime)) == sizeof(PgStartTime);
+	CloseTransientFile(fd);
+	if (!ok || rename(tmp, SHM_MARKER_PATH) != 0)
+	{
+		(void) unlink(tmp);
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not write file \"%s\": %m", SHM_MARKER_PATH)));
+	}
+	marker_written = true;
+}
+
+/* Whether the registry exists: attached here, or named by the marker. */
+static bool
+registry_exists(void)
+{
+	return ctl != NULL || marker_present();
+}
+
+/*
+ * get_ctl attaches to (creating if needed) the registry segment, and makes
+ * sure the marker names it. Like the statistics segment, it is a few
+ * kilobytes created once per server. Raises an error if dynamic shared
+ * memory cannot provide it: callers at a point where that must be a
+ * fallback use try_get_ctl.
  */
 static ShmCtl *
 get_ctl(void)
@@ -304,13 +424,15 @@ get_ctl(void)
 	if (ctl == NULL)
 	{
 		bool		found;
-
+		ShmCtl	   *c;
 		char		name[NAMEDATALEN];
 
 		snprintf(name, sizeof(name), "%s_%zu", SHM_REGISTRY_NAME, sizeof(ShmCtl));
-		ctl = GetNamedDSMSegment(name, sizeof(ShmCtl), ctl_init, &found);
-		LWLockRegisterTranche(ctl->tranche, "streamhnsw_shmgraph");
-		local_epoch = ctl->epoch;
+		c = GetNamedDSMSegment(name, sizeof(ShmCtl), ctl_init, &found);
+		marker_write();
+		LWLockRegisterTranche(c->tranche, "streamhnsw_shmgraph");
+		local_epoch = c->epoch;
+		ctl = c;
 	}
 	if (!callbacks_registered)
 	{
@@ -318,6 +440,63 @@ get_ctl(void)
 		RegisterSubXactCallback(shm_subxact_callback, NULL);
 		before_shmem_exit(shm_exit_callback, 0);
 		callbacks_registered = true;
+	}
+	return ctl;
+}
+
+/* when this backend last failed to attach the registry (try_get_ctl) */
+static TimestampTz registry_failed_at = 0;
+
+/*
+ * try_get_ctl is get_ctl for scans: an error attaching or creating the
+ * registry (no space in /dev/shm, no DSM slot) is caught in a
+ * subtransaction and returns NULL, and the attempt is not repeated for
+ * SHM_RETRY_SECS. No buffer or LWLock may be held (a subtransaction's
+ * abort releases every LWLock). In parallel mode, where no subtransaction
+ * can start, only an existing registry is attached.
+ */
+static ShmCtl *
+try_get_ctl(void)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	volatile bool ok = false;
+
+	if (ctl != NULL)
+		return ctl;
+	if (registry_failed_at != 0 &&
+		!TimestampDifferenceExceeds(registry_failed_at, GetCurrentTimestamp(),
+									SHM_RETRY_SECS * 1000))
+		return NULL;
+	if (IsInParallelMode() || !IsTransactionState())
+		return marker_present() ? get_ctl() : NULL;
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldcxt);
+	PG_TRY();
+	{
+		if (shnsw_debug_dsm_fail)
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("could not resize shared memory segment: No space left on device (streamhnsw.debug_dsm_fail)")));
+		(void) get_ctl();
+		ok = true;
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(oldcxt);
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
+	}
+	PG_END_TRY();
+	if (!ok)
+	{
+		registry_failed_at = GetCurrentTimestamp();
+		return NULL;
 	}
 	return ctl;
 }
@@ -353,6 +532,7 @@ drop_segment(ShmEntry *e)
 	e->bytes = 0;
 	e->handle = DSM_HANDLE_INVALID;
 	e->image_id = 0;
+	e->behind = false;
 	e->state = ENTRY_EMPTY;
 	pg_atomic_fetch_sub_u32(&ctl->nimages, 1);
 	ctl->epoch++;
@@ -384,36 +564,112 @@ local_fill(LocalImage *li, dsm_segment *seg)
 	li->udata = base + img->udata_off;
 }
 
+/* This backend's mapping of image image_id, or NULL. */
+static LocalImage *
+local_find(uint64 image_id)
+{
+	for (int i = 0; i < nlocal; i++)
+		if (local_images[i].image_id == image_id)
+			return &local_images[i];
+	return NULL;
+}
+
 /*
- * local_attach returns this backend's mapping of the entry's image, mapping
- * it if needed; NULL if the segment is gone. Caller holds ctl->lock (so the
- * segment is still pinned).
+ * map_segment maps segment h, expected to hold image image_id, and keeps
+ * the mapping; NULL if it is gone, is another segment now, or (safe)
+ * cannot be mapped: safe catches the error in a subtransaction (no buffer
+ * or LWLock may be held then); otherwise it is raised, and the caller must
+ * be at a point where an error changes nothing. No registry lock is held:
+ * the segment may be dropped meanwhile, which the image_id check sees
+ * (a handle may be reused once its segment is gone).
  */
 static LocalImage *
-local_attach(ShmEntry *e)
+map_segment(dsm_handle h, uint64 image_id, bool safe)
 {
-	dsm_segment *seg;
+	MemoryContext oldcxt = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	dsm_segment *volatile seg = NULL;
 	LocalImage *li;
 
-	for (int i = 0; i < nlocal; i++)
-		if (local_images[i].image_id == e->image_id)
-			return &local_images[i];
 	if (nlocal == lengthof(local_images))
 		return NULL;			/* the caller treats the image as unusable */
-	seg = dsm_attach(e->handle);
+	if (!safe)
+		seg = dsm_attach(h);
+	else if (IsInParallelMode() || !IsTransactionState())
+		return NULL;
+	else
+	{
+		BeginInternalSubTransaction(NULL);
+		MemoryContextSwitchTo(oldcxt);
+		PG_TRY();
+		{
+			if (shnsw_debug_dsm_fail)
+				ereport(ERROR,
+						(errcode(ERRCODE_OUT_OF_MEMORY),
+						 errmsg("could not map shared memory segment (streamhnsw.debug_dsm_fail)")));
+			seg = dsm_attach(h);
+			/* before the subtransaction's end, which would detach it */
+			if (seg != NULL)
+				dsm_pin_mapping(seg);
+			ReleaseCurrentSubTransaction();
+			MemoryContextSwitchTo(oldcxt);
+			CurrentResourceOwner = oldowner;
+		}
+		PG_CATCH();
+		{
+			MemoryContextSwitchTo(oldcxt);
+			FlushErrorState();
+			RollbackAndReleaseCurrentSubTransaction();
+			MemoryContextSwitchTo(oldcxt);
+			CurrentResourceOwner = oldowner;
+			seg = NULL;
+		}
+		PG_END_TRY();
+	}
 	if (seg == NULL)
 		return NULL;
-	dsm_pin_mapping(seg);
-	li = &local_images[nlocal++];
-	local_fill(li, seg);
-	if (li->image_id != e->image_id)
+	dsm_pin_mapping(seg);		/* (again, if safe: a no-op) */
+	if (dsm_segment_map_length(seg) < sizeof(ShmImage) ||
+		((ShmImage *) dsm_segment_address(seg))->image_id != image_id ||
+		local_find(image_id) != NULL)
 	{
-		/* cannot happen: handles are not reused while pinned */
 		dsm_detach(seg);
-		nlocal--;
 		return NULL;
 	}
+	li = &local_images[nlocal++];
+	local_fill(li, seg);
 	return li;
+}
+
+/*
+ * local_map returns this backend's mapping of the index's image if the
+ * registry names one (ready, or being built or refreshed), mapping it if
+ * needed (map_segment: safe or raising); NULL if there is none or it cannot
+ * be mapped. Takes and releases the registry lock; holds it while mapping
+ * never.
+ */
+static LocalImage *
+local_map(Relation index, bool safe)
+{
+	ShmEntry   *e;
+	dsm_handle	h = DSM_HANDLE_INVALID;
+	uint64		id = 0;
+	LocalImage *li = NULL;
+
+	if (pg_atomic_read_u32(&ctl->nimages) == 0)
+		return NULL;
+	LWLockAcquire(&ctl->lock, LW_SHARED);
+	e = find_entry(index);
+	if (e != NULL && e->state >= ENTRY_BUILDING && e->image_id != 0)
+	{
+		id = e->image_id;
+		h = e->handle;
+		li = local_find(id);
+	}
+	LWLockRelease(&ctl->lock);
+	if (li != NULL || id == 0)
+		return li;
+	return map_segment(h, id, safe);
 }
 
 /*
@@ -542,7 +798,8 @@ copy_upper(LocalImage *li, uint32 idx, Page page)
  * copy_page brings block blk (locked by the caller) into the image: into
  * its slot if the map has one, else into a new slot from the spare ones if
  * allowed. A page the image cannot hold stays absent (scans read it through
- * buffers); a page that contradicts the image invalidates the image.
+ * buffers), and a mapped block that is no longer a graph or upper page is
+ * unmapped; a page that contradicts the image invalidates the image.
  */
 static void
 copy_page(LocalImage *li, BlockNumber blk, Page page, int vec_size, bool may_add)
@@ -551,15 +808,33 @@ copy_page(LocalImage *li, BlockNumber blk, Page page, int vec_size, bool may_add
 	uint32		v;
 	uint16		type;
 
-	if (blk >= img->mapcap || PageIsNew(page) ||
-		ShnswPageGetOpaque(page)->magic != SHNSW_MAGIC)
+	if (blk >= img->mapcap)
 		return;
-	type = ShnswPageGetOpaque(page)->page_type;
-	if (type != SHNSW_PAGE_GRAPH && type != SHNSW_PAGE_UPPER)
-		return;
+	type = PageIsNew(page) || ShnswPageGetOpaque(page)->magic != SHNSW_MAGIC ? 0 :
+		ShnswPageGetOpaque(page)->page_type;
 	v = pg_atomic_read_u32(&li->map[blk]);
 	if (v == MAP_RESERVED)
 		return;					/* the build copies it later, under its lock */
+	if (type != SHNSW_PAGE_GRAPH && type != SHNSW_PAGE_UPPER)
+	{
+		/*
+		 * Not (or no longer) a page the image holds: a mapped block that
+		 * changed type (cut by a truncation, back as a vector page) must not
+		 * keep serving its old records. Unmapped inside its slot's seqlock,
+		 * so a reader of the old records retries and finds it absent.
+		 */
+		if (v != MAP_ABSENT)
+		{
+			ShmPageDesc *d = MAP_KIND(v) == MAP_GRAPH ? &li->gdesc[MAP_INDEX(v)] :
+				&li->udesc[MAP_INDEX(v)];
+
+			seq_begin(d);
+			pg_atomic_write_u32(&li->map[blk], MAP_ABSENT);
+			d->nslots = 0;
+			seq_end(d);
+		}
+		return;
+	}
 	if (v == MAP_ABSENT)
 	{
 		pg_atomic_uint32 *next = type == SHNSW_PAGE_GRAPH ? &img->gnext : &img->unext;
@@ -608,7 +883,11 @@ image_size(uint32 mapcap, uint32 gcap, uint32 ucap, Size gstride, Size *offs)
 	return sz;
 }
 
-/* Evict until `need` more bytes fit; caller holds ctl->lock exclusively. */
+/*
+ * Evict until `need` more bytes fit: least recently used first, images
+ * idle for SHM_IDLE_SECS only if idle_only, else also images in use that
+ * the request may evict (evict_rights). Caller holds ctl->lock exclusively.
+ */
 static bool
 make_room(Size need, ShmEntry *self, bool idle_only, dsm_handle *unpin, int *nunpin)
 {
@@ -623,11 +902,16 @@ make_room(Size need, ShmEntry *self, bool idle_only, dsm_handle *unpin, int *nun
 		{
 			ShmEntry   *e = &ctl->entries[i];
 
+			bool		idle;
+
 			if (e == self || e->state != ENTRY_READY)
 				continue;
-			if (idle_only &&
-				!TimestampDifferenceExceeds((TimestampTz) pg_atomic_read_u64(&e->last_used),
-											now, SHM_IDLE_SECS * 1000))
+			idle = TimestampDifferenceExceeds((TimestampTz) pg_atomic_read_u64(&e->last_used),
+											  now, SHM_IDLE_SECS * 1000);
+			if (idle_only && !idle)
+				continue;
+			/* an image in use goes on request only if the caller may evict it */
+			if (!idle && !may_evict(e))
 				continue;
 			if (victim == NULL ||
 				pg_atomic_read_u64(&e->last_used) < pg_atomic_read_u64(&victim->last_used))
@@ -693,6 +977,10 @@ create_segment(Size size)
 	MemoryContextSwitchTo(oldcxt);
 	PG_TRY();
 	{
+		if (shnsw_debug_dsm_fail)
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("could not resize shared memory segment: No space left on device (streamhnsw.debug_dsm_fail)")));
 		seg = dsm_create(size, DSM_CREATE_NULL_IF_MAXSEGMENTS);
 		if (seg != NULL)
 		{
@@ -724,19 +1012,45 @@ note_failure(ShmEntry *e, int status, BlockNumber nblocks)
 	e->failed_nblocks = nblocks;
 }
 
-/* Read the metapage's LSN and cache generation (share lock, released). */
+/*
+ * The metapage state an image reflects: its LSN and cache generation,
+ * which only grow, and its build nonce and truncation count, which must be
+ * equal (src/README, "Shared graph image", The validity token).
+ */
+typedef struct ShmToken
+{
+	uint64		lsn;
+	uint64		gen;
+	uint64		nonce;
+	uint32		trunc;
+} ShmToken;
+
+/* Read the metapage's token (share lock, released). */
 static void
-read_meta_token(Relation index, uint64 *lsn, uint64 *gen)
+read_meta_token(Relation index, ShmToken *tok)
 {
 	Buffer		buf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
 	Page		page;
+	ShnswMetaPage meta;
 
 	LockBuffer(buf, BUFFER_LOCK_SHARE);
 	page = BufferGetPage(buf);
 	shnsw_check_page(index, page, SHNSW_METAPAGE_BLKNO, SHNSW_PAGE_META);
-	*lsn = PageGetLSN(page);
-	*gen = ShnswPageGetMeta(page)->cache_generation;
+	meta = ShnswPageGetMeta(page);
+	tok->lsn = PageGetLSN(page);
+	tok->gen = meta->cache_generation;
+	tok->nonce = meta->build_nonce;
+	tok->trunc = meta->truncations;
 	UnlockReleaseBuffer(buf);
+}
+
+/* The token of a metapage snapshot. */
+static ShmToken
+snap_token(const ShnswMetaSnapshot *snap)
+{
+	ShmToken	tok = {snap->lsn, snap->cache_generation, snap->build_nonce, snap->truncations};
+
+	return tok;
 }
 
 /*
@@ -825,11 +1139,13 @@ entry_new(Relation index, bool explicit, dsm_handle *unpin, int *nunpin)
 		{
 			ShmEntry   *o = &ctl->entries[i];
 
+			bool		idle;
+
 			if (o->state != ENTRY_READY)
 				continue;
-			if (!explicit &&
-				!TimestampDifferenceExceeds((TimestampTz) pg_atomic_read_u64(&o->last_used),
-											GetCurrentTimestamp(), SHM_IDLE_SECS * 1000))
+			idle = TimestampDifferenceExceeds((TimestampTz) pg_atomic_read_u64(&o->last_used),
+											  GetCurrentTimestamp(), SHM_IDLE_SECS * 1000);
+			if (!idle && (!explicit || !may_evict(o)))
 				continue;
 			if (lru == NULL ||
 				pg_atomic_read_u64(&o->last_used) < pg_atomic_read_u64(&lru->last_used))
@@ -849,6 +1165,7 @@ entry_new(Relation index, bool explicit, dsm_handle *unpin, int *nunpin)
 	e->builds = e->invalidations = e->refreshes = e->evictions = 0;
 	e->dbid = MyDatabaseId;
 	e->relid = RelationGetRelid(index);
+	e->owner = index->rd_rel->relowner;
 	e->locator = index->rd_locator;
 	e->state = ENTRY_EMPTY;
 	return e;
@@ -902,6 +1219,7 @@ entry_claim(Relation index, bool explicit, BlockNumber nblocks, int *status)
 	{
 		e->state = ENTRY_BUILDING;
 		e->builder_pid = MyProcPid;
+		e->owner = index->rd_rel->relowner;
 		e->image_id = 0;
 		slot = e - ctl->entries;
 		pending_slot = slot;
@@ -1055,11 +1373,16 @@ entry_reserve(int slot, Size size, bool explicit, BlockNumber nblocks, int *stat
 
 /*
  * image_layout writes a new image's header into seg and maps the pass-1
- * pages (types) as reserved: writers skip them, the build copies them.
+ * pages (types) as reserved: writers skip them, the build copies them. tok
+ * is the metapage state read before any page is copied: every change
+ * before it is in the pages the build copies after, every change after it
+ * is written through or copied too (or, on a standby, found by the next
+ * refresh: the token is behind then, not ahead).
  */
 static void
 image_layout(dsm_segment *seg, const ShnswIndexInfo *info, const uint8 *types,
-			 BlockNumber nblocks, uint32 ng, uint32 nu, const Size *offs, Size size)
+			 BlockNumber nblocks, uint32 ng, uint32 nu, const Size *offs, Size size,
+			 const ShmToken *tok)
 {
 	ShmImage   *img = (ShmImage *) dsm_segment_address(seg);
 	pg_atomic_uint32 *map = (pg_atomic_uint32 *) ((char *) img + offs[0]);
@@ -1069,8 +1392,10 @@ image_layout(dsm_segment *seg, const ShnswIndexInfo *info, const uint8 *types,
 
 	memset(img, 0, offs[0]);
 	pg_atomic_init_u32(&img->valid, 1);
-	pg_atomic_init_u64(&img->meta_lsn, 0);
-	pg_atomic_init_u64(&img->meta_gen, 0);
+	pg_atomic_init_u64(&img->meta_lsn, tok->lsn);
+	pg_atomic_init_u64(&img->meta_gen, tok->gen);
+	img->meta_nonce = tok->nonce;
+	img->meta_trunc = tok->trunc;
 	pg_atomic_init_u32(&img->gnext, ng);
 	pg_atomic_init_u32(&img->unext, nu);
 	img->m = info->m;
@@ -1189,22 +1514,15 @@ image_copy_pages(Relation index, int slot, LocalImage *li, const uint8 *types,
 }
 
 /*
- * image_finish records the metapage state the image now reflects and
- * marks the entry ready. False if a writer dropped the image meanwhile.
+ * image_finish marks the entry ready (the image's token was read before
+ * the copy: image_layout). False if a writer dropped the image meanwhile.
  */
 static bool
 image_finish(Relation index, int slot, LocalImage *li, uint64 nodes, uint32 ng, uint32 nu)
 {
 	ShmImage   *img = li->img;
 	ShmEntry   *e;
-	uint64		lsn,
-				gen;
 	bool		ok;
-
-	/* every change before this metapage state is in the image */
-	read_meta_token(index, &lsn, &gen);
-	pg_atomic_write_u64(&img->meta_lsn, lsn);
-	pg_atomic_write_u64(&img->meta_gen, gen);
 
 	LWLockAcquire(&ctl->lock, LW_EXCLUSIVE);
 	e = &ctl->entries[slot];
@@ -1251,6 +1569,7 @@ image_build(Relation index, const ShnswIndexInfo *info, bool explicit, int *stat
 	BufferAccessStrategy strategy = NULL;
 	uint64		nodes;
 	bool		yielded = false;
+	ShmToken	tok;
 
 	slot = entry_claim(index, explicit, nblocks, status);
 	if (slot < 0)
@@ -1296,7 +1615,9 @@ image_build(Relation index, const ShnswIndexInfo *info, bool explicit, int *stat
 		return NULL;
 	}
 
-	image_layout(seg, info, types, nblocks, ng, nu, offs, size);
+	/* the token first, then the pages (hole 1 of issue 49: a standby) */
+	read_meta_token(index, &tok);
+	image_layout(seg, info, types, nblocks, ng, nu, offs, size, &tok);
 	li = image_publish(slot, seg);
 	nodes = image_copy_pages(index, slot, li, types, nblocks, strategy, info->vec_size,
 							 &yielded);
@@ -1329,11 +1650,16 @@ static void
 image_refresh(Relation index, LocalImage *li, int vec_size)
 {
 	ShmImage   *img = li->img;
-	uint64		lsn,
-				gen;
+	ShmToken	tok;
 	BlockNumber nblocks;
 
-	read_meta_token(index, &lsn, &gen);
+	read_meta_token(index, &tok);
+	if (tok.nonce != img->meta_nonce || tok.trunc != img->meta_trunc)
+	{
+		/* rebuilt or truncated since: blocks may have changed type; rebuild */
+		pg_atomic_write_u32(&img->valid, 0);
+		return;
+	}
 	nblocks = Min(RelationGetNumberOfBlocks(index), img->mapcap);
 	for (BlockNumber blk = SHNSW_METAPAGE_BLKNO + 1; blk < nblocks; blk++)
 	{
@@ -1357,8 +1683,8 @@ image_refresh(Relation index, LocalImage *li, int vec_size)
 		if ((blk & 255) == 0)
 			CHECK_FOR_INTERRUPTS();
 	}
-	pg_atomic_write_u64(&img->meta_lsn, lsn);
-	pg_atomic_write_u64(&img->meta_gen, gen);
+	pg_atomic_write_u64(&img->meta_lsn, tok.lsn);
+	pg_atomic_write_u64(&img->meta_gen, tok.gen);
 }
 
 /* ---------- building in the background ---------- */
@@ -1628,7 +1954,8 @@ shnsw_shm_cut_waiting(Relation index)
 	bool		bg = false;
 	TimestampTz now = GetCurrentTimestamp();
 
-	get_ctl();
+	if (!registry_exists() || try_get_ctl() == NULL)
+		return false;			/* no registry, no background build */
 	LWLockAcquire(&ctl->lock, LW_SHARED);
 	e = find_entry(index);
 	if (e != NULL && e->launched_at != 0 &&
@@ -1954,9 +2281,20 @@ shm_read_nodes_held(void *vctx, const ShnswRef *refs, int n, ShnswNodeFn fn,
 }
 
 /*
- * read_upper over the image: the record is copied under its page's
- * seqlock and checked as pageaccess.c checks it; anything that does not
+ * A single load of a value in an image page that a writer may be changing:
+ * the compiler may neither load it again nor tear it, so a check made on
+ * the value holds for every use of it.
+ */
+#define SHM_LOAD(type, ptr)	(*(volatile const type *) (ptr))
+
+/*
+ * read_upper over the image: the record is checked as pageaccess.c checks
+ * it and its list copied under its page's seqlock; anything that does not
  * check out is read through buffers instead (which report corruption).
+ * Every field of the page is loaded once into a local and the copy's
+ * bounds come from those locals only (hole 6 of issue 49): a writer
+ * changing the page meanwhile makes the seqlock check fail, never the copy
+ * overflow out (at most m references) or read outside the page.
  */
 static int
 shm_read_upper(void *vctx, ShnswUpperLoc loc, int layer, ShnswRef *out)
@@ -1969,12 +2307,13 @@ shm_read_upper(void *vctx, ShnswUpperLoc loc, int layer, ShnswRef *out)
 		MAP_KIND(v = pg_atomic_read_u32(&li->map[loc.block])) == MAP_UPPER && v != MAP_RESERVED)
 	{
 		ShmPageDesc *d = &li->udesc[MAP_INDEX(v)];
-		Page		page = (Page) (li->udata + (Size) MAP_INDEX(v) * BLCKSZ);
+		const char *page = li->udata + (Size) MAP_INDEX(v) * BLCKSZ;
 
 		for (int tries = 0; tries < 64; tries++)
 		{
 			uint32		s1 = pg_atomic_read_u32(&d->seq);
 			int			cnt = -1;
+			uint16		lower;
 
 			if (s1 & 1)
 			{
@@ -1982,23 +2321,38 @@ shm_read_upper(void *vctx, ShnswUpperLoc loc, int layer, ShnswRef *out)
 				continue;
 			}
 			pg_read_barrier();
-			if (loc.offset >= FirstOffsetNumber && loc.offset <= PageGetMaxOffsetNumber(page))
+			lower = SHM_LOAD(uint16, &((PageHeader) page)->pd_lower);
+			if (loc.offset >= FirstOffsetNumber && lower > SizeOfPageHeaderData &&
+				loc.offset <= (lower - SizeOfPageHeaderData) / sizeof(ItemIdData))
 			{
-				ItemId		iid = PageGetItemId(page, loc.offset);
+				uint32		raw = SHM_LOAD(uint32, page + SizeOfPageHeaderData +
+										   (loc.offset - 1) * sizeof(ItemIdData));
+				ItemIdData	iid;
+				Size		off,
+							len;
 
-				if (ItemIdIsNormal(iid) && ItemIdGetLength(iid) >= sizeof(ShnswUpperHeader) &&
-					ItemIdGetOffset(iid) >= SizeOfPageHeaderData &&
-					ItemIdGetOffset(iid) + ItemIdGetLength(iid) <= BLCKSZ - MAXALIGN(sizeof(ShnswPageOpaqueData)))
+				memcpy(&iid, &raw, sizeof(iid));
+				off = ItemIdGetOffset(&iid);
+				len = ItemIdGetLength(&iid);
+				if (ItemIdIsNormal(&iid) && len >= sizeof(ShnswUpperHeader) &&
+					off >= SizeOfPageHeaderData &&
+					off + len <= BLCKSZ - MAXALIGN(sizeof(ShnswPageOpaqueData)))
 				{
-					ShnswUpperHeader *u = (ShnswUpperHeader *) PageGetItem(page, iid);
-					int			level = u->level;
+					const char *u = page + off;
+					int			level = SHM_LOAD(uint8, u + offsetof(ShnswUpperHeader, level));
 
 					if (level >= 1 && level <= SHNSW_MAX_LEVEL &&
-						ItemIdGetLength(iid) >= shnsw_upper_size(level, ss->m) &&
+						len >= shnsw_upper_size(level, ss->m) &&
 						layer >= 1 && layer <= level)
 					{
-						cnt = Min(shnsw_upper_counts(u)[layer - 1], ss->m);
-						memcpy(out, shnsw_upper_neighbors(u, layer, ss->m), sizeof(ShnswRef) * cnt);
+						Size		lists = sizeof(ShnswUpperHeader) +
+							((sizeof(uint16) * level + 3) & ~(Size) 3);
+
+						cnt = SHM_LOAD(uint16, u + sizeof(ShnswUpperHeader) +
+									   sizeof(uint16) * (layer - 1));
+						cnt = Min(cnt, ss->m);
+						memcpy(out, u + lists + sizeof(ShnswRef) * (Size) (layer - 1) * ss->m,
+							   sizeof(ShnswRef) * cnt);
 					}
 				}
 			}
@@ -2080,6 +2434,7 @@ shm_page_records(void *vctx, uint32 blk, const char **records, uint64 *token)
 	for (int tries = 0; tries < 64; tries++)
 	{
 		ShmPageDesc *d = &li->gdesc[MAP_INDEX(v)];
+		int			nslots;
 		uint32		s1 = pg_atomic_read_u32(&d->seq);
 
 		if (s1 & 1)
@@ -2090,7 +2445,8 @@ shm_page_records(void *vctx, uint32 blk, const char **records, uint64 *token)
 		pg_read_barrier();
 		*token = (uint64) v << 32 | s1;
 		*records = li->gdata + (Size) MAP_INDEX(v) * li->img->gstride;
-		return Min(d->nslots, li->img->npp);
+		nslots = SHM_LOAD(uint16, &d->nslots);	/* once: checked, then returned */
+		return Min(nslots, li->img->npp);
 	}
 	return -1;
 }
@@ -2139,28 +2495,39 @@ shnsw_shm_status_name(int status)
 	return "?";
 }
 
+/* whether img copies the build and truncation of the index tok was read from */
+static inline bool
+image_same_index(const ShmImage *img, const ShmToken *tok)
+{
+	return img->meta_nonce == tok->nonce && img->meta_trunc == tok->trunc;
+}
+
 /* token check: the image reflects at least the metapage state the scan read */
 static inline bool
-image_current(ShmImage *img, uint64 lsn, uint64 gen)
+image_current(ShmImage *img, const ShmToken *tok)
 {
-	return pg_atomic_read_u32(&img->valid) != 0 &&
-		pg_atomic_read_u64(&img->meta_lsn) >= lsn &&
-		pg_atomic_read_u64(&img->meta_gen) >= gen;
+	return pg_atomic_read_u32(&img->valid) != 0 && image_same_index(img, tok) &&
+		pg_atomic_read_u64(&img->meta_lsn) >= tok->lsn &&
+		pg_atomic_read_u64(&img->meta_gen) >= tok->gen;
 }
 
 /*
  * lookup_image: the index's image if it reflects metapage state (lsn, gen);
  * else NULL with *status (MISSING, BUILDING, STALE, UNAVAILABLE). A scan's
  * lookup (scan) counts a hit or a miss; an insert's counts an insert search
- * when it finds the image current.
+ * when it finds the image current. An image this backend has not mapped yet
+ * is mapped with the registry lock released (map_segment, in a
+ * subtransaction: no buffer lock may be held), then looked up again.
  */
 static LocalImage *
-lookup_image(Relation index, uint64 lsn, uint64 gen, int *status, bool scan)
+lookup_image(Relation index, const ShmToken *tok, int *status, bool scan)
 {
 	ShmEntry   *e;
 	LocalImage *li = NULL;
+	bool		mapped_now = false;
 
 	local_sweep();
+retry:
 	LWLockAcquire(&ctl->lock, LW_SHARED);
 	e = find_entry(index);
 	if (e == NULL || e->state == ENTRY_EMPTY)
@@ -2169,10 +2536,21 @@ lookup_image(Relation index, uint64 lsn, uint64 gen, int *status, bool scan)
 		*status = SHNSW_SHM_BUILDING;
 	else
 	{
-		li = local_attach(e);
+		li = local_find(e->image_id);
+		if (li == NULL && !mapped_now)
+		{
+			/* map it with no lock held (in a subtransaction), then look again */
+			dsm_handle	h = e->handle;
+			uint64		id = e->image_id;
+
+			LWLockRelease(&ctl->lock);
+			(void) map_segment(h, id, true);
+			mapped_now = true;
+			goto retry;
+		}
 		if (li == NULL)
 			*status = SHNSW_SHM_UNAVAILABLE;
-		else if (!image_current(li->img, lsn, gen))
+		else if (e->behind || !image_current(li->img, tok))
 		{
 			*status = SHNSW_SHM_STALE;
 			li = NULL;
@@ -2197,7 +2575,7 @@ lookup_image(Relation index, uint64 lsn, uint64 gen, int *status, bool scan)
  * (unlogged, or invalid) the image is dropped and *rebuild set.
  */
 static LocalImage *
-refresh_or_drop(Relation index, const ShnswIndexInfo *info, uint64 lsn, uint64 gen,
+refresh_or_drop(Relation index, const ShnswIndexInfo *info, const ShmToken *tok,
 				bool *rebuild)
 {
 	ShmEntry   *e;
@@ -2211,10 +2589,12 @@ refresh_or_drop(Relation index, const ShnswIndexInfo *info, uint64 lsn, uint64 g
 	e = find_entry(index);
 	if (e != NULL && e->state == ENTRY_READY)
 	{
-		li = local_attach(e);
-		if (li != NULL && RelationNeedsWAL(index) && pg_atomic_read_u32(&li->img->valid))
+		li = local_find(e->image_id);
+		if (li != NULL && RelationNeedsWAL(index) && pg_atomic_read_u32(&li->img->valid) &&
+			image_same_index(li->img, tok))
 		{
 			e->state = ENTRY_REFRESHING;
+			e->behind = false;	/* a write skipped from now on sets it again */
 			e->builder_pid = MyProcPid;
 			pending_slot = e - ctl->entries;
 			pending_image_id = e->image_id;
@@ -2242,11 +2622,12 @@ refresh_or_drop(Relation index, const ShnswIndexInfo *info, uint64 lsn, uint64 g
 		e->state = ENTRY_READY;
 		e->builder_pid = 0;
 		e->refreshes++;
+		kept = !e->behind;		/* a write skipped meanwhile: not yet */
 	}
 	pending_slot = -1;
 	pending_refresh = false;
 	LWLockRelease(&ctl->lock);
-	return kept && image_current(li->img, lsn, gen) ? li : NULL;
+	return kept && image_current(li->img, tok) ? li : NULL;
 }
 
 /*
@@ -2257,17 +2638,17 @@ refresh_or_drop(Relation index, const ShnswIndexInfo *info, uint64 lsn, uint64 g
  * *status otherwise.
  */
 static LocalImage *
-lookup_or_build(Relation index, const ShnswIndexInfo *info, uint64 lsn, uint64 gen,
+lookup_or_build(Relation index, const ShnswIndexInfo *info, const ShmToken *tok,
 				bool build, int *status)
 {
-	LocalImage *li = lookup_image(index, lsn, gen, status, true);
+	LocalImage *li = lookup_image(index, tok, status, true);
 	bool		rebuild = false;
 
 	if (li != NULL || !build || IsInParallelMode())
 		return li;
 	if (*status == SHNSW_SHM_STALE)
 	{
-		li = refresh_or_drop(index, info, lsn, gen, &rebuild);
+		li = refresh_or_drop(index, info, tok, &rebuild);
 		if (li != NULL)
 			*status = SHNSW_SHM_USED;
 		if (!rebuild)
@@ -2280,7 +2661,7 @@ lookup_or_build(Relation index, const ShnswIndexInfo *info, uint64 lsn, uint64 g
 		request_build(index, status))
 		return NULL;
 	li = image_build(index, info, false, status);
-	if (li != NULL && !image_current(li->img, lsn, gen))
+	if (li != NULL && !image_current(li->img, tok))
 	{
 		*status = SHNSW_SHM_STALE;
 		li = NULL;
@@ -2328,12 +2709,19 @@ shm_begin(Relation index, const ShnswIndexInfo *info, const ShnswMetaSnapshot *s
 	LocalImage *li;
 	int			status;
 
+	ShmToken	tok = snap_token(snap);
+
 	stats->shared_graph = SHNSW_SHM_OFF;
 	if (!shnsw_shared_cache || RelationUsesLocalBuffers(index) || (insert && IsInParallelMode()))
 		return;
-	get_ctl();
-	li = insert ? lookup_image(index, snap->lsn, snap->cache_generation, &status, false) :
-		lookup_or_build(index, info, snap->lsn, snap->cache_generation, true, &status);
+	/* no registry (none can be had, or an insert and none exists): buffers */
+	if (insert ? !registry_exists() || try_get_ctl() == NULL : try_get_ctl() == NULL)
+	{
+		stats->shared_graph = insert ? SHNSW_SHM_MISSING : SHNSW_SHM_UNAVAILABLE;
+		return;
+	}
+	li = insert ? lookup_image(index, &tok, &status, false) :
+		lookup_or_build(index, info, &tok, true, &status);
 	stats->shared_graph = status;
 	if (li != NULL)
 		shm_ops(li, info, ops, stats, cxt);
@@ -2376,12 +2764,63 @@ tracked_find(GenericXLogState *state)
  * it is done (log_newpage_range), and an error aborts the build, dropping
  * the index, so a change left half made by an error is never seen. Such a
  * change cannot be abandoned (shnsw_xlog_abort raises an error): no caller
- * an insert runs does that.
+ * an insert runs does that. Nor is it written through: an image of the
+ * same relfilenode (a TRUNCATE rebuilding in place) is of another build,
+ * which the metapage's build nonce tells scans.
  */
 void
 shnsw_xlog_direct(Oid relid)
 {
 	direct_relid = relid;
+}
+
+/*
+ * drop_image_of drops the index's image (or a build or refresh of it in
+ * progress, which then does not finish): a change of it cannot be written
+ * through. Takes and releases the registry lock; raises no error.
+ */
+static void
+drop_image_of(Relation index)
+{
+	ShmEntry   *e;
+	dsm_handle	h = DSM_HANDLE_INVALID;
+
+	LWLockAcquire(&ctl->lock, LW_EXCLUSIVE);
+	e = find_entry(index);
+	if (e != NULL && e->state >= ENTRY_BUILDING && e->image_id != 0)
+	{
+		e->invalidations++;
+		e->state = ENTRY_READY; /* a build or refresh must not finish */
+		h = drop_segment(e);
+	}
+	LWLockRelease(&ctl->lock);
+	unpin_handles(&h, 1);
+}
+
+/*
+ * image_behind notes that a change of the index could not be copied into
+ * its image (published since the change's pages were registered, so not
+ * mapped here): a logged index's image is refreshed before its next use,
+ * which recopies every page whose LSN differs from its copy's, this
+ * change's included; an unlogged index's (no LSNs) is dropped. A build in
+ * progress keeps the note and is refreshed once ready. Takes and releases
+ * the registry lock; raises no error.
+ */
+static void
+image_behind(Relation index)
+{
+	ShmEntry   *e;
+
+	if (!RelationNeedsWAL(index))
+	{
+		drop_image_of(index);
+		return;
+	}
+	LWLockAcquire(&ctl->lock, LW_EXCLUSIVE);
+	e = find_entry(index);
+	if (e != NULL && e->state >= ENTRY_BUILDING && e->image_id != 0)
+		e->behind = true;
+	LWLockRelease(&ctl->lock);
 }
 
 GenericXLogState *
@@ -2404,13 +2843,47 @@ shnsw_xlog_start(Relation relation)
 	t = tracked_find(NULL);
 
 	if (t == NULL)
-		t = &tracked[0];		/* forgotten states (an error between start and
-								 * finish); reuse */
+	{
+		/*
+		 * More records open at once than tracked[] holds: this one cannot
+		 * be written through, so the index's image goes now (before any of
+		 * its pages changes; a build that starts later copies them after
+		 * this record's locks are released). Never the case in this
+		 * extension's code (one record at a time per index), but a state
+		 * is never silently left untracked.
+		 */
+		if (!direct && !RelationUsesLocalBuffers(relation) && registry_exists())
+		{
+			get_ctl();
+			drop_image_of(relation);
+		}
+		return state;
+	}
 	memset(t, 0, sizeof(*t));
 	t->state = state;
 	t->rel = relation;
 	t->direct = direct;
 	return state;
+}
+
+/*
+ * write_prepare readies the write-through of the record t for the page the
+ * caller just registered (exclusively locked): if the registry exists,
+ * this backend attaches it and maps the index's image. Both may raise an
+ * error (no memory to map it), which is harmless here: no page of the
+ * record has changed yet. If the registry does not exist now, no image can
+ * be published and copy this page before the caller's lock is released.
+ */
+static void
+write_prepare(TrackedXlog *t)
+{
+	if (t->prepared || t->direct || RelationUsesLocalBuffers(t->rel))
+		return;					/* once per record (write_through sees later images) */
+	if (ctl == NULL && !marker_present())
+		return;
+	get_ctl();
+	(void) local_map(t->rel, false);
+	t->prepared = true;
 }
 
 Page
@@ -2430,6 +2903,7 @@ shnsw_xlog_register_buffer(GenericXLogState *state, Buffer buffer, int flags)
 	}
 	if (t != NULL && t->nbuf < MAX_GENERIC_XLOG_PAGES)
 	{
+		write_prepare(t);
 		t->bufs[t->nbuf++] = buffer;
 		if (BufferGetBlockNumber(buffer) == SHNSW_METAPAGE_BLKNO)
 		{
@@ -2462,55 +2936,37 @@ shnsw_xlog_abort(GenericXLogState *state)
  * image, if it has one. The caller still holds the exclusive lock of every
  * page, so a build copying the same page (under a share lock) comes wholly
  * before or after, and two writers of one page are serialized.
+ *
+ * The record's WAL is out: nothing here raises an error. The registry
+ * and the image were attached and mapped when the pages were registered
+ * (write_prepare); an image this backend has not mapped (published since)
+ * is noted behind instead of mapped (image_behind), and a record prepared
+ * with no registry has no image to write to.
  */
 static void
 write_through(TrackedXlog *t)
 {
 	ShmEntry   *e;
 	LocalImage *li = NULL;
+	bool		unmapped = false;
 	int			vec_size;
 
-	get_ctl();
-	if (pg_atomic_read_u32(&ctl->nimages) == 0)
+	if (!t->prepared || ctl == NULL || pg_atomic_read_u32(&ctl->nimages) == 0)
 		return;
 	LWLockAcquire(&ctl->lock, LW_SHARED);
 	e = find_entry(t->rel);
 	if (e != NULL && e->state >= ENTRY_BUILDING && e->image_id != 0)
 	{
-		li = local_attach(e);
-		if (li == NULL)
-		{
-			/*
-			 * This backend cannot map the image (its table of mappings is
-			 * full): the change cannot be copied, so the image must go.
-			 */
-			uint64		id = e->image_id;
-			dsm_handle	h = DSM_HANDLE_INVALID;
-
-			LWLockRelease(&ctl->lock);
-			LWLockAcquire(&ctl->lock, LW_EXCLUSIVE);
-			e = find_entry(t->rel);
-			if (e != NULL && e->image_id == id && e->state >= ENTRY_BUILDING)
-			{
-				if (e->state == ENTRY_READY)
-				{
-					e->invalidations++;
-					h = drop_segment(e);
-				}
-				else
-				{
-					/* a build or refresh in progress: it must not finish */
-					e->invalidations++;
-					e->state = ENTRY_READY;
-					h = drop_segment(e);
-				}
-			}
-			LWLockRelease(&ctl->lock);
-			unpin_handles(&h, 1);
-			return;
-		}
+		li = local_find(e->image_id);
+		unmapped = li == NULL;
 	}
 	LWLockRelease(&ctl->lock);
+	if (unmapped)
+	{
+		/* not mapped here, and mapping may fail: never mapped now */
+		image_behind(t->rel);
+		return;
+	}
 	if (li == NULL)
 		return;
 
@@ -2535,11 +2991,16 @@ write_through(TrackedXlog *t)
 		 * Carry the metapage's new state over only if the image had the one
 		 * before this change: the metapage is exclusively locked, so these
 		 * updates are serialized; an image behind stays behind (and is
-		 * refreshed by the next scan).
+		 * refreshed by the next scan). A change of the build nonce or the
+		 * truncation count makes the image another index's: it goes.
 		 */
 		if (page != NULL &&
-			pg_atomic_read_u64(&img->meta_lsn) == t->meta_lsn &&
-			pg_atomic_read_u64(&img->meta_gen) == t->meta_gen)
+			(ShnswPageGetMeta(page)->build_nonce != img->meta_nonce ||
+			 ShnswPageGetMeta(page)->truncations != img->meta_trunc))
+			pg_atomic_write_u32(&img->valid, 0);
+		else if (page != NULL &&
+				 pg_atomic_read_u64(&img->meta_lsn) == t->meta_lsn &&
+				 pg_atomic_read_u64(&img->meta_gen) == t->meta_gen)
 		{
 			pg_atomic_write_u64(&img->meta_lsn, PageGetLSN(page));
 			pg_atomic_write_u64(&img->meta_gen, ShnswPageGetMeta(page)->cache_generation);
@@ -2560,16 +3021,13 @@ shnsw_xlog_finish(GenericXLogState *state)
 			MarkBufferDirty(t->bufs[i]);
 		t->state = NULL;
 		pfree(state);
-		if (!RelationUsesLocalBuffers(t->rel))
-			write_through(t);
 		return InvalidXLogRecPtr;
 	}
 	lsn = GenericXLogFinish(state);
 	if (t != NULL)
 	{
 		t->state = NULL;
-		if (!RelationUsesLocalBuffers(t->rel))
-			write_through(t);
+		write_through(t);
 	}
 	return lsn;
 }
@@ -2620,26 +3078,87 @@ shnsw_shm_init(void)
 							"Developer setting for tests: a background image build waits this long before reading the index.",
 							"It holds the index's lock meanwhile, as a long build would, and gives up when a VACUUM truncation waits for the lock.",
 							&shnsw_debug_image_build_delay, 0, 0, 60000,
-							PGC_SUSET, GUC_UNIT_MS, NULL, NULL, NULL);
+							PGC_SUSET, GUC_UNIT_MS | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							NULL, NULL, NULL);
+	DefineCustomBoolVariable("streamhnsw.debug_dsm_fail",
+							 "Developer setting for tests: the shared graph cache's and the statistics' dynamic shared memory cannot be had, as with a full /dev/shm.",
+							 "Attaching or creating the registry and mapping an image fail where a scan would try them, so that the fallbacks can be tested where no small /dev/shm can be mounted.",
+							 &shnsw_debug_dsm_fail, false,
+							 PGC_SUSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
 }
 
 /* ---------- SQL ---------- */
 
-/* Open an index the caller may load (as pg_prewarm: SELECT on it). */
+/*
+ * open_cache_index opens (AccessShareLock) a streamhnsw index the caller
+ * may load or drop the image of: SELECT on the index, as pg_prewarm asks
+ * (its owner, or a superuser: an index has no grants of its own). The kind
+ * and the privilege are checked in the catalog first, so no lock is ever
+ * queued on a relation the caller has no rights on (as verify.c does).
+ */
 static Relation
 open_cache_index(Oid indexoid)
 {
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(indexoid));
+	Form_pg_class cls;
 	Relation	index;
 
+	if (!HeapTupleIsValid(tup))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", indexoid)));
+	cls = (Form_pg_class) GETSTRUCT(tup);
+	if (cls->relkind != RELKIND_INDEX ||
+		cls->relam != get_index_am_oid("streamhnsw", false))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not a streamhnsw index", NameStr(cls->relname))));
+	if (pg_class_aclcheck(indexoid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_INDEX, NameStr(cls->relname));
+	ReleaseSysCache(tup);
+
 	index = relation_open(indexoid, AccessShareLock);
+	/* the OID named another relation by the time the lock was granted */
 	if (index->rd_rel->relkind != RELKIND_INDEX ||
 		index->rd_rel->relam != get_index_am_oid("streamhnsw", false))
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("\"%s\" is not a streamhnsw index", RelationGetRelationName(index))));
-	if (pg_class_aclcheck(indexoid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
-		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_INDEX, RelationGetRelationName(index));
 	return index;
+}
+
+/*
+ * evict_rights_collect fills r with the owners of ready images whose
+ * privileges the current user has (a superuser: NULL, any). Reads the
+ * registry under its lock, then the catalog with no lock held.
+ */
+static const EvictRights *
+evict_rights_collect(EvictRights *r)
+{
+	Oid			seen[SHM_MAX_IMAGES];
+	int			nseen = 0;
+
+	if (superuser())
+		return NULL;
+	LWLockAcquire(&ctl->lock, LW_SHARED);
+	for (int i = 0; i < SHM_MAX_IMAGES; i++)
+	{
+		ShmEntry   *e = &ctl->entries[i];
+		bool		dup = false;
+
+		if (e->state != ENTRY_READY)
+			continue;
+		for (int k = 0; k < nseen && !dup; k++)
+			dup = seen[k] == e->owner;
+		if (!dup)
+			seen[nseen++] = e->owner;
+	}
+	LWLockRelease(&ctl->lock);
+	r->n = 0;
+	for (int k = 0; k < nseen; k++)
+		if (has_privs_of_role(GetUserId(), seen[k]))
+			r->owners[r->n++] = seen[k];
+	return r;
 }
 
 PG_FUNCTION_INFO_V1(streamhnsw_cache_load);
@@ -2659,24 +3178,47 @@ streamhnsw_cache_load(PG_FUNCTION_ARGS)
 	int			status = SHNSW_SHM_UNAVAILABLE;
 	Datum		result = (Datum) 0;
 
-	get_ctl();
-	sweep_dropped();
+	EvictRights rights;
+
+	registry_failed_at = 0;		/* on request: try again now */
 	shnsw_read_meta(index, &snap);
 	info = shnsw_get_index_info(index);
-	if (RelationUsesLocalBuffers(index))
+	evict_refused = false;
+	if (RelationUsesLocalBuffers(index) || try_get_ctl() == NULL)
 		status = SHNSW_SHM_UNAVAILABLE;
 	else if (!info->quant_trained)
 		status = SHNSW_SHM_MISSING;
 	else
 	{
-		li = lookup_or_build(index, info, snap.lsn, snap.cache_generation, false, &status);
+		ShmToken	tok = snap_token(&snap);
+
+		sweep_dropped();
+		li = lookup_or_build(index, info, &tok, false, &status);
 		if (li == NULL && status == SHNSW_SHM_STALE)
-			li = lookup_or_build(index, info, snap.lsn, snap.cache_generation, true, &status);
+			li = lookup_or_build(index, info, &tok, true, &status);
 		if (li == NULL && status != SHNSW_SHM_BUILDING)
-			li = image_build(index, info, true, &status);
+		{
+			/* only images of indexes the caller could drop may make room */
+			evict_rights = evict_rights_collect(&rights);
+			PG_TRY();
+			{
+				li = image_build(index, info, true, &status);
+			}
+			PG_FINALLY();
+			{
+				evict_rights = NULL;
+			}
+			PG_END_TRY();
+		}
 	}
 	if (li != NULL)
 		result = Int64GetDatum((int64) li->img->total);
+	else if (evict_refused && (status == SHNSW_SHM_FULL || status == SHNSW_SHM_UNAVAILABLE))
+		ereport(NOTICE,
+				(errmsg("index \"%s\" has no shared graph image: %s",
+						RelationGetRelationName(index), shnsw_shm_status_name(status)),
+				 errdetail("Making room would evict images of other roles' indexes that are in use."),
+				 errhint("Only their owners or a superuser may evict them; or raise streamhnsw.shared_cache_size.")));
 	else
 		ereport(NOTICE,
 				(errmsg("index \"%s\" has no shared graph image: %s",
@@ -2700,6 +3242,12 @@ streamhnsw_cache_drop(PG_FUNCTION_ARGS)
 	dsm_handle	h = DSM_HANDLE_INVALID;
 	bool		dropped = false;
 
+	if (!registry_exists())
+	{
+		/* no registry, no image: none is created to say so */
+		relation_close(index, AccessShareLock);
+		PG_RETURN_BOOL(false);
+	}
 	get_ctl();
 	LWLockAcquire(&ctl->lock, LW_EXCLUSIVE);
 	e = find_entry(index);
@@ -2718,31 +3266,60 @@ streamhnsw_cache_drop(PG_FUNCTION_ARGS)
 PG_FUNCTION_INFO_V1(streamhnsw_cache_list);
 
 /*
- * streamhnsw_cache_list() returns one row per index the cache knows, in any
- * database: its state, the size of its image and the counters.
+ * cache_list_visible: whether the current user may see the entry of index
+ * relid of this database (SELECT on its table, or owning the index).
+ * Reads the catalog; no registry lock may be held.
+ */
+static bool
+cache_list_visible(Oid relid)
+{
+	Oid			heapoid = IndexGetRelation(relid, true);
+
+	if (!OidIsValid(heapoid))
+		return false;			/* dropped meanwhile */
+	return pg_class_aclcheck(heapoid, GetUserId(), ACL_SELECT) == ACLCHECK_OK ||
+		object_ownercheck(RelationRelationId, relid, GetUserId());
+}
+
+/*
+ * streamhnsw_cache_list() returns one row per index the cache knows: its
+ * state, the size of its image and the counters. Superusers and members
+ * of pg_monitor or pg_read_all_stats see every database's; other roles
+ * only this database's indexes on tables they may SELECT from (or indexes
+ * they own). The registry is copied under its lock and filtered after,
+ * since the privilege checks read the catalog.
  */
 Datum
 streamhnsw_cache_list(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	static const char *const states[] = {"", "none", "building", "ready", "refreshing"};
+	bool		all = has_privs_of_role(GetUserId(), ROLE_PG_MONITOR) ||
+		has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS);
+	Datum	   (*rows)[14] = palloc(sizeof(Datum[14]) * SHM_MAX_IMAGES);
+	Oid			relids[SHM_MAX_IMAGES];
+	uint8		state[SHM_MAX_IMAGES];
+	int			nrows = 0;
 
 	InitMaterializedSRF(fcinfo, 0);
+	if (!registry_exists())
+		return (Datum) 0;		/* no registry, no images */
 	get_ctl();
 	sweep_dropped();
 	LWLockAcquire(&ctl->lock, LW_SHARED);
 	for (int i = 0; i < SHM_MAX_IMAGES; i++)
 	{
 		ShmEntry   *e = &ctl->entries[i];
-		Datum		values[14];
-		bool		nulls[14] = {0};
+		Datum	   *values = rows[nrows];
 		int			n = 0;
 
-		if (e->state == ENTRY_FREE)
+		if (e->state == ENTRY_FREE || (!all && e->dbid != MyDatabaseId))
 			continue;
+		relids[nrows] = e->relid;
+		state[nrows++] = e->state;
 		values[n++] = ObjectIdGetDatum(e->relid);
 		values[n++] = ObjectIdGetDatum(e->dbid);
-		values[n++] = CStringGetTextDatum(states[e->state]);
+		values[n++] = (Datum) 0;	/* state: text made with no lock held */
 		values[n++] = Int64GetDatum((int64) e->bytes);
 		values[n++] = Int64GetDatum((int64) e->nodes);
 		values[n++] = Int64GetDatum((int64) e->gpages);
@@ -2754,8 +3331,18 @@ streamhnsw_cache_list(PG_FUNCTION_ARGS)
 		values[n++] = Int64GetDatum((int64) e->refreshes);
 		values[n++] = Int64GetDatum((int64) e->evictions);
 		values[n++] = Int64GetDatum((int64) pg_atomic_read_u64(&e->insert_searches));
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	LWLockRelease(&ctl->lock);
+
+	for (int r = 0; r < nrows; r++)
+	{
+		bool		nulls[14] = {0};
+
+		if (!all && !cache_list_visible(relids[r]))
+			continue;
+		rows[r][2] = CStringGetTextDatum(states[state[r]]);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, rows[r], nulls);
+	}
+	pfree(rows);
 	return (Datum) 0;
 }

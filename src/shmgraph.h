@@ -12,7 +12,10 @@
  * still holds the exclusive locks it registered, copies each changed graph
  * or upper page into the index's image (if it has one) and carries the
  * metapage's LSN and cache generation over to it. So no writer can change
- * a page without updating the image, whatever file it is in.
+ * a page without updating the image, whatever file it is in. Whatever can
+ * fail (attaching the registry, if it exists, and mapping the image) is
+ * done when a record's first page is registered, before anything changes;
+ * after the real GenericXLogFinish nothing raises an error.
  *
  *-------------------------------------------------------------------------
  */
@@ -44,6 +47,7 @@ extern bool shnsw_shared_cache;
 extern int	shnsw_shared_cache_size;
 extern bool shnsw_shared_cache_background;
 extern int	shnsw_debug_image_build_delay;
+extern bool shnsw_debug_dsm_fail;
 
 /* GUCs; called from _PG_init before the prefix is reserved. */
 extern void shnsw_shm_init(void);

@@ -17,10 +17,13 @@
 #include "catalog/pg_type.h"
 #include "funcapi.h"
 #include "port/atomics.h"
+#include "access/xact.h"
 #include "storage/dsm_registry.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/rel.h"
+#include "utils/resowner.h"
+#include "utils/timestamp.h"
 
 #include "streamhnsw.h"
 
@@ -94,13 +97,67 @@ get_shared_stats(void)
 	return shared_stats;
 }
 
+/* when this backend last failed to attach the segment (try_get_shared_stats) */
+static TimestampTz stats_failed_at = 0;
+
 /*
- * shnsw_stats_accumulate adds one scan's figures to the cumulative ones.
+ * try_get_shared_stats is get_shared_stats for the end of a scan: a failure
+ * to create or attach the segment (no space in /dev/shm) is caught in a
+ * subtransaction and returns NULL, not retried for ten seconds; the scan's
+ * figures are then not counted. No buffer or LWLock may be held. In
+ * parallel mode (no subtransaction) or outside a transaction: NULL unless
+ * attached already.
+ */
+static ShnswSharedStats *
+try_get_shared_stats(void)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+
+	if (shared_stats != NULL)
+		return shared_stats;
+	if (IsInParallelMode() || !IsTransactionState() ||
+		(stats_failed_at != 0 &&
+		 !TimestampDifferenceExceeds(stats_failed_at, GetCurrentTimestamp(), 10 * 1000)))
+		return NULL;
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldcxt);
+	PG_TRY();
+	{
+		if (shnsw_debug_dsm_fail)
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("could not resize shared memory segment: No space left on device (streamhnsw.debug_dsm_fail)")));
+		(void) get_shared_stats();
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(oldcxt);
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
+		stats_failed_at = GetCurrentTimestamp();
+	}
+	PG_END_TRY();
+	return shared_stats;
+}
+
+/*
+ * shnsw_stats_accumulate adds one scan's figures to the cumulative ones,
+ * if the statistics segment can be had (a scan never fails for lack of
+ * dynamic shared memory). No buffer or LWLock may be held.
  */
 void
 shnsw_stats_accumulate(const ShnswScanStats *st)
 {
-	ShnswSharedStats *s = get_shared_stats();
+	ShnswSharedStats *s = try_get_shared_stats();
+
+	if (s == NULL)
+		return;
 
 	for (int i = 0; i < (int) NFIELDS; i++)
 		if (SHNSW_STAT_FIELD(st, i) != 0)

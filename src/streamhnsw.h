@@ -187,6 +187,11 @@ typedef struct ShnswMetaPageData
 								 * order (insert_vec_blk is in it), so that
 								 * a vector may continue on the next page;
 								 * InvalidBlockNumber: no run */
+	uint64		build_nonce;	/* random, set by each build (0 in indexes
+								 * built before it was added): a shared
+								 * graph image of an earlier build of the
+								 * same relfilenode is never taken for one
+								 * of this build (shmgraph.c) */
 } ShnswMetaPageData;
 
 /*
@@ -273,6 +278,7 @@ typedef struct ShnswMetaSnapshot
 	uint64		cache_generation;
 	uint32		quant_version;
 	uint32		truncations;	/* see ShnswMetaPageData */
+	uint64		build_nonce;	/* see ShnswMetaPageData */
 	double		max_residual;	/* see ShnswMetaPageData; -1: not kept */
 	bool		clamps_marked;	/* SHNSW_META_CLAMPS */
 	uint64		lsn;			/* the metapage's LSN */

@@ -9,13 +9,17 @@
  * structure is sound. It checks page magic and types, the metapage's fixed
  * fields and the blocks it names, that every neighbour reference names a
  * used node slot, that every node's exact vector (its header: the index's
- * dimensions and type) and upper record exist and agree with it, that the
- * entry point is a node of the recorded level, that the node counts match,
- * and that the free list links every free node exactly once. Every field is
+ * dimensions and type; its values finite) and upper record exist and agree
+ * with it, that row pointers name blocks of the table, that the entry
+ * point is a node of the recorded level, that the node counts match, that
+ * a graph of several live nodes has none without a layer-0 neighbour, that
+ * an index with nodes has a trained quantizer, and that the free list
+ * links every free node exactly once. Every field is
  * checked before it is used to find another, so a corrupt index gives rows,
  * not a crash.
  *
- * Locking: verify holds a ShareLock on the index for the whole check, as
+ * Locking: verify takes AccessShareLock on the table (its length bounds
+ * row pointers), then holds a ShareLock on the index for the whole check, as
  * amcheck's parent check does: it waits for transactions that have inserted
  * into the index (or are vacuuming it) to end, and blocks new inserts and
  * VACUUM until it is done (scans go on), so the counts it compares are the
@@ -34,6 +38,7 @@
 #include "access/htup_details.h"
 #include "access/relation.h"
 #include "access/xlog.h"
+#include "catalog/index.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_am.h"
@@ -129,6 +134,13 @@ typedef struct VerifyState
 				deleted,
 				nfree;
 	uint64		free_cap;		/* no more free nodes than slots */
+	uint64		live;			/* nodes neither deleted nor free */
+	uint64		isolated;		/* live nodes with no layer-0 neighbour */
+	ShnswRef	first_isolated;
+	bool		have_heap_blk;
+	BlockNumber max_heap_blk;	/* the largest heap block a node names */
+	BlockNumber heap_nblocks;	/* the table's length (before pass 2: the
+								 * index lock keeps VACUUM from cutting it) */
 	ShnswRef   *free_refs;		/* free slots in order, and ... */
 	ShnswRef   *free_next;		/* ... the next slot each links to */
 } VerifyState;
@@ -199,9 +211,9 @@ upper_item_ok(Page page, OffsetNumber off, int m)
  */
 static void
 check_vector(VerifyState *vs, Relation index, const ShnswMetaPageData *meta, BlockNumber blk,
-			 int slot, BlockNumber vblk, uint16 voff)
+			 int slot, BlockNumber vblk, uint16 voff, char *vec)
 {
-	char		hdr[8];
+	char	   *hdr = vec;
 	int			need = meta->vec_size;
 	int			done = 0;
 	uint32		varsize;
@@ -225,9 +237,8 @@ check_vector(VerifyState *vs, Relation index, const ShnswMetaPageData *meta, Blo
 					blk, slot, voff, b, have);
 			return;
 		}
-		/* the header's bytes that are on this page */
-		for (int i = done; i < 8 && i < done + chunk; i++)
-			hdr[i] = PageGetContents(page)[voff + i - done];
+		/* this page's part of the vector */
+		memcpy(vec + done, PageGetContents(page) + voff, chunk);
 		UnlockReleaseBuffer(buf);
 		done += chunk;
 		voff = 0;
@@ -236,9 +247,38 @@ check_vector(VerifyState *vs, Relation index, const ShnswMetaPageData *meta, Blo
 	memcpy(&dim, hdr + 4, 2);
 	memcpy(&unused, hdr + 6, 2);
 	if (!VARATT_IS_4B_U(hdr) || VARSIZE(hdr) != (Size) meta->vec_size || dim != meta->dims || unused != 0)
+	{
 		problem(vs, "node (%u,%d) has a vector at block %u whose header (%08x, %d dimensions) does not match the index's %u-dimensional %s",
 				blk, slot, vblk, varsize, dim, meta->dims,
 				meta->elemtype == SHNSW_ELEM_FLOAT2 ? "halfvec" : "vector");
+		return;
+	}
+	/* its values: neither vector nor halfvec input accepts NaN or infinity */
+	for (int d = 0; d < meta->dims; d++)
+	{
+		bool		finite;
+
+		if (meta->elemtype == SHNSW_ELEM_FLOAT2)
+		{
+			uint16		h;
+
+			memcpy(&h, vec + 8 + 2 * d, sizeof(h));
+			finite = (h & 0x7C00) != 0x7C00;	/* exponent all ones: inf or NaN */
+		}
+		else
+		{
+			float		f;
+
+			memcpy(&f, vec + 8 + 4 * d, sizeof(f));
+			finite = isfinite(f);
+		}
+		if (!finite)
+		{
+			problem(vs, "node (%u,%d) has a vector at block %u whose dimension %d is not finite",
+					blk, slot, vblk, d);
+			return;
+		}
+	}
 }
 
 /*
@@ -429,6 +469,9 @@ verify_upper_tids(VerifyState *vs, BlockNumber blk, int s, const ShnswNodeHeader
 		if (t.off == InvalidOffsetNumber || t.off > MaxOffsetNumber)
 			problem(vs, "node (%u,%d) has heap tuple offset %u in its row %d",
 					blk, s, t.off, k);
+		else if (((BlockNumber) t.blk_hi << 16 | t.blk_lo) >= vs->heap_nblocks)
+			problem(vs, "node (%u,%d) names heap block %u in its row %d, past the table's %u blocks",
+					blk, s, (BlockNumber) t.blk_hi << 16 | t.blk_lo, k, vs->heap_nblocks);
 		else if (k == 0 && (t.blk_hi != h->tid_blk_hi || t.blk_lo != h->tid_blk_lo ||
 							t.off != h->tid_off))
 			problem(vs, "node (%u,%d) lists a first heap tuple other than its header's",
@@ -520,6 +563,20 @@ verify_node(VerifyState *vs, Page page, BlockNumber blk, int s, int *nvec, int *
 	vs->nodes++;
 	if (h->flags & SHNSW_NODE_DELETED)
 		vs->deleted++;
+	else if (!(h->flags & SHNSW_NODE_FREE))
+	{
+		BlockNumber hb = shnsw_node_tid_block(h);
+
+		vs->live++;
+		if (h->nneighbors == 0 && vs->isolated++ == 0)
+			vs->first_isolated = self;
+		/* its row: InvalidBlockNumber is past any table's end */
+		if (!vs->have_heap_blk || hb > vs->max_heap_blk)
+		{
+			vs->max_heap_blk = hb;
+			vs->have_heap_blk = true;
+		}
+	}
 	if (h->flags & SHNSW_NODE_FREE)
 	{
 		if (!(h->flags & SHNSW_NODE_DELETED) || h->level != 0 || h->nneighbors != 0)
@@ -591,6 +648,7 @@ static void
 verify_nodes(VerifyState *vs)
 {
 	char	   *copy = palloc(BLCKSZ);
+	char	   *vec = palloc(vs->meta.vec_size);
 
 	for (BlockNumber blk = 0; blk < vs->nblocks; blk++)
 	{
@@ -609,10 +667,11 @@ verify_nodes(VerifyState *vs)
 		for (int s = 0; s < vs->nslots[blk]; s++)
 			verify_node(vs, (Page) copy, blk, s, &nvec, vec_slot, vec_blk, vec_off);
 		for (int k = 0; k < nvec; k++)
-			check_vector(vs, vs->index, &vs->meta, blk, vec_slot[k], vec_blk[k], vec_off[k]);
+			check_vector(vs, vs->index, &vs->meta, blk, vec_slot[k], vec_blk[k], vec_off[k], vec);
 		CHECK_FOR_INTERRUPTS();
 	}
 	pfree(copy);
+	pfree(vec);
 }
 
 /* verify_counts checks the entry point and the metapage's node counts. */
@@ -658,6 +717,27 @@ verify_counts(VerifyState *vs)
 	if (vs->nfree != meta->free_count)
 		problem(vs, "index holds %llu free vs->nodes, metapage counts %llu",
 				(unsigned long long) vs->nfree, (unsigned long long) meta->free_count);
+
+	/* a search finds nothing without a trained quantizer (no codes to read) */
+	if (!meta->quant_trained && vs->nodes > 0)
+		problem(vs, "metapage (block 0) says the quantizer is untrained, but the index holds %llu nodes",
+				(unsigned long long) vs->nodes);
+
+	/*
+	 * Every live node of a graph of several has a neighbour on layer 0: an
+	 * insert links the new node to at least one, VACUUM repairs the lists of
+	 * nodes whose neighbours it frees. One without is unreachable.
+	 */
+	if (vs->live > 1 && vs->isolated > 0)
+		problem(vs, "%llu of %llu live nodes have no neighbour on layer 0 (the first: (%u,%u))",
+				(unsigned long long) vs->isolated, (unsigned long long) vs->live,
+				shnsw_ref_block(vs->first_isolated, meta->slot_bits),
+				shnsw_ref_slot(vs->first_isolated, meta->slot_bits));
+
+	/* row pointers name blocks of the table */
+	if (vs->have_heap_blk && vs->max_heap_blk >= vs->heap_nblocks)
+		problem(vs, "a node names heap block %u, past the table's %u blocks",
+				vs->max_heap_blk, vs->heap_nblocks);
 }
 
 /* verify_free_list checks that the free list links every free node once. */
@@ -707,6 +787,8 @@ streamhnsw_verify(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	VerifyState vs;
 	LOCKMODE	lockmode;
+	Oid			heapoid;
+	Relation	heap;
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	memset(&vs, 0, sizeof(vs));
@@ -715,7 +797,12 @@ streamhnsw_verify(PG_FUNCTION_ARGS)
 
 	/* a standby allows no lock above RowExclusiveLock, nor takes inserts */
 	lockmode = RecoveryInProgress() ? AccessShareLock : ShareLock;
+	check_before_open(relid);
+	/* the table first (as amcheck): its length bounds the row pointers */
+	heapoid = IndexGetRelation(relid, false);
+	heap = relation_open(heapoid, AccessShareLock);
 	vs.index = open_streamhnsw_index(relid, lockmode);
+	vs.heap_nblocks = InvalidBlockNumber;	/* read before pass 2 (below) */
 	vs.nblocks = RelationGetNumberOfBlocks(vs.index);
 	if (vs.nblocks == 0)
 		problem(&vs, "index has no metapage");
@@ -728,12 +815,14 @@ streamhnsw_verify(PG_FUNCTION_ARGS)
 			verify_meta_places(&vs);
 			/* no more free nodes than slots, whatever the metapage counts */
 			vs.free_cap = Min(vs.meta.node_count, (uint64) vs.nblocks * vs.meta.nodes_per_page);
+			vs.heap_nblocks = RelationGetNumberOfBlocks(heap);
 			verify_nodes(&vs);
 			verify_counts(&vs);
 			verify_free_list(&vs);
 		}
 	}
 	relation_close(vs.index, lockmode);
+	relation_close(heap, AccessShareLock);
 	return (Datum) 0;
 }
 
