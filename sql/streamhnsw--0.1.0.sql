@@ -131,7 +131,7 @@ CREATE FUNCTION streamhnsw_cache_list(
 	OUT nodes bigint, OUT graph_pages bigint, OUT upper_pages bigint,
 	OUT hits bigint, OUT misses bigint, OUT builds bigint,
 	OUT invalidations bigint, OUT refreshes bigint, OUT evictions bigint,
-	OUT insert_searches bigint)
+	OUT insert_searches bigint, OUT last_used timestamptz)
 	RETURNS SETOF record
 	AS 'MODULE_PATHNAME' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION streamhnsw_cache_list() IS 'the shared graph images of streamhnsw indexes the caller may read (every database''s for pg_monitor and pg_read_all_stats): state, size, nodes and counters';

@@ -145,7 +145,10 @@ typedef struct ShmEntry
 	TimestampTz failed_at;
 	BlockNumber failed_nblocks;
 	TimestampTz launched_at;	/* a scan asked for a background build then */
-	pg_atomic_uint64 last_used; /* TimestampTz of the last scan that used it */
+	pg_atomic_uint64 last_used; /* TimestampTz of the last scan that used it:
+								 * the clock's, not the transaction's start,
+								 * so that an image a long transaction keeps
+								 * using does not look idle to eviction */
 	pg_atomic_uint64 hits;		/* scans that searched the image */
 	pg_atomic_uint64 misses;	/* scans that could not */
 	pg_atomic_uint64 insert_searches;	/* inserts whose neighbour search
@@ -1157,7 +1160,7 @@ entry_new(Relation index, bool explicit, dsm_handle *unpin, int *nunpin)
 		e = lru;
 	}
 	memset(e, 0, offsetof(ShmEntry, last_used));
-	pg_atomic_write_u64(&e->last_used, (uint64) GetCurrentTransactionStartTimestamp());
+	pg_atomic_write_u64(&e->last_used, (uint64) GetCurrentTimestamp());
 	pg_atomic_write_u64(&e->hits, 0);
 	pg_atomic_write_u64(&e->misses, 0);
 	pg_atomic_write_u64(&e->insert_searches, 0);
@@ -1538,7 +1541,7 @@ image_finish(Relation index, int slot, LocalImage *li, uint64 nodes, uint32 ng, 
 		e->last_failure = 0;
 		if (!AmBackgroundWorkerProcess())
 			e->launched_at = 0; /* a worker clears it once its lock is gone */
-		pg_atomic_write_u64(&e->last_used, (uint64) GetCurrentTransactionStartTimestamp());
+		pg_atomic_write_u64(&e->last_used, (uint64) GetCurrentTimestamp());
 	}
 	pending_slot = -1;
 	LWLockRelease(&ctl->lock);
@@ -2559,7 +2562,7 @@ retry:
 		{
 			*status = SHNSW_SHM_USED;
 			pg_atomic_fetch_add_u64(scan ? &e->hits : &e->insert_searches, 1);
-			pg_atomic_write_u64(&e->last_used, (uint64) GetCurrentTransactionStartTimestamp());
+			pg_atomic_write_u64(&e->last_used, (uint64) GetCurrentTimestamp());
 		}
 	}
 	if (li == NULL && e != NULL && scan)
@@ -3296,7 +3299,7 @@ streamhnsw_cache_list(PG_FUNCTION_ARGS)
 	static const char *const states[] = {"", "none", "building", "ready", "refreshing"};
 	bool		all = has_privs_of_role(GetUserId(), ROLE_PG_MONITOR) ||
 		has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS);
-	Datum	   (*rows)[14] = palloc(sizeof(Datum[14]) * SHM_MAX_IMAGES);
+	Datum	   (*rows)[15] = palloc(sizeof(Datum[15]) * SHM_MAX_IMAGES);
 	Oid			relids[SHM_MAX_IMAGES];
 	uint8		state[SHM_MAX_IMAGES];
 	int			nrows = 0;
@@ -3331,12 +3334,13 @@ streamhnsw_cache_list(PG_FUNCTION_ARGS)
 		values[n++] = Int64GetDatum((int64) e->refreshes);
 		values[n++] = Int64GetDatum((int64) e->evictions);
 		values[n++] = Int64GetDatum((int64) pg_atomic_read_u64(&e->insert_searches));
+		values[n++] = TimestampTzGetDatum((TimestampTz) pg_atomic_read_u64(&e->last_used));
 	}
 	LWLockRelease(&ctl->lock);
 
 	for (int r = 0; r < nrows; r++)
 	{
-		bool		nulls[14] = {0};
+		bool		nulls[15] = {0};
 
 		if (!all && !cache_list_visible(relids[r]))
 			continue;

@@ -286,3 +286,24 @@ def test_standby_across_truncation():
                         lit = data.vector_literal(v)
                         sql = "SELECT id FROM tc ORDER BY embedding <=> %s LIMIT 5"
                         assert s.execute(sql, (lit,)).fetchall() == c.execute(sql, (lit,)).fetchall()
+
+
+def test_last_used_is_the_clock_in_a_long_transaction(conn):
+    """Eviction takes the image used least recently: a scan inside a long
+    transaction records when it ran, not when its transaction began (an
+    image a long transaction keeps using must not look idle; issue 49,
+    hole 8). streamhnsw_cache_list shows it as last_used."""
+    rows, queries = data.clustered(2000, 16, seed=49, n_queries=2)
+    data.load(conn, "lu_t", rows)
+    conn.execute("CREATE INDEX lu_idx ON lu_t USING streamhnsw (embedding vector_l2_ops)")
+    try:
+        conn.execute("SELECT streamhnsw_cache_load('lu_idx')")
+        with conn.transaction():
+            begun = conn.execute("SELECT now()").fetchone()[0]
+            conn.execute("SELECT pg_sleep(1.2)")
+            assert "used" in shared_line(conn, "lu_t", queries[0])
+            used = conn.execute("SELECT last_used FROM streamhnsw_cache_list() "
+                                "WHERE index = 'lu_idx'::regclass").fetchone()[0]
+            assert (used - begun).total_seconds() >= 1.0, (begun, used)
+    finally:
+        conn.execute("DROP TABLE lu_t")
