@@ -45,9 +45,9 @@ MAX_ROUNDS = 2
 # extra rounds expand 10 to 20 times as many and a sweep reads the index.
 # Distances computed are not the measure: they vary 4x between healthy
 # one-round queries of these small clustered tables (150 to 620), with how
-# many new neighbours each expansion meets. The bar for the full
-# matrix is 3x.
-MAX_WORK_RATIO = 4.0
+# many new neighbours each expansion meets. The bar is the benchmark
+# matrix's: 3x (measured: 1.3x at most here, 1.9x at 50,000 rows).
+MAX_WORK_RATIO = 3.0
 # recall@10 may trail pgvector's by this much (50 queries: one query
 # missing one row is 0.002).
 RECALL_SLACK = 0.02
