@@ -62,7 +62,7 @@ PG_CPPFLAGS += -I$(srcdir)/src
 # The first target is the default one; PGXS adds its prerequisites to it.
 all:
 
-.PHONY: all venv demo test unit regress pytest regress-discard-caches check-pg-config FORCE
+.PHONY: all venv demo demo-citus test unit regress pytest regress-discard-caches check-pg-config FORCE
 
 # --- the project's Python environment -------------------------------------
 $(VENV)/.stamp: requirements.txt
@@ -77,6 +77,11 @@ venv: $(VENV)/.stamp
 demo: venv
 	$(MAKE) install
 	PYTHONPATH=python $(VENV_PY) -m shnsw.demo
+
+# The same comparison on a local Citus cluster (Citus built from its source
+# tarball on first use; python/shnsw/citus.py).
+demo-citus: venv
+	PYTHONPATH=python $(VENV_PY) -m shnsw.demo_citus
 
 test: venv
 	$(MAKE) DEV=1 install
@@ -101,7 +106,7 @@ unit:
 PG_VERSION_STR := $(shell $(PG_CONFIG) --version 2>/dev/null)
 PG_MAJOR       := $(shell echo '$(PG_VERSION_STR)' | sed -n 's/^PostgreSQL \([0-9][0-9]*\).*/\1/p')
 
-ifneq ($(filter-out venv demo test unit regress-discard-caches bench bench-lib clean-venv,$(or $(MAKECMDGOALS),all)),)
+ifneq ($(filter-out venv demo demo-citus test unit regress-discard-caches bench bench-lib clean-venv,$(or $(MAKECMDGOALS),all)),)
 ifeq ($(PG_VERSION_STR),)
 $(error pg_config not found or not runnable at '$(PG_CONFIG)'. Run 'make venv' to create the project environment with PostgreSQL 18, or pass PG_CONFIG=/path/to/a/PostgreSQL-18/bin/pg_config)
 endif

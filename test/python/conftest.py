@@ -25,7 +25,7 @@ Cluster.connect_defaults = {"prepare_threshold": None}
 
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", "citus: needs Citus, built from its source tarball by test/harness/citus.py "
+        "markers", "citus: needs Citus, built from its source tarball by python/shnsw/citus.py "
         "(skipped with the reason where the tarball is absent; deselect with -m 'not citus')")
 
 

