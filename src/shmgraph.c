@@ -451,28 +451,22 @@ get_ctl(void)
 static TimestampTz registry_failed_at = 0;
 
 /*
- * try_get_ctl is get_ctl for scans: an error attaching or creating the
- * registry (no space in /dev/shm, no DSM slot) is caught in a
- * subtransaction and returns NULL, and the attempt is not repeated for
- * SHM_RETRY_SECS. No buffer or LWLock may be held (a subtransaction's
- * abort releases every LWLock). In parallel mode, where no subtransaction
- * can start, only an existing registry is attached.
+ * shnsw_dsm_try runs fn(arg), which gets dynamic shared memory (creates,
+ * attaches or maps a segment), in a subtransaction, so that a failure (no
+ * space in /dev/shm, no DSM slot) is a fallback, not an error: returns
+ * whether fn returned. The error is discarded. The caller is in a
+ * transaction, not in parallel mode (no subtransaction can start there),
+ * and holds no buffer and no LWLock (a subtransaction's abort releases
+ * every LWLock). streamhnsw.debug_dsm_fail makes every attempt fail.
  */
-static ShmCtl *
-try_get_ctl(void)
+bool
+shnsw_dsm_try(void (*fn) (void *arg), void *arg)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
 	volatile bool ok = false;
 
-	if (ctl != NULL)
-		return ctl;
-	if (registry_failed_at != 0 &&
-		!TimestampDifferenceExceeds(registry_failed_at, GetCurrentTimestamp(),
-									SHM_RETRY_SECS * 1000))
-		return NULL;
-	if (IsInParallelMode() || !IsTransactionState())
-		return marker_present() ? get_ctl() : NULL;
+	Assert(!IsInParallelMode());
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(oldcxt);
 	PG_TRY();
@@ -480,8 +474,8 @@ try_get_ctl(void)
 		if (shnsw_debug_dsm_fail)
 			ereport(ERROR,
 					(errcode(ERRCODE_OUT_OF_MEMORY),
-					 errmsg("could not resize shared memory segment: No space left on device (streamhnsw.debug_dsm_fail)")));
-		(void) get_ctl();
+					 errmsg("could not get dynamic shared memory (streamhnsw.debug_dsm_fail)")));
+		fn(arg);
 		ok = true;
 		ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcxt);
@@ -496,7 +490,36 @@ try_get_ctl(void)
 		CurrentResourceOwner = oldowner;
 	}
 	PG_END_TRY();
-	if (!ok)
+	return ok;
+}
+
+/* shnsw_dsm_try's work for try_get_ctl: attach or create the registry */
+static void
+dsm_get_ctl(void *arg)
+{
+	(void) get_ctl();
+}
+
+/*
+ * try_get_ctl is get_ctl for scans: an error attaching or creating the
+ * registry (no space in /dev/shm, no DSM slot) is caught in a
+ * subtransaction and returns NULL, and the attempt is not repeated for
+ * SHM_RETRY_SECS. No buffer or LWLock may be held (a subtransaction's
+ * abort releases every LWLock). In parallel mode, where no subtransaction
+ * can start, only an existing registry is attached.
+ */
+static ShmCtl *
+try_get_ctl(void)
+{
+	if (ctl != NULL)
+		return ctl;
+	if (registry_failed_at != 0 &&
+		!TimestampDifferenceExceeds(registry_failed_at, GetCurrentTimestamp(),
+									SHM_RETRY_SECS * 1000))
+		return NULL;
+	if (IsInParallelMode() || !IsTransactionState())
+		return marker_present() ? get_ctl() : NULL;
+	if (!shnsw_dsm_try(dsm_get_ctl, NULL))
 	{
 		registry_failed_at = GetCurrentTimestamp();
 		return NULL;
@@ -577,6 +600,42 @@ local_find(uint64 image_id)
 	return NULL;
 }
 
+/* what shnsw_dsm_try's segment work is given and gives back */
+typedef struct DsmAttempt
+{
+	dsm_handle	handle;			/* to attach */
+	Size		size;			/* to create */
+	dsm_segment *seg;			/* the segment, NULL if there is none */
+} DsmAttempt;
+
+/*
+ * shnsw_dsm_try's work for map_segment: attach the segment and pin its
+ * mapping before the subtransaction's end, which would detach it
+ */
+static void
+dsm_attach_pinned(void *arg)
+{
+	DsmAttempt *at = arg;
+
+	at->seg = dsm_attach(at->handle);
+	if (at->seg != NULL)
+		dsm_pin_mapping(at->seg);
+}
+
+/* shnsw_dsm_try's work for create_segment: create it, pinned */
+static void
+dsm_create_pinned(void *arg)
+{
+	DsmAttempt *at = arg;
+
+	at->seg = dsm_create(at->size, DSM_CREATE_NULL_IF_MAXSEGMENTS);
+	if (at->seg != NULL)
+	{
+		dsm_pin_mapping(at->seg);
+		dsm_pin_segment(at->seg);
+	}
+}
+
 /*
  * map_segment maps segment h, expected to hold image image_id, and keeps
  * the mapping; NULL if it is gone, is another segment now, or (safe)
@@ -589,9 +648,8 @@ local_find(uint64 image_id)
 static LocalImage *
 map_segment(dsm_handle h, uint64 image_id, bool safe)
 {
-	MemoryContext oldcxt = CurrentMemoryContext;
-	ResourceOwner oldowner = CurrentResourceOwner;
-	dsm_segment *volatile seg = NULL;
+	DsmAttempt	at = {0};
+	dsm_segment *seg = NULL;
 	LocalImage *li;
 
 	if (nlocal == lengthof(local_images))
@@ -602,32 +660,9 @@ map_segment(dsm_handle h, uint64 image_id, bool safe)
 		return NULL;
 	else
 	{
-		BeginInternalSubTransaction(NULL);
-		MemoryContextSwitchTo(oldcxt);
-		PG_TRY();
-		{
-			if (shnsw_debug_dsm_fail)
-				ereport(ERROR,
-						(errcode(ERRCODE_OUT_OF_MEMORY),
-						 errmsg("could not map shared memory segment (streamhnsw.debug_dsm_fail)")));
-			seg = dsm_attach(h);
-			/* before the subtransaction's end, which would detach it */
-			if (seg != NULL)
-				dsm_pin_mapping(seg);
-			ReleaseCurrentSubTransaction();
-			MemoryContextSwitchTo(oldcxt);
-			CurrentResourceOwner = oldowner;
-		}
-		PG_CATCH();
-		{
-			MemoryContextSwitchTo(oldcxt);
-			FlushErrorState();
-			RollbackAndReleaseCurrentSubTransaction();
-			MemoryContextSwitchTo(oldcxt);
-			CurrentResourceOwner = oldowner;
-			seg = NULL;
-		}
-		PG_END_TRY();
+		at.handle = h;
+		if (shnsw_dsm_try(dsm_attach_pinned, &at))
+			seg = at.seg;
 	}
 	if (seg == NULL)
 		return NULL;
@@ -970,41 +1005,12 @@ release_pending(void)
 static dsm_segment *
 create_segment(Size size)
 {
-	MemoryContext oldcxt = CurrentMemoryContext;
-	ResourceOwner oldowner = CurrentResourceOwner;
-	dsm_segment *seg = NULL;
+	DsmAttempt	at = {0};
 
 	if (IsInParallelMode())
 		return NULL;
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(oldcxt);
-	PG_TRY();
-	{
-		if (shnsw_debug_dsm_fail)
-			ereport(ERROR,
-					(errcode(ERRCODE_OUT_OF_MEMORY),
-					 errmsg("could not resize shared memory segment: No space left on device (streamhnsw.debug_dsm_fail)")));
-		seg = dsm_create(size, DSM_CREATE_NULL_IF_MAXSEGMENTS);
-		if (seg != NULL)
-		{
-			dsm_pin_mapping(seg);
-			dsm_pin_segment(seg);
-		}
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcxt);
-		CurrentResourceOwner = oldowner;
-	}
-	PG_CATCH();
-	{
-		MemoryContextSwitchTo(oldcxt);
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcxt);
-		CurrentResourceOwner = oldowner;
-		seg = NULL;
-	}
-	PG_END_TRY();
-	return seg;
+	at.size = size;
+	return shnsw_dsm_try(dsm_create_pinned, &at) ? at.seg : NULL;
 }
 
 static void

@@ -48,6 +48,7 @@ extern int	shnsw_shared_cache_size;
 extern bool shnsw_shared_cache_background;
 extern int	shnsw_debug_image_build_delay;
 extern bool shnsw_debug_dsm_fail;
+extern bool shnsw_dsm_try(void (*fn) (void *arg), void *arg);
 
 /* GUCs; called from _PG_init before the prefix is reserved. */
 extern void shnsw_shm_init(void);

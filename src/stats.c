@@ -100,6 +100,13 @@ get_shared_stats(void)
 /* when this backend last failed to attach the segment (try_get_shared_stats) */
 static TimestampTz stats_failed_at = 0;
 
+/* shnsw_dsm_try's work for try_get_shared_stats: attach or create the segment */
+static void
+dsm_get_shared_stats(void *arg)
+{
+	(void) get_shared_stats();
+}
+
 /*
  * try_get_shared_stats is get_shared_stats for the end of a scan: a failure
  * to create or attach the segment (no space in /dev/shm) is caught in a
@@ -111,38 +118,14 @@ static TimestampTz stats_failed_at = 0;
 static ShnswSharedStats *
 try_get_shared_stats(void)
 {
-	MemoryContext oldcxt = CurrentMemoryContext;
-	ResourceOwner oldowner = CurrentResourceOwner;
-
 	if (shared_stats != NULL)
 		return shared_stats;
 	if (IsInParallelMode() || !IsTransactionState() ||
 		(stats_failed_at != 0 &&
 		 !TimestampDifferenceExceeds(stats_failed_at, GetCurrentTimestamp(), 10 * 1000)))
 		return NULL;
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(oldcxt);
-	PG_TRY();
-	{
-		if (shnsw_debug_dsm_fail)
-			ereport(ERROR,
-					(errcode(ERRCODE_OUT_OF_MEMORY),
-					 errmsg("could not resize shared memory segment: No space left on device (streamhnsw.debug_dsm_fail)")));
-		(void) get_shared_stats();
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcxt);
-		CurrentResourceOwner = oldowner;
-	}
-	PG_CATCH();
-	{
-		MemoryContextSwitchTo(oldcxt);
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcxt);
-		CurrentResourceOwner = oldowner;
+	if (!shnsw_dsm_try(dsm_get_shared_stats, NULL))
 		stats_failed_at = GetCurrentTimestamp();
-	}
-	PG_END_TRY();
 	return shared_stats;
 }
 
