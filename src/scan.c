@@ -1769,12 +1769,14 @@ scan_take_batch(IndexScanDesc scan)
 
 /*
  * scan_take_deferred re-ranks the nearest deferred nodes (scan_defer):
- * every one whose bound is below the nearest held row, at least one and at
- * most SHNSW_DEFERRED_BATCH, their vectors read in storage order. Returns
- * false if none is deferred.
+ * every one whose bound is below the nearest held row (all: whatever their
+ * bound, when the proof gave up and the rows the round found are placed in
+ * exact order before any of them is returned, scan_proof_may_search), at
+ * least one and at most SHNSW_DEFERRED_BATCH, their vectors read in storage
+ * order. Returns false if none is deferred.
  */
 static bool
-scan_take_deferred(IndexScanDesc scan)
+scan_take_deferred(IndexScanDesc scan, bool all)
 {
 	ShnswScanOpaque so = (ShnswScanOpaque) scan->opaque;
 	double		limit = scan_held_limit(so);
@@ -1783,7 +1785,8 @@ scan_take_deferred(IndexScanDesc scan)
 	scan_outbuf_room(so, SHNSW_DEFERRED_BATCH);
 	while (n < SHNSW_DEFERRED_BATCH && so->deferred.n > 0)
 	{
-		if (n > 0 && !(scan_deferred_bound(so, shnsw_heap_top(&so->deferred).d) < limit))
+		if (n > 0 && !all &&
+			!(scan_deferred_bound(so, shnsw_heap_top(&so->deferred).d) < limit))
 			break;
 		so->outbuf[n++] = (uint32) shnsw_heap_pop(&so->deferred).id;
 	}
@@ -1792,26 +1795,6 @@ scan_take_deferred(IndexScanDesc scan)
 		return false;
 	scan_rerank(scan, n);
 	return true;
-}
-
-/*
- * scan_take_deferred_all re-ranks the nearest SHNSW_DEFERRED_BATCH deferred
- * nodes whatever their bound (scan_proof_may_search: the proof gave up,
- * and the rows a round found are placed in exact order before any of them
- * is returned).
- */
-static void
-scan_take_deferred_all(IndexScanDesc scan)
-{
-	ShnswScanOpaque so = (ShnswScanOpaque) scan->opaque;
-	int			n = 0;
-
-	scan_outbuf_room(so, SHNSW_DEFERRED_BATCH);
-	while (n < SHNSW_DEFERRED_BATCH && so->deferred.n > 0)
-		so->outbuf[n++] = (uint32) shnsw_heap_pop(&so->deferred).id;
-	so->take_deferred = false;
-	if (n > 0)
-		scan_rerank(scan, n);
 }
 
 /*
@@ -2045,7 +2028,7 @@ shnsw_gettuple(IndexScanDesc scan, ScanDirection dir)
 		if (so->nheld == 0 && so->deferred.n > 0)
 		{
 			CHECK_FOR_INTERRUPTS();
-			scan_take_deferred(scan);
+			scan_take_deferred(scan, false);
 			continue;
 		}
 		bound = so->nheld > 0 ? scan_emit_bound(so, &parked, false) : 0;
@@ -2125,7 +2108,7 @@ shnsw_gettuple(IndexScanDesc scan, ScanDirection dir)
 			break;
 		}
 		CHECK_FOR_INTERRUPTS();
-		if (so->take_deferred && scan_take_deferred(scan))
+		if (so->take_deferred && scan_take_deferred(scan, false))
 			continue;
 		if (so->range_clamped && !parked && scan_take_clamped(scan))
 			continue;
@@ -2144,7 +2127,7 @@ shnsw_gettuple(IndexScanDesc scan, ScanDirection dir)
 			 * is returned as it is.
 			 */
 			if (so->deferred.n > 0)
-				scan_take_deferred_all(scan);
+				scan_take_deferred(scan, true);
 			else
 				so->force_emit = true;
 		}
