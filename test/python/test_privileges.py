@@ -51,6 +51,18 @@ def call(conn, func, oid):
     return conn.execute(f"SELECT * FROM {func % '%s::oid::regclass'}", (oid,)).fetchall()
 
 
+def refused_at_once(conn, f, oid, err, msg):
+    """f(oid) raises err (matching msg) within a second, without queueing
+    behind another session's lock on the relation, and leaves nothing of
+    it locked by this session."""
+    t0 = time.monotonic()
+    with pytest.raises(err, match=msg):
+        call(conn, f, oid)
+    assert time.monotonic() - t0 < 1.0
+    assert conn.execute("SELECT count(*) FROM pg_locks WHERE relation = %s "
+                        "AND pid = pg_backend_pid()", (oid,)).fetchone()[0] == 0
+
+
 def test_not_executable_by_public(cluster, objects):
     with as_role(cluster, "shnsw_nopriv") as conn:
         for f in FUNCS:
@@ -92,15 +104,8 @@ def test_other_relations_error_before_locking(cluster, objects, target):
             with as_role(cluster, role) as conn:
                 conn.execute("SET lock_timeout = '3s'")
                 for f in FUNCS:
-                    t0 = time.monotonic()
-                    with pytest.raises(psycopg.errors.WrongObjectType,
-                                       match="is not a streamhnsw index"):
-                        call(conn, f, objects[target])
-                    assert time.monotonic() - t0 < 1.0
-                    # and nothing of it is locked by this session
-                    assert conn.execute("SELECT count(*) FROM pg_locks WHERE relation = %s "
-                                        "AND pid = pg_backend_pid()",
-                                        (objects[target],)).fetchone()[0] == 0
+                    refused_at_once(conn, f, objects[target], psycopg.errors.WrongObjectType,
+                                    "is not a streamhnsw index")
         holder.rollback()
     # the index itself, while another session holds it: a user without
     # privileges is refused at once too
@@ -136,13 +141,7 @@ def test_cache_functions_check_before_locking(cluster, objects):
             with as_role(cluster, "shnsw_nopriv") as conn:
                 conn.execute("SET lock_timeout = '3s'")
                 for f in CACHE_FUNCS:
-                    t0 = time.monotonic()
-                    with pytest.raises(err, match=msg):
-                        call(conn, f, objects[target])
-                    assert time.monotonic() - t0 < 1.0
-                    assert conn.execute("SELECT count(*) FROM pg_locks WHERE relation = %s "
-                                        "AND pid = pg_backend_pid()",
-                                        (objects[target],)).fetchone()[0] == 0
+                    refused_at_once(conn, f, objects[target], err, msg)
             holder.rollback()
     # the owner loads and drops its own index's image
     with as_role(cluster, "shnsw_owner") as conn:
