@@ -186,6 +186,10 @@ def robustness_section(res: dict, source: str) -> tuple:
     return "\n".join(intro + rows)
 
 
+def _rel(p: Path) -> Path:
+    return p.relative_to(ROOT) if p.is_relative_to(ROOT) else p
+
+
 def load(reports: Path) -> tuple:
     """(suite reports, robustness page sections) from a reports directory."""
     suites, robust = [], []
@@ -193,19 +197,18 @@ def load(reports: Path) -> tuple:
                    {p.stem for p in reports.glob("*.md")})
     for stem in stems:
         js, md = reports / f"{stem}.json", reports / f"{stem}.md"
-        rel = lambda p: p.relative_to(ROOT) if p.is_relative_to(ROOT) else p  # noqa: E731
         if js.exists():
             res = json.loads(js.read_text())
             if "shapes" in res:
-                robust.append(robustness_section(res, rel(js)))
+                robust.append(robustness_section(res, _rel(js)))
                 continue
             if "modes" in res and "engines" in res:
-                suites.append(suite_report_from_json(stem, res, str(rel(js))))
+                suites.append(suite_report_from_json(stem, res, str(_rel(js))))
                 continue
         if md.exists():
             text = md.read_text()
             if text.startswith("# streamhnsw benchmark:"):
-                suites.append(parse_suite_markdown(stem, text, str(rel(md))))
+                suites.append(parse_suite_markdown(stem, text, str(_rel(md))))
     return suites, robust
 
 
@@ -244,7 +247,7 @@ def _dataset_order(title: str):
 
 
 def render(suites: list, robust: list, reports: Path) -> str:
-    rel = reports.relative_to(ROOT) if reports.is_relative_to(ROOT) else reports
+    rel = _rel(reports)
     md = [
         "# Performance",
         "",
