@@ -1,7 +1,7 @@
 """Rows an insert leaves unfindable: the experiment behind the insert's
 upper-layer beam (src/README, Inserts; CHANGELOG).
 
-    PYTHONPATH=python:test .venv/bin/python tools/insert_findability.py \
+    PYTHONPATH=python:test .venv/bin/python -m shnsw.tools.insert_findability \
         [--engine streamhnsw|hnsw] [--built 5000] [--clients 2] [--runs 6]
 
 Each run: a table of --built rows of test_durability's clustered 32-d data
@@ -10,7 +10,7 @@ clients (500-row INSERTs), then VACUUM. Reports, per run, the rows that an
 exact-match search for their own vector does not return first, at the
 default ef_search and, for those, again at ef_search 1000 after VACUUM.
 With --explain, each streamhnsw row missed after VACUUM is shown with its
-out- and in-links' exact distances (tools/graphdump.py), which is how the
+out- and in-links' exact distances (shnsw.tools.graphdump), which is how the
 wrong-cluster links were found. With --strays (streamhnsw), each run also
 counts, before VACUUM, the rows whose nearest listed neighbour is more than
 2.5 times (and 2.0) farther than their true nearest row: rows an insert's
@@ -23,16 +23,17 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "python"), str(ROOT / "test"), str(ROOT / "tools")]
+from .. import data
+from ..cluster import Cluster
+from . import HARNESS_MISSING
 
-from shnsw import data  # noqa: E402
-from shnsw.cluster import Cluster  # noqa: E402
-from harness.durability import Model, copy_rows, exact_match_missing  # noqa: E402
+try:
+    from harness.durability import Model, copy_rows, exact_match_missing
+except ImportError:
+    sys.exit(HARNESS_MISSING.replace("NAME", "insert_findability"))
 
 INSERTED = 12000
 BATCH = 500
@@ -57,7 +58,7 @@ def insert_range(cluster: Cluster, model: Model, first: int, n: int) -> None:
 
 
 def explain(conn, missed) -> None:
-    from graphdump import read_graph
+    from .graphdump import read_graph
     g = read_graph(conn, "fi_idx")
     by_tid = {t: r for r, t in g["tid"].items() if not g["flags"][r] & 1}
     inlinks: dict = {}
@@ -85,7 +86,7 @@ def explain(conn, missed) -> None:
 def strays(conn, model: Model) -> list:
     """(id, nearest listed neighbour's distance, true nearest distance) of
     the rows whose list lies far beyond their true nearest neighbour."""
-    from graphdump import read_graph
+    from .graphdump import read_graph
     g = read_graph(conn, "fi_idx")
     tid_id = {}
     for ct, i in conn.execute("SELECT ctid::text, id FROM fi").fetchall():
@@ -113,15 +114,15 @@ def strays(conn, model: Model) -> list:
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m shnsw.tools.insert_findability", description=__doc__.splitlines()[0])
     ap.add_argument("--engine", default="streamhnsw", choices=("streamhnsw", "hnsw"))
     ap.add_argument("--built", type=int, default=5000)
     ap.add_argument("--clients", type=int, default=2, choices=(1, 2))
     ap.add_argument("--runs", type=int, default=6)
     ap.add_argument("--explain", action="store_true")
     ap.add_argument("--strays", action="store_true")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     guc = "streamhnsw.ef_search" if a.engine == "streamhnsw" else "hnsw.ef_search"
     with Cluster(name="findability") as cl:
         cl.execute("CREATE EXTENSION streamhnsw CASCADE")

@@ -1,6 +1,6 @@
 """Filtered queries side by side with pgvector's iterative scan: recall, time, plans.
 
-    PYTHONPATH=python .venv/bin/python tools/filter_compare.py \
+    .venv/bin/python -m shnsw.bench.filters \
         --dir /tmp/filter-pg [--shapes d3,d128] [--queries 20] [--stop]
 
 Keeps one cluster in --dir (created on first use, reused by later runs;
@@ -44,11 +44,8 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "python"))
-
-from shnsw import data  # noqa: E402
-from shnsw.cluster import Cluster, open_kept  # noqa: E402
+from .. import data
+from ..cluster import Cluster, open_kept
 
 OPS = {"l2": ("<->", "vector_l2_ops"), "cosine": ("<=>", "vector_cosine_ops"),
        "ip": ("<#>", "vector_ip_ops")}
@@ -180,8 +177,8 @@ def plans(conn, name: str, q: np.ndarray) -> None:
         print(row, flush=True)
 
 
-def main():
-    ap = argparse.ArgumentParser()
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m shnsw.bench.filters", description=__doc__.splitlines()[0])
     ap.add_argument("--dir", default="/tmp/filter-pg")
     ap.add_argument("--shapes", default="d3,d128")
     ap.add_argument("--queries", type=int, default=20)
@@ -195,7 +192,7 @@ def main():
                          "settings (repeatable; default: one column at default settings)")
     ap.add_argument("--no-plans", action="store_true")
     ap.add_argument("--stop", action="store_true")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     c = open_cluster(Path(a.dir))
     if a.stop:
         c.stop()

@@ -1,7 +1,6 @@
 """Distance filters side by side with pgvector's hnsw, in one run on one server.
 
-    SHNSW_DATA_DIR=/work/main/.data PYTHONPATH=python:tools .venv/bin/python \\
-        tools/range_compare.py [--set sentences] [--radii 0.2,0.3,0.4,0.5] [--queries 100] \
+    .venv/bin/python -m shnsw.bench.ranges [--set sentences] [--radii 0.2,0.3,0.4,0.5] [--queries 100] \
         [--orders default,relaxed]
 
 pgvector documents `WHERE embedding <=> q < r ORDER BY embedding <=> q LIMIT k`
@@ -14,7 +13,7 @@ returned, the rows within r that an exact scan finds (capped at k), and the
 client-side latency (p50 and p90). `--orders relaxed` runs the same with
 both engines' iterative scans in relaxed order (`hnsw.iterative_scan` and
 `streamhnsw.iterative_scan = relaxed_order`), as pgvector recommends for
-filtered queries. Sets are recall_compare.py's (cosine ones: sentences,
+filtered queries. Sets are shnsw.bench.recall's (cosine ones: sentences,
 glove, cos128, sentences30k).
 """
 
@@ -24,17 +23,13 @@ import argparse
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from filter_compare import pct  # noqa: E402
-from recall_compare import load_set  # noqa: E402
-from shnsw import data  # noqa: E402
-from shnsw.cluster import Cluster  # noqa: E402
+from .filters import pct
+from .recall import load_set
+from .. import data
+from ..cluster import Cluster
 
 AMS = ("hnsw", "streamhnsw")
 K = 10
@@ -50,14 +45,14 @@ def exact_within(rows: np.ndarray, queries: np.ndarray, r: float) -> list:
     return out
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m shnsw.bench.ranges", description=__doc__.split("\n")[0])
     ap.add_argument("--set", default="sentences")
     ap.add_argument("--radii", default="0.2,0.3,0.4,0.5")
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--orders", default="default",
                     help="comma-separated: default (both engines' defaults), relaxed")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     rows, queries, metric = load_set(args.set)
     if metric != "cosine":
         sys.exit("range_compare measures cosine sets")

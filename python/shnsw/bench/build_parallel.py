@@ -15,8 +15,7 @@ seconds of each phase of the build as the leader saw them (DEBUG1).
 same table; --am streamhnsw-floats is streamhnsw linking its graph on float
 vectors instead of halves (streamhnsw.debug_build_floats), for A/B runs.
 
-    SHNSW_DATA_DIR=/work/main/.data PYTHONPATH=python .venv/bin/python \\
-        tools/build_parallel.py --sets sentences,synthetic768 --mwm 64MB,1GB --workers 0,2
+    .venv/bin/python -m shnsw.bench.build_parallel --sets sentences,synthetic768 --mwm 64MB,1GB --workers 0,2
 """
 
 from __future__ import annotations
@@ -26,15 +25,12 @@ import itertools
 import json
 import os
 import re
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
-
-from shnsw import data  # noqa: E402
-from shnsw.bench import datasets  # noqa: E402
-from shnsw.cluster import Cluster  # noqa: E402
+from .. import data
+from . import datasets
+from ..cluster import Cluster
 
 PLANNED = re.compile(r"with request for (\d+) parallel workers")
 LAUNCHED = re.compile(r"streamhnsw: (\d+) parallel workers launched")
@@ -114,8 +110,8 @@ def one_build(c, am, mwm, workers, queries, truth, efs=(40,)):
             **({"phases_s": phases} if phases else {})}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m shnsw.bench.build_parallel", description=__doc__.splitlines()[0])
     ap.add_argument("--sets", default="sentences,synthetic768")
     ap.add_argument("--mwm", default="64MB,1GB")
     ap.add_argument("--workers", default="0,2")
@@ -135,7 +131,7 @@ def main() -> None:
     ap.add_argument("--table-workers", type=int, default=None,
                     help="set the table's parallel_workers (a table whose vectors are TOASTed, "
                          "as 768-d ones are, is too small for PostgreSQL to plan workers)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     results = []
     with Cluster(name="shnsw-buildpar", settings={"shared_buffers": "1GB",
                                                  "autovacuum": "off",

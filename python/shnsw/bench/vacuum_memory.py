@@ -7,7 +7,7 @@ backend's own allocations, not the shared buffers it maps). Prints the
 backend's private memory before VACUUM, its peak during VACUUM, and the
 difference, with the settings.
 
-    PYTHONPATH=python .venv/bin/python tools/vacuum_memory.py \
+    .venv/bin/python -m shnsw.bench.vacuum_memory \
         --rows 300000 --dim 16 --delete 0.1 --mwm 8MB
 
 Needs to read the server's /proc entries (the same machine, as root or as
@@ -17,25 +17,21 @@ the server's user).
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
-
-from shnsw import data  # noqa: E402
-from shnsw.bench.pg import MemorySampler, status_kb  # noqa: E402
-from shnsw.cluster import Cluster  # noqa: E402
+from .. import data
+from .pg import MemorySampler, status_kb
+from ..cluster import Cluster
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m shnsw.bench.vacuum_memory", description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=300000)
     ap.add_argument("--dim", type=int, default=16)
     ap.add_argument("--delete", type=float, default=0.1)
     ap.add_argument("--mwm", default="8MB")
     ap.add_argument("--seed", type=int, default=5)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     with Cluster(name="shnsw-vacmem", settings={"shared_buffers": "512MB",
                                                 "maintenance_work_mem": "1GB",

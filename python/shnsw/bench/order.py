@@ -1,7 +1,6 @@
 """Strict order side by side with pgvector: rows returned, recall, rows missed, time.
 
-    SHNSW_DATA_DIR=/work/main/.data PYTHONPATH=python .venv/bin/python \
-        tools/scan_order.py --dir /tmp/order-pg --sets syn384 [--limits 100,500] \
+    .venv/bin/python -m shnsw.bench.order --dir /tmp/order-pg --sets syn384 [--limits 100,500] \
         [--efs 16,40] [--queries 100]
 
 Keeps one cluster in --dir (created on first use, left running with
@@ -36,11 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "python"))
-
-from shnsw import data  # noqa: E402
-from shnsw.cluster import Cluster, open_kept  # noqa: E402
+from .. import data
+from ..cluster import Cluster, open_kept
 
 SETTINGS = {"shared_buffers": "2GB", "maintenance_work_mem": "1GB", "io_method": "worker",
             "io_workers": 8, "effective_io_concurrency": 16, "jit": "off",
@@ -58,7 +54,7 @@ def dataset(name: str, n_queries: int):
                                        n_queries=n_queries)
         return rows, queries
     if name == "sentences":
-        from shnsw.bench import datasets
+        from . import datasets
         ds = datasets.sentences(n_rows=100_000, n_queries=2000, n_inserts=1000, log=log)
         return ds.rows, ds.queries[:n_queries]
     raise SystemExit(f"unknown set {name}")
@@ -172,8 +168,8 @@ def measure(conn, name, rows, queries, limit, ef, explain, modes, s_table=None):
     return out
 
 
-def main():
-    ap = argparse.ArgumentParser()
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m shnsw.bench.order", description=__doc__.splitlines()[0])
     ap.add_argument("--dir", default="/tmp/order-pg")
     ap.add_argument("--sets", default="syn384")
     ap.add_argument("--limits", default="100,500")
@@ -187,7 +183,7 @@ def main():
                     help="a second streamhnsw table (SET stands for the set's name), e.g. "
                          "SET_n rebuilt by a newer build: measured as streamhnsw, the "
                          "SET_s index as streamhnsw-old, in the same run")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     c = open_cluster(Path(a.dir))
     if a.stop:
         c.stop()

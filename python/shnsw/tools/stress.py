@@ -15,8 +15,8 @@ Every invariant violation is printed as it is found, tagged with the phase,
 and summarized at the end (grouped, with the bugs already reported named).
 Exit status 0 when nothing was violated, 1 otherwise.
 
-    PYTHONPATH=python .venv/bin/python tools/stress.py --seconds 3600
-    PYTHONPATH=python .venv/bin/python tools/stress.py --cycles 200 --seed 7
+    PYTHONPATH=python:test .venv/bin/python -m shnsw.tools.stress --seconds 3600
+    PYTHONPATH=python:test .venv/bin/python -m shnsw.tools.stress --cycles 200 --seed 7
 """
 
 from __future__ import annotations
@@ -27,20 +27,21 @@ import logging
 import random
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))
+from ..cluster import Cluster
+from . import HARNESS_MISSING
 
-from shnsw.cluster import Cluster  # noqa: E402
-from harness.durability import (OPS, CrashCycles, Model, Workload, copy_rows,  # noqa: E402
-                              check_index, known_bug)
+try:
+    from harness.durability import (OPS, CrashCycles, Model, Workload, copy_rows,
+                                    check_index, known_bug)
+except ImportError:
+    sys.exit(HARNESS_MISSING.replace("NAME", "stress"))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m shnsw.tools.stress", description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=600, help="total time budget (0: none)")
     ap.add_argument("--cycles", type=int, default=0, help="stop after this many crash cycles (0: none)")
     ap.add_argument("--seed", type=int, default=1)

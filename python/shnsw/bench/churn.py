@@ -1,9 +1,8 @@
 """Index size and recall under steady delete + insert churn, streamhnsw beside
-pgvector's hnsw in one run on one server (the brief's "index size under
+pgvector's hnsw in one run on one server (the project's target "index size under
 steady delete+insert churn: <= 1.0x pgvector's; bounded").
 
-    SHNSW_DATA_DIR=/work/main/.data PYTHONPATH=python .venv/bin/python \\
-        tools/churn_compare.py [--set sentences] [--base 30000] [--frac 0.1] \\
+    .venv/bin/python -m shnsw.bench.churn [--set sentences] [--base 30000] [--frac 0.1] \\
         [--cycles 8] [--json out.json]
 
 Both engines get identical rows in two tables, cosine, m 16,
@@ -30,11 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "python"))
-
-from shnsw import data  # noqa: E402
-from shnsw.cluster import Cluster  # noqa: E402
+from .. import data
+from ..cluster import Cluster
 
 AMS = ("hnsw", "streamhnsw")
 GUC = {"hnsw": "hnsw.ef_search", "streamhnsw": "streamhnsw.ef_search"}
@@ -47,7 +43,7 @@ def log(*a, **kw):
 
 def load_set(name: str, need: int):
     if name == "sentences":
-        from shnsw.bench import datasets
+        from . import datasets
         ds = datasets.sentences(n_rows=100_000, n_queries=2000, n_inserts=1000, log=log)
         if need > len(ds.rows):
             sys.exit(f"--base and --cycles need {need} rows; the set has {len(ds.rows)}")
@@ -84,15 +80,15 @@ def meta(conn):
     return {"nodes": r[0], "deleted": r[1], "free": r[2]}
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m shnsw.bench.churn", description=__doc__.split("\n")[0])
     ap.add_argument("--set", default="sentences")
     ap.add_argument("--base", type=int, default=30000)
     ap.add_argument("--frac", type=float, default=0.1)
     ap.add_argument("--cycles", type=int, default=8)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--json", default=None)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     per_cycle = int(args.base * args.frac)
     rows, queries = load_set(args.set, args.base + args.cycles * per_cycle)
     rows = np.ascontiguousarray(rows, dtype=np.float32)

@@ -9,7 +9,7 @@ build: time, whether the graph spilled (rows built in memory), peak RssAnon
 growth, VmHWM growth (includes the shared buffers the backend touched) and
 recall@10 at ef_search 40 over the held-out queries.
 
-    PYTHONPATH=python .venv/bin/python tools/build_memory.py \
+    .venv/bin/python -m shnsw.bench.build_memory \
         --rows 50000 --dim 128 --mwm 1MB,8MB,64MB,1GB
 
 With --defaults SETS (e.g. 1000000x128,200000x768) it instead measures
@@ -26,7 +26,7 @@ the shared buffers it touched). Prints wall time, peak memory, index size,
 workers seen, the spill NOTICE and recall@10 at ef_search 40 over 1,000
 held-out queries, and writes JSON lines to --out.
 
-    PYTHONPATH=python nice -n 10 .venv/bin/python tools/build_memory.py \
+    nice -n 10 .venv/bin/python -m shnsw.bench.build_memory \
         --defaults 1000000x128,200000x768 --out /tmp/builds.jsonl
 
 Needs to read the server's /proc entries (the same machine, as root or as
@@ -38,18 +38,14 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
-
-from shnsw import data  # noqa: E402
-from shnsw.bench import pg  # noqa: E402
-from shnsw.bench.pg import MemorySampler, status_kb  # noqa: E402
-from shnsw.cluster import Cluster  # noqa: E402
+from .. import data
+from . import pg
+from .pg import MemorySampler, status_kb
+from ..cluster import Cluster
 
 
 def one_build(c, am, mwm, queries, truth, workers="0"):
@@ -318,8 +314,8 @@ def sets_main(args) -> None:
                     conn.execute(f"DROP TABLE {tb}")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m shnsw.bench.build_memory", description=__doc__.splitlines()[0])
     ap.add_argument("--defaults", default=None, metavar="NxD,...",
                     help="default-settings builds of these clustered sets (see above)")
     ap.add_argument("--queries", type=int, default=1000)
@@ -345,7 +341,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=3)
     ap.add_argument("--workers", default="0",
                     help="max_parallel_maintenance_workers, or 'default' to keep the server's (2)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.defaults:
         defaults_main(args)
         return

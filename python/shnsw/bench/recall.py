@@ -1,7 +1,6 @@
-"""Recall side by side with pgvector's hnsw, in one run on one server (issue 14).
+"""Recall side by side with pgvector's hnsw, in one run on one server.
 
-    SHNSW_DATA_DIR=/work/main/.data PYTHONPATH=python .venv/bin/python \
-        tools/recall_compare.py [--sets pgv-build,pgv-insert,clustered,...] [--runs 3]
+    .venv/bin/python -m shnsw.bench.recall [--sets pgv-build,pgv-insert,clustered,...] [--runs 3]
 
 Sets (all recall@10 over held-out queries unless said):
   pgv-build    pgvector's build-recall scenario: 10,000 rows of vector(3) and
@@ -37,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import threading
@@ -46,11 +44,8 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "python"))
-
-from shnsw import data  # noqa: E402
-from shnsw.cluster import Cluster  # noqa: E402
+from .. import data
+from ..cluster import Cluster
 
 EFS = [10, 15, 20, 25, 30, 40, 50, 60, 80, 100, 150, 200]
 OPS = {"l2": ("<->", "vector_l2_ops"), "cosine": ("<=>", "vector_cosine_ops"),
@@ -169,7 +164,7 @@ def run_pgv(conn, cl, path, seeds, results):
 # --- recall@10 sweeps ----------------------------------------------------------
 
 def load_set(name):
-    from shnsw.bench import datasets
+    from . import datasets
     if name in ("clustered", "clustered-ins"):
         rows, q = data.clustered(10000, 128, seed=14, n_queries=500)
         return rows, q, "l2"
@@ -314,8 +309,8 @@ def table(results):
     return "\n".join(out)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m shnsw.bench.recall", description=__doc__.split("\n")[0])
     ap.add_argument("--sets", default="pgv-build,pgv-insert,clustered,clustered-ins,cos768,"
                     "uniform,sentences,glove")
     ap.add_argument("--runs", type=int, default=3, help="builds per small set")
@@ -325,7 +320,7 @@ def main():
     ap.add_argument("--engines", default="hnsw,streamhnsw",
                     help="which of hnsw,streamhnsw to run (one alone: recall before/after a "
                     "change, not a timing to compare)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     global AMS
     AMS = tuple(e for e in ("hnsw", "streamhnsw") if e in args.engines.split(","))
     seeds = [int(s) for s in args.seeds.split(",")]

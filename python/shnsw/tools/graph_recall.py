@@ -1,15 +1,15 @@
 """Recall of a streamhnsw index's graph itself, searched on exact distances:
 tells a graph that misses neighbours from a scan (codes, bounds) that does.
 
-    PYTHONPATH=python .venv/bin/python tools/graph_recall.py [--rows 5000] \\
+    .venv/bin/python -m shnsw.tools.graph_recall [--rows 5000] \\
         [--dim 768] [--clients 2] [--efs 10,20,40]
 
 On a throwaway cluster, the same clustered rows (cosine, seed 14, the
-`cos768-ins` rows of tools/recall_compare.py by default) go into two
+`cos768-ins` rows of shnsw.bench.recall by default) go into two
 tables: one indexed while empty and filled by --clients sessions inserting
 one row per statement, one built by CREATE INDEX after a COPY. For each
 index the layer-0 and upper-layer lists are read from its file
-(tools/graphdump.py) and every query is searched as pgvector searches, on
+(shnsw.tools.graphdump) and every query is searched as pgvector searches, on
 exact cosine distances: greedy on the upper layers from the entry point,
 then a beam of width ef_search on layer 0. Prints recall@10 of that search
 and of the index's own scan (ORDER BY ... LIMIT 10 at the same
@@ -20,19 +20,13 @@ from __future__ import annotations
 
 import argparse
 import heapq
-import sys
 import threading
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "python"))
-sys.path.insert(0, str(ROOT / "tools"))
-
-from graphdump import read_graph  # noqa: E402
-from shnsw import data  # noqa: E402
-from shnsw.cluster import Cluster  # noqa: E402
+from .graphdump import read_graph
+from .. import data
+from ..cluster import Cluster
 
 
 def exact_search(g, unit, ref_row, q, ef):
@@ -70,13 +64,13 @@ def exact_search(g, unit, ref_row, q, ef):
     return [ref_row[r] for _, r in sorted((-x, r) for x, r in best)][:10]
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m shnsw.tools.graph_recall", description=__doc__.split("\n")[0])
     ap.add_argument("--rows", type=int, default=5000)
     ap.add_argument("--dim", type=int, default=768)
     ap.add_argument("--clients", type=int, default=2)
     ap.add_argument("--efs", default="10,20,40")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     efs = [int(e) for e in args.efs.split(",")]
     rows, queries = data.clustered(args.rows, args.dim, seed=14, normalize=True,
                                    n_queries=300)
