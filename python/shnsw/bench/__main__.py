@@ -104,6 +104,8 @@ def parse(argv=None):
     g.add_argument("--mixed-vector-clients", type=int)
     g.add_argument("--pgbench-scale", type=int)
     g.add_argument("--insert-rows", type=int)
+    g.add_argument("--insert-rate", type=float,
+                   help="inserts a second beside the searching client (beside-inserts, 100)")
     g.add_argument("--ltm-fractions", type=lambda s: [float(x) for x in s.split(",")],
                    help="index > shared_buffers: shared_buffers as fractions of "
                         "pgvector's index size (0.25)")
@@ -138,7 +140,7 @@ def _one(ap, a, preset, extra):
                 "modes", "hot_queries", "hot_passes", "cold_queries", "latency_queries", "delay_us", "eic",
                 "io_workers",
                 "eic_queries", "fresh_queries", "clients", "seconds", "mixed_seconds",
-                "pgbench_clients", "mixed_vector_clients", "pgbench_scale", "insert_rows",
+                "pgbench_clients", "mixed_vector_clients", "pgbench_scale", "insert_rows", "insert_rate",
                 "ltm_fractions", "ltm_seconds"):
         v = getattr(a, key, None)
         if v is not None:

@@ -5,8 +5,8 @@ without importing the plotting and report code."""
 
 from __future__ import annotations
 
-ALL_MODES = ["faiss", "hot", "fresh", "concurrent", "mixed", "cold", "latency", "eic", "workers",
-             "ltm", "insert"]
+ALL_MODES = ["faiss", "hot", "pgbench-hot", "fresh", "concurrent", "mixed", "cold", "latency",
+             "eic", "workers", "ltm", "insert", "beside-inserts"]
 
 BASE = dict(
     dataset="synthetic", rows=100_000, dim=128, metric="cosine", type="vector", seed=42,
@@ -19,7 +19,7 @@ BASE = dict(
     io_workers=[3, 8, 16],
     fresh_queries=100, clients=[2], seconds=10,
     mixed_seconds=15, pgbench_clients=2, mixed_vector_clients=2, pgbench_scale=5,
-    insert_rows=1000, modes=list(ALL_MODES), ams=["hnsw", "streamhnsw"],
+    insert_rows=1000, insert_rate=100, modes=list(ALL_MODES), ams=["hnsw", "streamhnsw"],
     io_modes=None, streamhnsw_gucs={}, pgvector_gucs={}, settings={},
     # index larger than shared_buffers (mode ltm)
     ltm_fractions=[0.25], ltm_os_cache=["kept", "dropped"], ltm_seconds=8,

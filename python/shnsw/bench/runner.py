@@ -2,10 +2,12 @@
 
 Order of the phases (each optional):
 
-  load + build (+ FAISS)  ->  hot sweep  ->  fresh  ->  concurrent  ->  mixed
+  load + build (+ FAISS)  ->  hot sweep  ->  hot with pgbench  ->  fresh
+  ->  concurrent  ->  mixed
   ->  cold sweep  ->  cold + latency sweep  ->  effective_io_concurrency sweep
   ->  index larger than shared_buffers (server restarted with small
-      shared_buffers, then restored)  ->  insert rate (last: it adds rows)
+      shared_buffers, then restored)  ->  insert rate  ->  searches beside
+      a stream of inserts (last: they add rows)
 
 The hot sweep decides, per engine, the smallest ef_search whose recall@10
 reaches the target (0.95 by default): the fixed-ef modes (fresh, concurrent,
@@ -24,11 +26,13 @@ from . import pg
 from .anchor import run_faiss
 from .datasets import Dataset, Progress
 from .log import Log, machine_info, with_unit
+from .modes.beside_inserts import BesideInsertsMode
 from .modes.cold import ColdModes
 from .modes.fresh import FreshMode
 from .modes.hot import HotMode
 from .modes.insert import InsertMode
 from .modes.ltm import LtmMode
+from .modes.pgbench_hot import PgbenchHotMode
 from .modes.throughput import ThroughputModes
 from .shim import Shim
 from ..cluster import Cluster
@@ -36,7 +40,8 @@ from ..cluster import Cluster
 __all__ = ["Bench", "Log"]
 
 
-class Bench(HotMode, FreshMode, ThroughputModes, ColdModes, LtmMode, InsertMode):
+class Bench(HotMode, PgbenchHotMode, FreshMode, ThroughputModes, ColdModes, LtmMode,
+            InsertMode, BesideInsertsMode):
     """One run: the server, the engines, the tables and their indexes; each
     mode is a method of the mixin of its own module (modes/)."""
 
@@ -194,6 +199,8 @@ class Bench(HotMode, FreshMode, ThroughputModes, ColdModes, LtmMode, InsertMode)
             if "faiss" in modes:
                 self.faiss()
             self.hot()                 # always: it picks the ef at target recall
+            if "pgbench-hot" in modes:
+                self.pgbench_hot()
             if "fresh" in modes:
                 self.fresh()
             if "concurrent" in modes:
@@ -212,6 +219,8 @@ class Bench(HotMode, FreshMode, ThroughputModes, ColdModes, LtmMode, InsertMode)
                 self.ltm()
             if "insert" in modes:
                 self.inserts()
+            if "beside-inserts" in modes:
+                self.beside_inserts()
         finally:
             self.result["log_tail"] = self.cluster.log_tail(3000)
             self.stop()
