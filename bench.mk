@@ -39,4 +39,6 @@ bench: venv bench-lib bench-corpus
 # A failure (no apt, no package lists) is only a note: the synthetic sets
 # do not need them, and the suite says what is missing if a run does.
 bench-corpus: venv
-	-$(SHELL) -c "$$($(VENV_PY) -c 'from shnsw.bench import corpus, datasets; print(corpus.fetch_command(corpus.deb_dir(datasets.DATA_DIR / f"corpus-{corpus.CORPUS_VERSION}")))')"
+	-$(SHELL) -c "$$($(VENV_PY) -c 'from shnsw.bench import corpus as c, datasets as d; \
+	  cd = d.DATA_DIR / f"corpus-{c.CORPUS_VERSION}"; \
+	  print(c.fetch_command(c.deb_dir(cd)) if c.needs_fetch(cd) else "true")')"

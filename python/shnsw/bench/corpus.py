@@ -71,6 +71,15 @@ def fetch_command(dest: Path) -> str:
     return f"mkdir -p {dest} && cd {dest} && apt-get download {pins}"
 
 
+def needs_fetch(cache_dir: Path) -> bool:
+    """Whether the corpus in cache_dir can be built or loaded only after
+    fetching its packages (neither its lines nor both .deb files are here)."""
+    if (cache_dir / "lines.txt").exists():
+        return False
+    return not all(any((d / deb_filename(n, v)).exists() for d in deb_dirs(deb_dir(cache_dir)))
+                   for n, (v, _) in PACKAGES.items())
+
+
 def find_deb(name: str, dest: Path) -> Path:
     """The pinned .deb of `name`, checked against its SHA-256.  Nothing is
     downloaded here: when it is missing the error says how to fetch it."""
