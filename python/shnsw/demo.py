@@ -19,8 +19,9 @@ import sys
 import time
 
 from .bench import datasets, metrics
-from .bench.__main__ import BASE
-from .bench.runner import Bench, Log
+from .bench.log import Log
+from .bench.presets import BASE
+from .bench.runner import Bench
 
 
 def demo_config(args) -> dict:

@@ -3,7 +3,7 @@ concurrent insert/delete/search/VACUUM workload, crash-and-recover cycles,
 and the invariant checks both use.
 
 Shared by test/python/test_durability.py (bounded, seeded runs inside
-`make test`) and tools/stress.py (as long as asked).
+`make test`) and shnsw.tools.stress (as long as asked).
 
 Every row's vector is a function of its id (row `id` of one seeded array), so
 any process can say what a row should contain. The Model records, for every

@@ -3,6 +3,9 @@ runtime of all-MiniLM-L6-v2 against the reference numbers, and that the
 data-set builder is deterministic with queries disjoint from the rows.
 Also the presets and the report pieces of the index > shared_buffers mode."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -18,14 +21,20 @@ def model():
 @pytest.fixture(scope="module")
 def real_lines():
     """The real corpus (two pinned Debian packages), or None when apt-get
-    cannot fetch them here (no package lists)."""
+    cannot fetch them here (no package lists).  The suite never downloads
+    them itself: the test runs the command its error names."""
+    cdir = datasets.DATA_DIR / f"corpus-{corpus.CORPUS_VERSION}"
+    quiet = lambda *a, **k: None  # noqa: E731
     try:
-        return corpus.load(datasets.DATA_DIR / f"corpus-{corpus.CORPUS_VERSION}",
-                           log=lambda *a, **k: None)
+        return corpus.load(cdir, log=quiet)
     except RuntimeError as e:
-        if "apt-get" in str(e):
-            return None
-        raise
+        if "apt-get" not in str(e):
+            raise
+    r = subprocess.run(corpus.fetch_command(corpus.deb_dir(cdir)), shell=True,
+                       capture_output=True)
+    if r.returncode != 0:
+        return None
+    return corpus.load(cdir, log=quiet)
 
 
 def test_embedder_matches_sentence_transformers(model):
@@ -203,3 +212,25 @@ def test_ltm_summary_and_combined_report(tmp_path):
     w = report.write_combined(res, tmp_path, pl, __import__("datetime").datetime.now())
     text = w["markdown"].read_text()
     assert "## a set" in text and "## b set" in text and "ltm_qps_by_dataset.png" in text
+
+
+def test_standalone_presets():
+    # every preset with a runner of its own imports and is dispatched to it
+    import importlib
+
+    from shnsw.bench.presets import STANDALONE
+    for name, (mod, _) in STANDALONE.items():
+        assert callable(importlib.import_module(f"shnsw.bench.{mod}").main), name
+    assert cli._standalone(["--preset", "recall", "--sets", "x"]) == "recall"
+    assert cli._standalone(["--preset=churn"]) == "churn"
+    assert cli._standalone(["--preset", "quick"]) is None
+    assert cli._without_preset(["--preset", "recall", "--sets", "x"]) == ["--sets", "x"]
+
+
+def test_product_does_not_import_benchmark_deps():
+    # the product's commands run without FAISS or matplotlib
+    code = ("import sys, shnsw.demo, shnsw.demo_citus, shnsw.citus, shnsw.cluster, shnsw.data; "
+            "bad = sorted({m.split('.')[0] for m in sys.modules} & {'faiss', 'matplotlib'}); "
+            "print(*bad); sys.exit(1 if bad else 0)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr

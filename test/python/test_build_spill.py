@@ -258,7 +258,7 @@ def test_parallel_insert_finds_every_row(cluster):
                             ).fetchone()[0] == 0
         # Concurrent inserts (here, the leader's and the workers') can leave
         # a row that a search for its own vector misses at ef_search 200
-        # (tools/insert_findability.py: either engine, two clients; 1 of
+        # (shnsw.tools.insert_findability: either engine, two clients; 1 of
         # 8,000 seen here): a few, each found by a wider search.
         missed = own_missed(conn, "sp_par", rows, range(8000))
         assert len(missed) <= 4, missed

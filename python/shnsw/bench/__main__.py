@@ -9,6 +9,10 @@
     python -m shnsw.bench --dataset file --file my.npy --metric l2
     python -m shnsw.bench --io-modes sync,stream    # A/B of streamhnsw.io_mode
     python -m shnsw.bench --preset robustness   # data shapes, both engines (robustness.py)
+    python -m shnsw.bench --preset recall --help    # presets with a runner of their own:
+                                                # writes, recall, range, filter, order,
+                                                # churn, build-memory, build-parallel,
+                                                # vacuum-memory, robustness
 
 Writes bench-results/<timestamp>/{results.json, report.md, *.png} and prints
 the comparison table and the paths.  See bench/README.md.
@@ -18,77 +22,17 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import importlib
 import sys
 import time
 from pathlib import Path
 
 from . import datasets, plots, report
-from .runner import Bench, Log
+from .log import Log
+from .presets import ALL_MODES, BASE, PRESETS, STANDALONE
+from .runner import Bench
 from ..cluster import ROOT
 
-ALL_MODES = ["faiss", "hot", "fresh", "concurrent", "mixed", "cold", "latency", "eic", "workers",
-             "ltm", "insert"]
-
-BASE = dict(
-    dataset="synthetic", rows=100_000, dim=128, metric="cosine", type="vector", seed=42,
-    queries=1000, k=10, m=16, ef_construction=64, target_recall=0.95,
-    ef_search=[10, 16, 24, 32, 40, 48, 64, 96, 128, 200],
-    hot_queries=500, hot_passes=3, warmup=20, explain_sample=20, recall100_queries=100,
-    cold_queries=50, cold_explain_sample=10, cold_extra_above=2, latency_extra_above=0,
-    latency_queries=20, delay_us=300,
-    eic=[0, 1, 2, 4, 8, 16, 32, 64], eic_queries=12, eic_explain_sample=3,
-    io_workers=[3, 8, 16],
-    fresh_queries=100, clients=[2], seconds=10,
-    mixed_seconds=15, pgbench_clients=2, mixed_vector_clients=2, pgbench_scale=5,
-    insert_rows=1000, modes=list(ALL_MODES), ams=["hnsw", "streamhnsw"],
-    io_modes=None, streamhnsw_gucs={}, pgvector_gucs={}, settings={},
-    # index larger than shared_buffers (mode ltm)
-    ltm_fractions=[0.25], ltm_os_cache=["kept", "dropped"], ltm_seconds=8,
-    ltm_queries=3000, ltm_warmup_queries=200, ltm_warmup_seconds=3, ltm_query_pool=1000,
-)
-
-# The real data set's defaults (held-out queries: 2,000 sentences).
-SENTENCES = dict(dataset="sentences", dim=384, queries=2000)
-
-# A preset may list several data sets ("datasets"): each runs on its own
-# server, one after the other, with the preset's settings plus its own.
-PRESETS = {
-    "default": dict(datasets=[dict(dataset="synthetic"),
-                              dict(SENTENCES, rows=100_000, ltm_fractions=[0.125, 0.25, 0.5])]),
-    "sentences": dict(SENTENCES, rows=200_000, ltm_fractions=[0.125, 0.25, 0.5],
-                      ef_search=[10, 16, 24, 32, 40, 48, 64, 96, 128, 200, 300]),
-    "quick": dict(rows=10_000, dim=64, queries=400, hot_queries=300,
-                  ef_search=[10, 20, 40, 80, 160], explain_sample=5, recall100_queries=30,
-                  cold_queries=20, cold_explain_sample=3, latency_queries=8,
-                  eic=[0, 1, 4, 16], eic_queries=5, eic_explain_sample=2,
-                  fresh_queries=30, seconds=3, mixed_seconds=5, pgbench_scale=1,
-                  insert_rows=200, settings={"shared_buffers": "512MB"},
-                  ltm_seconds=2, ltm_warmup_queries=50, ltm_warmup_seconds=1),
-    # The real set, small: a smoke run of every mode on sentence embeddings.
-    "quick-sentences": dict(SENTENCES, rows=10_000, queries=400, hot_queries=300,
-                            ef_search=[10, 20, 40, 80, 160], explain_sample=5,
-                            recall100_queries=30, cold_queries=20, cold_explain_sample=3,
-                            latency_queries=8, eic=[0, 1, 4, 16], eic_queries=5,
-                            eic_explain_sample=2, fresh_queries=30, seconds=3,
-                            mixed_seconds=5, pgbench_scale=1, insert_rows=200,
-                            settings={"shared_buffers": "512MB"}, ltm_seconds=2,
-                            ltm_warmup_queries=50, ltm_warmup_seconds=1),
-    "glove": dict(dataset="glove", metric="cosine", queries=1000,
-                  ef_search=[10, 16, 24, 32, 40, 64, 96, 128, 200, 300, 400]),
-    "large": dict(rows=1_000_000, dim=128, hot_queries=1000,
-                  ef_search=[10, 16, 24, 32, 40, 64, 96, 128, 200, 300],
-                  latency_queries=30, eic_queries=20, seconds=30, mixed_seconds=60,
-                  settings={"shared_buffers": "4GB", "maintenance_work_mem": "2GB"}),
-    # 1M rows at the dimension of real sentence embeddings (the corpus has
-    # 332k distinct lines, so synthetic clustered data): build time, index
-    # size and build memory, hot, cold, cold + latency, index > shared_buffers.
-    # About 30-60 min on 2 cores (estimated from the 100k runs), most of it the builds.
-    "1m": dict(rows=1_000_000, dim=384, hot_queries=300, queries=1000,
-               modes=["hot", "fresh", "cold", "latency", "ltm"],
-               ef_search=[16, 24, 32, 40, 64, 96, 128, 200],
-               cold_queries=30, latency_queries=15, ltm_fractions=[0.25], ltm_seconds=10,
-               settings={"shared_buffers": "6GB", "maintenance_work_mem": "4GB"}),
-}
 
 
 def _ints(s):
@@ -107,9 +51,9 @@ def parse(argv=None):
                                  description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="\n".join(__doc__.splitlines()[1:]))
-    ap.add_argument("--preset", choices=sorted(PRESETS) + ["robustness"], default="default",
-                    help="robustness: the data-shape matrix, its own options "
-                         "(--preset robustness --help)")
+    ap.add_argument("--preset", choices=sorted(PRESETS) + sorted(STANDALONE), default="default",
+                    help="; ".join(f"{n}: {d}" for n, (_, d) in sorted(STANDALONE.items()))
+                    + " (each with its own options: --preset NAME --help)")
     g = ap.add_argument_group("data")
     g.add_argument("--dataset", choices=["synthetic", "sentences", "glove", "file"],
                    help="run this one data set (a preset may list several)")
@@ -160,15 +104,17 @@ def parse(argv=None):
     g.add_argument("--mixed-vector-clients", type=int)
     g.add_argument("--pgbench-scale", type=int)
     g.add_argument("--insert-rows", type=int)
+    g.add_argument("--insert-rate", type=float,
+                   help="inserts a second beside the searching client (beside-inserts, 100)")
     g.add_argument("--ltm-fractions", type=lambda s: [float(x) for x in s.split(",")],
                    help="index > shared_buffers: shared_buffers as fractions of "
                         "pgvector's index size (0.25)")
     g.add_argument("--ltm-seconds", type=float, help="timed query seconds per ltm point")
     ap.add_argument("--out", type=Path, help="output directory (default bench-results/<ts>)")
     a = ap.parse_args(argv)
-    if a.preset == "robustness":
-        ap.error("the robustness preset has its own options: main() runs it "
-                 "(python -m shnsw.bench --preset robustness --help)")
+    if a.preset in STANDALONE:
+        ap.error(f"the {a.preset} preset has its own options: main() runs it "
+                 f"(python -m shnsw.bench --preset {a.preset} --help)")
 
     preset = dict(PRESETS[a.preset])
     sets = preset.pop("datasets", None) or [{}]
@@ -194,7 +140,7 @@ def _one(ap, a, preset, extra):
                 "modes", "hot_queries", "hot_passes", "cold_queries", "latency_queries", "delay_us", "eic",
                 "io_workers",
                 "eic_queries", "fresh_queries", "clients", "seconds", "mixed_seconds",
-                "pgbench_clients", "mixed_vector_clients", "pgbench_scale", "insert_rows",
+                "pgbench_clients", "mixed_vector_clients", "pgbench_scale", "insert_rows", "insert_rate",
                 "ltm_fractions", "ltm_seconds"):
         v = getattr(a, key, None)
         if v is not None:
@@ -238,21 +184,42 @@ def _slug(ds) -> str:
     return "".join(c if c.isalnum() else "-" for c in ds.name.lower()).strip("-")
 
 
-def _wants_robustness(argv) -> bool:
+def _standalone(argv):
+    """The preset named on the command line when it has a runner of its own
+    (STANDALONE), else None."""
     argv = sys.argv[1:] if argv is None else list(argv)
     for i, a in enumerate(argv):
+        name = None
         if a == "--preset" and i + 1 < len(argv):
-            return argv[i + 1] == "robustness"
-        if a == "--preset=robustness":
-            return True
-    return False
+            name = argv[i + 1]
+        elif a.startswith("--preset="):
+            name = a.split("=", 1)[1]
+        if name is not None:
+            return name if name in STANDALONE else None
+    return None
+
+
+def _without_preset(argv):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--preset":
+            skip = True
+        elif not a.startswith("--preset="):
+            out.append(a)
+    return out
 
 
 def main(argv=None) -> int:
-    if _wants_robustness(argv):
-        # the matrix of data shapes has its own runner and options
-        from . import robustness
-        return robustness.main(argv)
+    name = _standalone(argv)
+    if name is not None:
+        # a measurement with its own runner and options (its --help lists them)
+        mod = importlib.import_module(f".{STANDALONE[name][0]}", __package__)
+        if name == "robustness":
+            return mod.main(argv)
+        return mod.main(_without_preset(argv)) or 0
     runs, out = parse(argv)
     log = Log()
     started = dt.datetime.now(dt.timezone.utc)

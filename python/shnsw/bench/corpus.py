@@ -6,11 +6,11 @@
 - ``wordnet-base`` 1:3.0-37 (Debian 12): WordNet 3.0's glosses (one line per
   synset) and their example sentences.
 
-Both are fetched with ``apt-get download NAME=VERSION`` (no root needed; run
-``apt-get update`` once on a machine that has never done so) and checked
-against their SHA-256, so the corpus does not drift with Debian's package
-lists.  ``SHNSW_DEB_DIR`` may point at a directory that already holds the two
-``.deb`` files (they are looked up there first).  The ``.deb`` (an ``ar``
+Both are checked against their SHA-256, so the corpus does not drift with
+Debian's package lists.  They are looked up in ``SHNSW_DEB_DIR``, the
+corpus's ``debs/`` directory and apt's download cache; this module never
+runs apt-get: when they are missing, the error gives the ``apt-get download
+NAME=VERSION`` command that fetches them (``make bench-corpus`` runs it).  The ``.deb`` (an ``ar``
 archive with ``data.tar.xz``) is read with the standard library alone.
 
 Cleaning is deterministic: headwords, pronunciations, bracketed etymologies
@@ -30,9 +30,7 @@ import io
 import lzma
 import os
 import re
-import subprocess
 import tarfile
-import tempfile
 from pathlib import Path
 
 PACKAGES = {
@@ -60,32 +58,45 @@ def deb_filename(name: str, version: str) -> str:
     return f"{name}_{version.replace(':', '%3a')}_all.deb"
 
 
-def fetch_deb(name: str, dest: Path, log=print) -> Path:
-    """The pinned .deb of `name` in dest (downloaded with apt-get if needed)."""
+def deb_dirs(dest: Path) -> list:
+    """Where the pinned .deb files are looked for: SHNSW_DEB_DIR, the corpus's
+    own debs/ directory and apt's download cache."""
+    dirs = [Path(os.environ["SHNSW_DEB_DIR"])] if os.environ.get("SHNSW_DEB_DIR") else []
+    return dirs + [dest, Path("/var/cache/apt/archives")]
+
+
+def fetch_command(dest: Path) -> str:
+    """The shell command that puts the two pinned packages into dest."""
+    pins = " ".join(f"{n}={v}" for n, (v, _) in PACKAGES.items())
+    return f"mkdir -p {dest} && cd {dest} && apt-get download {pins}"
+
+
+def needs_fetch(cache_dir: Path) -> bool:
+    """Whether the corpus in cache_dir can be built or loaded only after
+    fetching its packages (neither its lines nor both .deb files are here)."""
+    if (cache_dir / "lines.txt").exists():
+        return False
+    return not all(any((d / deb_filename(n, v)).exists() for d in deb_dirs(deb_dir(cache_dir)))
+                   for n, (v, _) in PACKAGES.items())
+
+
+def find_deb(name: str, dest: Path) -> Path:
+    """The pinned .deb of `name`, checked against its SHA-256.  Nothing is
+    downloaded here: when it is missing the error says how to fetch it."""
     version, sha = PACKAGES[name]
     fn = deb_filename(name, version)
-    cands = []
-    if os.environ.get("SHNSW_DEB_DIR"):
-        cands.append(Path(os.environ["SHNSW_DEB_DIR"]) / fn)
-    cands.append(dest / fn)
-    for c in cands:
-        if c.exists() and _sha256(c) == sha:
+    for d in deb_dirs(dest):
+        c = d / fn
+        if c.exists():
+            if _sha256(c) != sha:
+                raise RuntimeError(f"{c}: SHA-256 {_sha256(c)} is not the pinned {sha}")
             return c
-    dest.mkdir(parents=True, exist_ok=True)
-    log(f"    apt-get download {name}={version} ...", flush=True)
-    with tempfile.TemporaryDirectory(dir=dest) as tmp:
-        os.chmod(tmp, 0o777)          # apt's sandbox user may write there
-        r = subprocess.run(["apt-get", "download", f"{name}={version}"], cwd=tmp,
-                           capture_output=True, text=True)
-        got = Path(tmp) / fn
-        if r.returncode != 0 or not got.exists():
-            raise RuntimeError(
-                f"apt-get download {name}={version} failed ({r.stderr.strip()[-300:]}); "
-                "run `apt-get update` once, or put the .deb into SHNSW_DEB_DIR")
-        if _sha256(got) != sha:
-            raise RuntimeError(f"{fn}: SHA-256 {_sha256(got)} is not the pinned {sha}")
-        os.replace(got, dest / fn)
-    return dest / fn
+    raise RuntimeError(
+        f"the real sentence set is built from the Debian package {name}={version}, "
+        f"which is not in {', '.join(str(d) for d in deb_dirs(dest))}. Fetch both pinned "
+        f"packages (no root needed; run `apt-get update` once on a machine that never "
+        f"has) with\n    {fetch_command(dest)}\nor `make bench-corpus`, or point "
+        "SHNSW_DEB_DIR at a directory that holds them")
 
 
 def deb_members(deb: Path, wanted) -> dict:
@@ -192,8 +203,8 @@ def dedupe(lines) -> list:
 
 def build(debdir: Path, log=print) -> list:
     """The corpus: distinct lines of GCIDE then WordNet, in a fixed order."""
-    gc = fetch_deb("dict-gcide", debdir, log)
-    wn = fetch_deb("wordnet-base", debdir, log)
+    gc = find_deb("dict-gcide", debdir)
+    wn = find_deb("wordnet-base", debdir)
     g = deb_members(gc, ["/gcide.dict.dz"])
     text = gzip.decompress(next(iter(g.values()))).decode("utf-8", "replace")
     lines = list(gcide_lines(text))
@@ -208,14 +219,19 @@ def digest(lines) -> str:
     return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
 
 
+def deb_dir(cache_dir: Path) -> Path:
+    """The corpus's own directory for the two .deb files."""
+    return cache_dir / "debs"
+
+
 def load(cache_dir: Path, log=print) -> list:
     """The corpus lines, cached as lines.txt (one line each) in cache_dir."""
     f = cache_dir / "lines.txt"
     if f.exists():
         return f.read_text(encoding="utf-8").split("\n")
-    log(f"  corpus: building from Debian packages "
+    log("  corpus: building from Debian packages "
         + ", ".join(f"{n}={v}" for n, (v, _) in PACKAGES.items()), flush=True)
-    lines = build(cache_dir / "debs", log)
+    lines = build(deb_dir(cache_dir), log)
     if any("\n" in s for s in lines):
         raise AssertionError("a corpus line contains a newline")
     cache_dir.mkdir(parents=True, exist_ok=True)

@@ -109,3 +109,15 @@ def ratio(a, b):
     except TypeError:
         return None
     return a / b
+
+
+def point(engine, ef, lat, found, truth, k, extra=None) -> dict:
+    """One measured point of a sweep: latency summary, recall@1/@10 of what
+    was found (when given) and the mode's extra figures."""
+    p = {"engine": engine, "ef_search": ef, **latency_summary(lat)}
+    if found is not None:
+        p["recall@1"] = recall_at(found, truth, 1)
+        p["recall@10"] = recall_at(found, truth, min(10, k))
+    if extra:
+        p.update(extra)
+    return p

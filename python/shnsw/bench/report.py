@@ -17,6 +17,8 @@ TARGETS = [
     ("recall_default", "recall@10 at ef_search 40 (default)", True, "abs", 0.95, ">= 0.95"),
     ("hot_qps", "hot: queries/s at recall@10 = {t}, 1 client", True, "ratio", 3.0, ">= 3x"),
     ("hot_p50", "hot: p50 ms at recall@10 = {t}", False, None, None, ""),
+    ("pgbench_hot_qps", "hot with pgbench (C client, prepared, vector by key): q/s at ef*",
+     True, None, None, ""),
     ("cold_p50", "cold (local disk): p50 ms at recall {t}", False, "ratio", 1 / 3, "<= 1/3"),
     ("lat_p50", "cold + {d} us/read: p50 ms at recall {t}", False, "ratio", 1 / 8, "<= 1/8"),
     ("lat_rt", "cold + {d} us/read: serial round trips (p50 / delay) at recall {t}", False,
@@ -34,6 +36,8 @@ TARGETS = [
     ("conc_qps", "concurrent: queries/s, {c} clients at ef*", True, None, None, ""),
     ("mixed_qps", "mixed: vector queries/s beside pgbench", True, "ratio", 2.0, ">= 2x"),
     ("mixed_tps", "mixed: TPC-B tps beside vector clients", True, "ratio", 1.0, "no lower"),
+    ("beside_ratio", "search q/s beside a stream of single-row inserts / alone, at ef*", True,
+     "abs", 0.8, ">= 0.8"),
     ("ltm_qps_kept", "index > shared_buffers ({f}), OS cache kept: q/s at ef*", True, "ratio",
      1.0, "ahead"),
     ("ltm_p99_kept", "index > shared_buffers ({f}), OS cache kept: p99 ms", False, None, None,
@@ -97,6 +101,10 @@ def summarize(res: dict) -> dict:
             top = max(conc, key=lambda p: p["clients"])
             s["conc_qps"] = top["qps"]
             s["conc_clients"] = top["clients"]
+        for p in _pts(res, "pgbench_hot", eng):
+            s["pgbench_hot_qps"] = p["qps"]
+        for p in _pts(res, "beside_inserts", eng):
+            s["beside_ratio"] = p["ratio"]
         for p in _pts(res, "mixed", eng):
             s["mixed_qps"] = p["vector_qps"]
             s["mixed_tps"] = p["pgbench"].get("tps")
@@ -385,6 +393,21 @@ def markdown(res: dict, summary: dict, plots: dict) -> str:
                   p["pgbench"].get("tps")] for p in m["points"]]
         md += [_table(["engine", "ef_search", "vector q/s", "vector p50 ms", "vector p99 ms",
                        "TPC-B tps"], rows), ""]
+    m = res["modes"].get("pgbench_hot")
+    if m:
+        md += [f"## Hot with pgbench: one client, {m['passes']} passes of {m['seconds']} s", ""]
+        rows = [[p["engine"], p["ef_search"], p["qps"],
+                 ", ".join(f"{x:.0f}" for x in p["qps_passes"])] for p in m["points"]]
+        md += [_table(["engine", "ef_search", "queries/s (median)", "passes"], rows), ""]
+    m = res["modes"].get("beside_inserts")
+    if m:
+        md += [f"## Searches beside {m['insert_rate']:g} single-row inserts a second, "
+               f"{m['seconds']} s", ""]
+        rows = [[p["engine"], p["ef_search"], p["qps_alone"], p["qps_beside"], p["ratio"],
+                 p["inserts_per_s"], f"{p['found']} / {p['checked']}"] for p in m["points"]]
+        md += [_table(["engine", "ef_search", "q/s alone", "q/s beside inserts", "ratio",
+                       "inserts/s reached", "inserted rows found by the next search"],
+                      rows), ""]
     m = res["modes"].get("insert")
     if m or res["engines"]:
         md += ["## Build, size, inserts", ""]

@@ -643,7 +643,7 @@ def main(argv=None) -> int:
     import time
     from pathlib import Path
     from ..cluster import ROOT
-    from .runner import Log, machine_info
+    from .log import Log, machine_info
     cfg, pool, out = parse(argv)
     log = Log()
     started = dt.datetime.now(dt.timezone.utc)

@@ -41,7 +41,7 @@ import psycopg
 from . import datasets, metrics, pg
 from .. import data as shdata
 from .datasets import Progress
-from .runner import Log, _with_unit, machine_info
+from .log import Log, machine_info, with_unit
 from ..cluster import ROOT, Cluster
 
 TABLES = {"hnsw": ("pgvector hnsw", "hnsw.ef_search"),
@@ -241,7 +241,7 @@ def run(cfg, log) -> dict:
             rows = c.execute("SELECT name, setting, unit FROM pg_settings WHERE name = ANY(%s)",
                              (sorted(set(settings) | {"server_version", "block_size",
                                                      "fsync", "wal_level"}),)).fetchall()
-            result["server_settings"] = {n: _with_unit(s, u) for n, s, u in rows}
+            result["server_settings"] = {n: with_unit(s, u) for n, s, u in rows}
             have_shnsw = pg.has_streamhnsw(c)
         ams = [a for a in cfg["ams"] if a != "streamhnsw" or have_shnsw]
         if len(ams) < len(cfg["ams"]):
