@@ -106,7 +106,7 @@ typedef struct ShnswBuildState
 	double		max_residual;	/* of the in-memory rows' codes (metapage) */
 	bool		have_residual;	/* max_residual covers every in-memory row */
 
-	/* seconds per phase, said at DEBUG1 (tools/build_parallel.py reads them) */
+	/* seconds per phase, said at DEBUG1 (the suite's build-parallel preset reads them) */
 	instr_time	phase_start;
 	double		secs_scan;
 	double		secs_read;		/* in-memory rows read back from the file */
