@@ -12,6 +12,7 @@
  */
 #include <float.h>
 #include <math.h>
+#include <string.h>
 
 #include "codebound.h"
 

@@ -9,6 +9,8 @@
  *
  *-------------------------------------------------------------------------
  */
+#include <string.h>
+
 #include "buildgraph.h"
 #include "host.h"
 #include "layout.h"
