@@ -496,10 +496,10 @@ build_cand_dist(void *arg, int a, int b)
 
 /*
  * The neighbour heuristic (neighbors_select.c) over build candidates
- * ids/dists, sorted nearest first, filled up to fill with the ones passed over; writes
- * the kept node numbers to sel (nearest first), and, if seld is not NULL,
- * their distances to seld and passed-over flags to passed; *nchosen (may
- * be NULL) says how many the heuristic chose.
+ * ids/dists, sorted nearest first, filled up to fill with the ones passed
+ * over; writes the kept node numbers to sel (nearest first), and, if seld
+ * is not NULL, their distances to seld and passed-over flags to passed;
+ * *nchosen (may be NULL) says how many the heuristic chose.
  */
 static int
 build_select(ShnswBuildGraph *g, const uint32_t *ids, const float *dists, int n,

@@ -17,8 +17,9 @@
 #include "codebound.h"
 
 void
-shnsw_codebound_prepare(ShnswCodeBound *b, ShnswMetric metric, bool unbounded, const float *nav,
-					const float *lo, const float *scale, int dims, double residual)
+shnsw_codebound_prepare(ShnswCodeBound *b, ShnswMetric metric, bool unbounded,
+						const float *nav, const float *lo, const float *scale, int dims,
+						double residual)
 {
 	const double eps = FLT_EPSILON;
 	double		sumsq = 0.0,

@@ -28,8 +28,9 @@ typedef struct ShnswCodeBound
 	double		err_abs;		/* SQ8 error, in exact-distance units */
 	double		err_typ;		/* the error a row inside the trained range
 								 * exceeds with odds below 1e-8
-								 * (SHNSW_CODEBOUND_SIGMAS standard deviations of
-								 * its rounding: a premise, not a proof) */
+								 * (SHNSW_CODEBOUND_SIGMAS standard
+								 * deviations of its rounding: a premise,
+								 * not a proof) */
 	double		err_rel;		/* float rounding, relative */
 	double		qnorm;			/* |nav|: inner product's factor for a
 								 * distance in the space of the values */
@@ -60,13 +61,13 @@ typedef struct ShnswCodeBound
  * scan.c scan_check_bound).
  */
 extern void shnsw_codebound_prepare(ShnswCodeBound *b, ShnswMetric metric, bool unbounded,
-								const float *nav, const float *lo, const float *scale,
-								int dims, double residual);
+									const float *nav, const float *lo, const float *scale,
+									int dims, double residual);
 
 /*
  * The same bound for another residual (not negative): what
- * shnsw_codebound_prepare with that residual gives, without its pass over the
- * dimensions (a scan prepares both, with and without the metapage's).
+ * shnsw_codebound_prepare with that residual gives, without its pass over
+ * the dimensions (a scan prepares both, with and without the metapage's).
  */
 extern void shnsw_codebound_set_residual(ShnswCodeBound *b, double residual);
 

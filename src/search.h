@@ -243,10 +243,10 @@ extern int64_t shnsw_search_take(ShnswSearch *s);
  * The sweep (scan.c): once a scan's budget covers every node of the index,
  * it reads every graph page and offers each live node here. A node the
  * search has not seen is parked (in D) with its navigation distance d (the
- * caller computes them a page at a time),
- * without its neighbour list (nothing is expanded after a sweep); returns
- * true if it was new, and its index in cands in *idx. shnsw_search_swept then ends the walk: every node is
- * seen, later rounds hand out parked nodes nearest first, and
+ * caller computes them a page at a time), without its neighbour list
+ * (nothing is expanded after a sweep); returns true if it was new, and its
+ * index in cands in *idx. shnsw_search_swept then ends the walk: every node
+ * is seen, later rounds hand out parked nodes nearest first, and
  * shnsw_search_frontier is the nearest of them, a bound on every node not
  * yet emitted (no graph premise needed).
  */

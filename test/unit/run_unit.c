@@ -2344,13 +2344,14 @@ bound_rows_free(BoundRows *b)
 }
 
 /*
- * The emit bound (codebound.c, shnsw_codebound_lower and shnsw_codebound_code) on random
- * data: for every metric, several dimensions and value scales, the bound
- * from a row's navigation distance never exceeds its exact distance as
- * pgvector computes it, nor does the box bound of its code; rows clamped
- * into the trained range (values far outside it) break the first and never
- * the second. The bounds are not vacuous: on rows inside the range, the
- * median gap to the exact distance is a small part of the distance's spread.
+ * The emit bound (codebound.c, shnsw_codebound_lower and
+ * shnsw_codebound_code) on random data: for every metric, several
+ * dimensions and value scales, the bound from a row's navigation distance
+ * never exceeds its exact distance as pgvector computes it, nor does the
+ * box bound of its code; rows clamped into the trained range (values far
+ * outside it) break the first and never the second. The bounds are not
+ * vacuous: on rows inside the range, the median gap to the exact distance
+ * is a small part of the distance's spread.
  */
 static void
 test_emit_bounds(void)
@@ -2461,7 +2462,8 @@ test_emit_bounds(void)
 					est = sq8_distance(&br.sq, code);
 					lb = shnsw_codebound_lower(&b, est);
 					/* the largest residual bounds every row it covers, both ways */
-					res_viol += shnsw_codebound_lower(&b_all, est) > d || shnsw_codebound_upper(&b_all, est) < d;
+					res_viol += shnsw_codebound_lower(&b_all, est) > d ||
+						shnsw_codebound_upper(&b_all, est) < d;
 					if (i < n)
 					{
 						res_viol += shnsw_codebound_lower(&b_in, est) > d ||
@@ -2677,8 +2679,10 @@ test_clamp_bounds(void)
 					d = pgv_distance(metric, br.q, raw + (size_t) i * dim, dim);
 					est = sq8_distance(&br.sq, code + (size_t) i * dim);
 					pairs++;
-					proof_viol += shnsw_codebound_lower(&b, shnsw_clamp_distance(nm, est, slack)) > d;
-					typ_viol += shnsw_codebound_lower(&b_typ, shnsw_clamp_distance(nm, est, slack)) > d;
+					proof_viol +=
+						shnsw_codebound_lower(&b, shnsw_clamp_distance(nm, est, slack)) > d;
+					typ_viol +=
+						shnsw_codebound_lower(&b_typ, shnsw_clamp_distance(nm, est, slack)) > d;
 					plain_viol += shnsw_codebound_lower(&b_typ, est) > d;
 					tighter += slack < 0.5 * max_slack;
 				}
