@@ -852,8 +852,8 @@ build_link_layers(ShnswBuildGraph *g, uint32_t i, uint32_t ep, int top)
 		 * 20-40 was 2 points lower on uniform 10k x 128. Outliers and rows
 		 * inserted later into regions the build never saw compete for
 		 * places in full lists; the build's reachability pass, the sweep of
-		 * strict scans and the insert's upper-layer beam (neighbors_find.c) are what
-		 * keep them found.
+		 * strict scans and the insert's upper-layer beam (neighbors_find.c)
+		 * are what keep them found.
 		 */
 		nsel = build_select(g, res, resd, nres, max, max, sel, seld, selpr, NULL);
 		memcpy(mine, sel, sizeof(ShnswRef) * nsel);
