@@ -14,22 +14,25 @@ MODULE_big   = streamhnsw
 # One object per concern; see src/README for the layout.
 OBJS = \
 	src/streamhnsw.o \
-	src/port.o \
+	src/host.o \
 	src/handler.o \
 	src/options.o \
 	src/validate.o \
 	src/vector.o \
 	src/meta.o \
 	src/kernels.o \
-	src/graph.o \
-	src/neighbors.o \
-	src/reach.o \
+	src/buildgraph.o \
+	src/reachability.o \
+	src/layout.o \
+	src/search.o \
+	src/codebound.o \
+	src/neighbors_select.o \
 	src/pageaccess.o \
 	src/build.o \
 	src/buildpar.o \
 	src/insert.o \
-	src/choose.o \
-	src/links.o \
+	src/neighbors_find.o \
+	src/neighbors_update.o \
 	src/scan.o \
 	src/bound.o \
 	src/vacuum.o \
@@ -101,7 +104,9 @@ regress-discard-caches: venv
 	PYTHONPATH=python:test $(VENV_PY) -m harness.regress --discard-caches
 
 # Unit tests of the pure algorithm code: no server, plain C.
-UNIT_SRCS = test/unit/run_unit.c test/unit/port_malloc.c src/kernels.c src/graph.c src/neighbors.c src/reach.c src/lookahead.c
+UNIT_SRCS = test/unit/run_unit.c test/unit/host_malloc.c src/kernels.c src/buildgraph.c \
+	src/reachability.c src/layout.c src/search.c src/codebound.c src/neighbors_select.c \
+	src/lookahead.c
 unit:
 	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -Isrc -o test/unit/run_unit $(UNIT_SRCS) -lm
 	./test/unit/run_unit

@@ -57,7 +57,7 @@
 #define SHNSW_BUILD_SEED 0x5EED5EEDULL
 
 /*
- * A graph on floats links on halves (kernels.h, graph.c) from this many
+ * A graph on floats links on halves (kernels.h, buildgraph.c) from this many
  * dimensions up: half the memory traffic of floats in the build's
  * distances, memory bound once the vectors outgrow the caches (72.7 % of
  * a 768-d parallel build's samples were the float kernel), for the same
@@ -141,7 +141,7 @@ phase_secs_since(instr_time then)
 
 /*
  * Memory the collected state, the graph and the layout would need for n
- * in-memory rows: the node (graph.c), its heap TID and file position, and
+ * in-memory rows: the node (buildgraph.c), its heap TID and file position, and
  * its layout entries (order, pos, upper location, and the page layout's
  * state byte; its candidate index uses pos before pos is filled; the
  * reachability pass's 10 bytes a node come and go before).

@@ -16,10 +16,10 @@
  * the workers link the nodes
  * already filled (a worker whose node is not yet filled waits:
  * par_wait_ready). Each process attaches its own ShnswBuildGraph to
- * the shared arrays (graph.c, shnsw_build_attach: the visit stamps and
+ * the shared arrays (buildgraph.c, shnsw_build_attach: the visit stamps and
  * search scratch are its own) and claims nodes in order from an atomic
  * counter, linking each with shnsw_build_link under the locking scheme of
- * ShnswBuildSync (graph.h): one LWLock per node, held shared to copy a list
+ * ShnswBuildSync (buildgraph.h): one LWLock per node, held shared to copy a list
  * and exclusive to change one, never two at a time; and an entry lock. The
  * leader links nodes too and reports progress (nodes claimed). When no
  * node is left to link, every process links again the nodes that were
@@ -80,7 +80,7 @@ typedef struct ShnswParallelShared
 	int			efc;
 	ShnswMetric metric;
 	bool		use_codes;
-	bool		use_halves;		/* the vectors are halves (graph.c) */
+	bool		use_halves;		/* the vectors are halves (buildgraph.c) */
 	float		half_scale;
 	uint32		n;
 	int			tranche;

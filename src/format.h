@@ -76,7 +76,7 @@ shnsw_make_ref(uint32_t block, uint32_t slot, int slot_bits)
 /*
  * With SHNSW_NODE_CLAMPED, the flags' top five bits hold the node's clamp
  * class: how far at most its value lies outside the cells its code stands
- * for (graph.c, shnsw_clamp_flags); 0: unknown.
+ * for (codebound.c, shnsw_clamp_flags); 0: unknown.
  */
 #define SHNSW_NODE_CLAMP_SHIFT	3
 #define SHNSW_NODE_CLAMP_CLASSES 32

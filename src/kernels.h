@@ -61,7 +61,7 @@ extern void shnsw_halves_to_floats(const uint16_t *h, float *out, int dim);
 
 /*
  * Half-precision navigation vectors: a build may link on IEEE binary16
- * copies of its float vectors (graph.c, shnsw_build_use_halves), half the
+ * copies of its float vectors (buildgraph.c, shnsw_build_init_halves), half the
  * memory traffic of floats. A vector is multiplied by a power of two
  * (shnsw_half_scale) before it is rounded, so that the largest value of
  * the data set sits well inside binary16's range; distances between scaled

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * nodesource.h
- *	  The node source: how the disk search (graph.c) gets node records and
+ *	  The node source: how the disk search (search.c) gets node records and
  *	  upper-layer lists. Pure code.
  *
  * The search never touches pages itself. Implementations today:

@@ -391,7 +391,7 @@ shnsw_read_nodes(void *vctx, const ShnswRef *refs, int n, ShnswNodeFn fn, void *
  * shnsw_buffer_source_descent asks for read-ahead of the pages a greedy
  * descent through the upper layers reads, for an index of node_count
  * nodes. A build places nodes level by level, highest first, from the
- * entry point on (graph.c, shnsw_build_layout_pages), and their upper
+ * entry point on (layout.c, shnsw_build_layout_pages), and their upper
  * records in the same order: the nodes of level 2 and up (about
  * node_count / m^2) fill the graph pages from the entry's on, and their
  * records the upper pages from the entry's record's on. Those pages are

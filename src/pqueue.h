@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "port.h"
+#include "host.h"
 
 typedef struct ShnswPair
 {
@@ -58,7 +58,7 @@ shnsw_heap_above(const ShnswHeap *h, const ShnswPair *x, const ShnswPair *y)
 
 /*
  * Append (d, id) at the end, growing the array, without restoring the heap
- * order (shnsw_heap_push does; graph.c's parked nodes do it later, if at
+ * order (shnsw_heap_push does; search.c's parked nodes do it later, if at
  * all). Returns its position.
  */
 static inline int

@@ -133,10 +133,10 @@ typedef struct ShnswScanOpaqueData
 
 	/* the exact-distance lower bound of a navigation distance */
 	bool		unbounded;		/* every distance is NaN: any order is right */
-	ShnswBound	walk;			/* the first round's: the typical error
+	ShnswCodeBound walk;		/* the first round's: the typical error
 								 * (scan_lower_bound) */
-	ShnswBound	bound;			/* later rounds, before the sweep */
-	ShnswBound	proof;			/* after it: the largest residual's */
+	ShnswCodeBound bound;		/* later rounds, before the sweep */
+	ShnswCodeBound proof;		/* after it: the largest residual's */
 
 	/* the sweep: every node seen once the budget covers the index */
 	bool		complete;		/* max_scan_tuples covers every node */
@@ -146,7 +146,7 @@ typedef struct ShnswScanOpaqueData
 	bool		force_emit;		/* the proof has spent its allowance: return
 								 * the nearest held row (scan_proof_may_search) */
 	ShnswHeap	edge;			/* after the sweep: nodes whose codes reach an
-								 * end of the range, by shnsw_bound_code */
+								 * end of the range, by shnsw_codebound_code */
 	bool		take_edge;		/* the edge heap holds the emit bound */
 	bool		take_clamped;	/* a clamped node's bound holds it (before
 								 * the sweep: shnsw_search_clamped) */
@@ -197,7 +197,7 @@ scan_fold(ShnswScanOpaque so)
 }
 
 /*
- * scan_search_free gives the search's arrays back (graph.c keeps them for
+ * scan_search_free gives the search's arrays back (search.c keeps them for
  * the next search of this backend: no allocation per scan); called before
  * so->ctx, which holds the rest of the search, is reset or deleted.
  */
@@ -452,14 +452,14 @@ scan_first_rows(ShnswScanOpaque so)
 /*
  * scan_lower_bound: a lower bound on the exact distance (in the ORDER BY
  * operator's units) of any node whose navigation distance is est
- * (graph.c, shnsw_bound_lower; unit-tested on random data).
+ * (codebound.c, shnsw_codebound_lower; unit-tested on random data).
  */
 static inline double
 scan_lower_bound(ShnswScanOpaque so, double est)
 {
 	if (so->swept)
-		return shnsw_bound_lower(&so->proof, est);
-	return shnsw_bound_lower(scan_first_rows(so) ? &so->walk : &so->bound, est);
+		return shnsw_codebound_lower(&so->proof, est);
+	return shnsw_codebound_lower(scan_first_rows(so) ? &so->walk : &so->bound, est);
 }
 
 /*
@@ -472,7 +472,7 @@ scan_lower_bound(ShnswScanOpaque so, double est)
 static inline double
 scan_deferred_bound(ShnswScanOpaque so, double est)
 {
-	return shnsw_bound_lower(scan_first_rows(so) && !so->swept ? &so->walk : &so->bound, est);
+	return shnsw_codebound_lower(scan_first_rows(so) && !so->swept ? &so->walk : &so->bound, est);
 }
 
 /*
@@ -483,9 +483,9 @@ scan_deferred_bound(ShnswScanOpaque so, double est)
  * rest of the scan then waits long enough for nodes like it).
  */
 static void
-bound_widen(ShnswBound *b, float est, double d)
+bound_widen(ShnswCodeBound *b, float est, double d)
 {
-	for (int i = 0; i < 64 && shnsw_bound_lower(b, est) > d; i++)
+	for (int i = 0; i < 64 && shnsw_codebound_lower(b, est) > d; i++)
 		b->err_abs = b->err_abs * 2 + 1e-7;
 }
 
@@ -780,11 +780,11 @@ scan_setup(IndexScanDesc scan)
 	 */
 	sq8_prepare_query(&so->sq, so->unbounded || info->metric == SHNSW_METRIC_IP ?
 					  info->metric : SHNSW_METRIC_L2, nav, info->lo, info->scale);
-	shnsw_bound_prepare(&so->bound, info->metric, so->unbounded, nav, info->lo, info->scale,
+	shnsw_codebound_prepare(&so->bound, info->metric, so->unbounded, nav, info->lo, info->scale,
 						dims, -1.0);
 	so->proof = so->bound;
 	if (snap.max_residual >= 0.0)
-		shnsw_bound_set_residual(&so->proof, snap.max_residual);
+		shnsw_codebound_set_residual(&so->proof, snap.max_residual);
 	so->bound.err_abs = Max(so->bound.err_abs, so->proof.err_abs);
 
 	/*
@@ -928,11 +928,11 @@ scan_defer(ShnswScanOpaque so, int n)
 		 * first round's bound.
 		 */
 		int			mid = (n - 1) / 2;
-		const ShnswBound *b = so->swept ? &so->proof : &so->walk;
+		const ShnswCodeBound *b = so->swept ? &so->proof : &so->walk;
 		float		d = so->search.widened > 0 ? so->widen_median :
 			so->search.cands[so->outbuf[mid]].d;
 
-		so->first_floor = shnsw_bound_upper(b, d);
+		so->first_floor = shnsw_codebound_upper(b, d);
 	}
 	if (n <= keep)
 		return n;
@@ -1102,7 +1102,7 @@ typedef struct SweepSlot
 	ShnswNodeHeader h;
 	float		d;				/* navigation distance */
 	bool		edge;			/* its code reaches an end of the range */
-	double		box;			/* if so, its box bound (shnsw_bound_code) */
+	double		box;			/* if so, its box bound (shnsw_codebound_code) */
 } SweepSlot;
 
 /*
@@ -1129,7 +1129,7 @@ sweep_stage(ShnswScanOpaque so, const char *records, int n, SweepSlot *out)
 		memcpy(&out[slot].h, h, sizeof(ShnswNodeHeader));
 		out[slot].d = d[slot];
 		out[slot].edge = shnsw_code_at_edge(code, so->info->dims);
-		out[slot].box = out[slot].edge ? shnsw_bound_code(&so->bound, code) : 0.0;
+		out[slot].box = out[slot].edge ? shnsw_codebound_code(&so->bound, code) : 0.0;
 	}
 }
 

@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * streamhnsw.c
- *	  Module entry point: library magic, _PG_init, and the extension's
- *	  informational SQL functions.
+ *	  Module entry point: library magic, _PG_init, the end-of-transaction
+ *	  check of the search pool, and the extension's informational SQL
+ *	  functions.
  *
  * The access method is spread over the other files of this directory;
  * src/README explains the layout.
@@ -11,6 +12,7 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "miscadmin.h"
@@ -24,8 +26,24 @@ PG_MODULE_MAGIC_EXT(.name = "streamhnsw", .version = STREAMHNSW_VERSION);
 void		_PG_init(void);
 
 /*
- * _PG_init registers options and GUCs, picks the distance kernels and
- * installs the EXPLAIN and ExecutorStart hooks.
+ * No search runs past its transaction: at its end, free the search pool if
+ * a search that ended in an error still holds it (search.h). This is the
+ * access method's, not host.c's, so that the host layer below the pure
+ * code never calls back into it.
+ */
+static void
+search_pool_xact_callback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT ||
+		event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT ||
+		event == XACT_EVENT_PREPARE)
+		shnsw_search_pool_end_xact();
+}
+
+/*
+ * _PG_init registers options and GUCs, picks the distance kernels,
+ * installs the EXPLAIN and ExecutorStart hooks and the search pool's
+ * transaction callback.
  */
 void
 _PG_init(void)
@@ -35,6 +53,7 @@ _PG_init(void)
 	shnsw_init_options();
 	shnsw_explain_init();
 	shnsw_bound_init();
+	RegisterXactCallback(search_pool_xact_callback, NULL);
 }
 
 /*

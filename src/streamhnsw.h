@@ -29,11 +29,15 @@
 #include "storage/bufpage.h"
 #include "utils/relcache.h"
 
+#include "buildgraph.h"
+#include "codebound.h"
 #include "format.h"
-#include "graph.h"
 #include "kernels.h"
+#include "layout.h"
 #include "lookahead.h"
+#include "reachability.h"
 #include "reader.h"
+#include "search.h"
 #include "shmgraph.h"
 
 #define STREAMHNSW_VERSION "0.1.0"
@@ -178,7 +182,7 @@ typedef struct ShnswMetaPageData
 								 * block cut may come back as another type */
 	double		max_residual;	/* with SHNSW_META_RESIDUAL: the largest |x -
 								 * x'| of a node's navigation vector and its
-								 * decoded code (graph.c, shnsw_code_residual)
+								 * decoded code (codebound.c, shnsw_code_residual)
 								 * of any node placed since the quantizer
 								 * was last trained, clamped values included:
 								 * scans bound exact distances with it */
@@ -439,7 +443,7 @@ extern int	shnsw_read_node_tids(Relation index, ShnswReader *reader, ShnswRef re
 								 BlockNumber blk, const ShnswNodeHeader *h, int m,
 								 BlockNumber *nblocks, ItemPointerData *tids);
 
-/* ---------- choose.c and links.c: neighbour lists on disk (insert, vacuum) ---------- */
+/* ---------- neighbors_find.c and neighbors_update.c: neighbour lists on disk ---------- */
 #define SHNSW_MAX_DUPS 64
 
 typedef struct ShnswLinker
@@ -478,7 +482,7 @@ typedef struct ShnswRefSet
 	int64		n;
 } ShnswRefSet;
 
-/* choose.c: reading and choosing */
+/* neighbors_find.c: reading and choosing */
 extern void shnsw_linker_init(ShnswLinker *lk, Relation index, ShnswIndexInfo *info);
 extern void shnsw_read_codes(ShnswLinker *lk, const ShnswRef *refs, int n, uint8 *codes);
 extern void shnsw_read_node(ShnswLinker *lk, ShnswRef e, int layer, ShnswNodeCopy *out,
@@ -493,7 +497,7 @@ extern void shnsw_code_distances(ShnswLinker *lk, const uint8 *ecode, const uint
 extern int	shnsw_ref_cmp(const void *a, const void *b);
 extern bool shnsw_refset_has(const ShnswRefSet *set, ShnswRef r);
 
-/* links.c: changing lists */
+/* neighbors_update.c: changing lists */
 extern bool shnsw_make_findable(ShnswLinker *lk, ShnswRef e, int ef, bool copies,
 								ShnswRef *dropped, int *ndropped);
 extern bool shnsw_add_backlink(ShnswLinker *lk, ShnswRef e, int layer, ShnswRef newref,

@@ -22,7 +22,7 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
-#include "reach.h"
+#include "reachability.h"
 #include "streamhnsw.h"
 
 typedef struct VacState
@@ -744,7 +744,7 @@ reach_attach(VacState *vs, ShnswLinker *lk, ReachWalk *rw, int64 i,
 	return linked;
 }
 
-/* Pass 4's side of the walk-and-attach (reach.h). */
+/* Pass 4's side of the walk-and-attach (reachability.h). */
 typedef struct VacReach
 {
 	VacState   *vs;

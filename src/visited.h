@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "format.h"
-#include "port.h"
+#include "host.h"
 
 typedef struct ShnswVisited
 {
@@ -55,7 +55,7 @@ static bool shnsw_visited_add(ShnswVisited *v, ShnswRef r);
 
 /*
  * Double the table. The slots are resized with shnsw_realloc, so they stay
- * in the memory they came from (graph.c's search pool keeps them across
+ * in the memory they came from (search.c's search pool keeps them across
  * scans); the old entries are copied aside and added again.
  */
 static inline void

@@ -580,7 +580,7 @@ def test_background_build_does_not_hold_back_vacuum(cluster):
 
 def test_search_pool_after_errors(cluster):
     """Scans reuse one backend's search arrays from one scan to the next
-    (graph.c's search pool). A scan that ends in an error never gives them
+    (search.c's search pool). A scan that ends in an error never gives them
     back: later scans, in a subtransaction of the same transaction (which
     allocate their own) and in later transactions (the pool is freed at the
     end of the failed one), still return exactly what a sequential scan does."""

@@ -12,14 +12,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph.h"
+#include "buildgraph.h"
+#include "codebound.h"
 #include "kernels.h"
+#include "layout.h"
 #include "lookahead.h"
-#include "neighbors.h"
+#include "neighbors_select.h"
 #include "pqueue.h"
+#include "reachability.h"
+#include "search.h"
 #include "visited.h"
 
-/* port.h: the server checks for a cancel here; the tests count the calls. */
+/* host.h: the server checks for a cancel here; the tests count the calls. */
 static long ninterrupt_checks;
 
 void
@@ -2340,13 +2344,14 @@ bound_rows_free(BoundRows *b)
 }
 
 /*
- * The emit bound (graph.c, shnsw_bound_lower and shnsw_bound_code) on random
- * data: for every metric, several dimensions and value scales, the bound
- * from a row's navigation distance never exceeds its exact distance as
- * pgvector computes it, nor does the box bound of its code; rows clamped
- * into the trained range (values far outside it) break the first and never
- * the second. The bounds are not vacuous: on rows inside the range, the
- * median gap to the exact distance is a small part of the distance's spread.
+ * The emit bound (codebound.c, shnsw_codebound_lower and
+ * shnsw_codebound_code) on random data: for every metric, several
+ * dimensions and value scales, the bound from a row's navigation distance
+ * never exceeds its exact distance as pgvector computes it, nor does the
+ * box bound of its code; rows clamped into the trained range (values far
+ * outside it) break the first and never the second. The bounds are not
+ * vacuous: on rows inside the range, the median gap to the exact distance
+ * is a small part of the distance's spread.
  */
 static void
 test_emit_bounds(void)
@@ -2423,20 +2428,20 @@ test_emit_bounds(void)
 
 			for (int t = 0; t < nq; t++)
 			{
-				ShnswBound	b,
+				ShnswCodeBound b,
 							b_in,
 							b_all,
 							b_typ;
 
 				bound_rows_query(&br, metric, shift, spread, t);
-				shnsw_bound_prepare(&b, metric, false, qn, lo, scale, dim, -1.0);
-				shnsw_bound_prepare(&b_in, metric, false, qn, lo, scale, dim, res_in);
-				shnsw_bound_prepare(&b_all, metric, false, qn, lo, scale, dim, res_all);
+				shnsw_codebound_prepare(&b, metric, false, qn, lo, scale, dim, -1.0);
+				shnsw_codebound_prepare(&b_in, metric, false, qn, lo, scale, dim, res_in);
+				shnsw_codebound_prepare(&b_all, metric, false, qn, lo, scale, dim, res_all);
 				{
 					/* a residual set afterwards: the same bound to the bit */
-					ShnswBound	b_set = b;
+					ShnswCodeBound b_set = b;
 
-					shnsw_bound_set_residual(&b_set, res_in);
+					shnsw_codebound_set_residual(&b_set, res_in);
 					CHECK(memcmp(&b_set.err_abs, &b_in.err_abs, sizeof(double)) == 0 &&
 						  memcmp(&b_set.err_typ, &b_in.err_typ, sizeof(double)) == 0,
 						  "bound %d-d: residual set afterwards %.17g, prepared with it %.17g",
@@ -2455,22 +2460,23 @@ test_emit_bounds(void)
 					sq8_encode(lo, scale, nav + (size_t) i * dim, code, dim);
 					d = pgv_distance(metric, q, raw + (size_t) i * dim, dim);
 					est = sq8_distance(&br.sq, code);
-					lb = shnsw_bound_lower(&b, est);
+					lb = shnsw_codebound_lower(&b, est);
 					/* the largest residual bounds every row it covers, both ways */
-					res_viol += shnsw_bound_lower(&b_all, est) > d || shnsw_bound_upper(&b_all, est) < d;
+					res_viol += shnsw_codebound_lower(&b_all, est) > d ||
+						shnsw_codebound_upper(&b_all, est) < d;
 					if (i < n)
 					{
-						res_viol += shnsw_bound_lower(&b_in, est) > d ||
-							shnsw_bound_upper(&b_in, est) < d;
-						res_looser += shnsw_bound_lower(&b_in, est) < lb - 1e-9 * (1 + fabs(lb));
+						res_viol += shnsw_codebound_lower(&b_in, est) > d ||
+							shnsw_codebound_upper(&b_in, est) < d;
+						res_looser += shnsw_codebound_lower(&b_in, est) < lb - 1e-9 * (1 + fabs(lb));
 					}
-					box = shnsw_bound_code(&b, code);
+					box = shnsw_codebound_code(&b, code);
 					checked++;
 					box_viol += box > d;
 					if (i < n)
 					{
 						viol += lb > d;
-						typ_viol += shnsw_bound_lower(&b_typ, est) > d;
+						typ_viol += shnsw_codebound_lower(&b_typ, est) > d;
 						/*
 						 * inside the range the box is the tighter bound
 						 * (L2: |(|a| - e)+| >= |a| - |e|); under inner
@@ -2528,7 +2534,7 @@ test_emit_bounds(void)
 }
 
 /*
- * Clamped values (graph.c, shnsw_code_excess, shnsw_clamp_flags and
+ * Clamped values (codebound.c, shnsw_code_excess, shnsw_clamp_flags and
  * shnsw_clamp_distance; scan.c bounds flagged nodes with them): rows
  * inside the trained range have no excess and no flag; a row outside has
  * the distance from its value to the cells its code stands for as excess,
@@ -2647,12 +2653,12 @@ test_clamp_bounds(void)
 			{
 				ShnswMetric nm = metric == SHNSW_METRIC_IP ? SHNSW_METRIC_IP : SHNSW_METRIC_L2;
 				const float *qn = br.qn;
-				ShnswBound	b,
+				ShnswCodeBound b,
 							b_typ;
 				double		factor = 1.0;
 
 				bound_rows_query(&br, metric, shift, spread, t);
-				shnsw_bound_prepare(&b, metric, false, qn, lo, scale, dim, -1.0);
+				shnsw_codebound_prepare(&b, metric, false, qn, lo, scale, dim, -1.0);
 				b_typ = b;
 				b_typ.err_abs = b.err_typ;
 				if (metric == SHNSW_METRIC_IP)
@@ -2673,9 +2679,11 @@ test_clamp_bounds(void)
 					d = pgv_distance(metric, br.q, raw + (size_t) i * dim, dim);
 					est = sq8_distance(&br.sq, code + (size_t) i * dim);
 					pairs++;
-					proof_viol += shnsw_bound_lower(&b, shnsw_clamp_distance(nm, est, slack)) > d;
-					typ_viol += shnsw_bound_lower(&b_typ, shnsw_clamp_distance(nm, est, slack)) > d;
-					plain_viol += shnsw_bound_lower(&b_typ, est) > d;
+					proof_viol +=
+						shnsw_codebound_lower(&b, shnsw_clamp_distance(nm, est, slack)) > d;
+					typ_viol +=
+						shnsw_codebound_lower(&b_typ, shnsw_clamp_distance(nm, est, slack)) > d;
+					plain_viol += shnsw_codebound_lower(&b_typ, est) > d;
 					tighter += slack < 0.5 * max_slack;
 				}
 			}

@@ -1,15 +1,14 @@
 /*-------------------------------------------------------------------------
  *
- * reach.h
- *	  The reachability walk-and-attach: every node must be reachable on
- *	  layer 0 from the entry point, or no search finds it. One loop for the
- *	  build (graph.c, in memory) and VACUUM (vacuum.c, pass 4, on pages).
- *	  Pure code.
+ * reachability.h
+ *	  Every node must be reachable on layer 0 from the entry point, or no
+ *	  search finds it: one walk-and-attach loop for the build (in memory)
+ *	  and VACUUM (vacuum.c, pass 4, on pages). Pure code.
  *
  *-------------------------------------------------------------------------
  */
-#ifndef STREAMHNSW_REACH_H
-#define STREAMHNSW_REACH_H
+#ifndef STREAMHNSW_REACHABILITY_H
+#define STREAMHNSW_REACHABILITY_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -41,4 +40,22 @@ typedef struct ShnswReachOps
  */
 extern int64_t shnsw_reach_all(int64_t n, int64_t entry, const ShnswReachOps *ops, void *arg);
 
-#endif							/* STREAMHNSW_REACH_H */
+/* the build's graph (buildgraph.h) */
+struct ShnswBuildGraph;
+
+/*
+ * Make every node of a build's graph reachable on layer 0 from the entry
+ * point; call once, after every node is linked. The neighbour heuristic can
+ * prune a node out of every list (no incoming link), or cut a group of
+ * nodes off, and no search would ever reach them. Each unreached node, in
+ * node order, gets an incoming link from its nearest reached node that can
+ * take one (its own neighbours first, else nodes a search for it finds), in
+ * a free slot or over that node's farthest neighbour that stays reachable
+ * through another link (a list gives up at most one entry while another
+ * candidate can take the link). Lists stay within 2m, upper layers are
+ * untouched, and the result is deterministic.
+ * Returns the number of links added (0 if every node was reachable).
+ */
+extern uint32_t shnsw_build_ensure_reachable(struct ShnswBuildGraph *g);
+
+#endif							/* STREAMHNSW_REACHABILITY_H */

@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
- * port.h
+ * host.h
  *	  What pure code needs from its host: memory allocation and a point
- *	  where a long loop may be interrupted.
+ *	  where a long loop may be interrupted. The server implements it in
+ *	  host.c, the unit tests in test/unit/host_malloc.c.
  *
  * In the server, shnsw_alloc is palloc in the current memory context
  * (errors are thrown by palloc); the unit tests use malloc.
@@ -16,8 +17,8 @@
  *
  *-------------------------------------------------------------------------
  */
-#ifndef STREAMHNSW_PORT_H
-#define STREAMHNSW_PORT_H
+#ifndef STREAMHNSW_HOST_H
+#define STREAMHNSW_HOST_H
 
 #include <stddef.h>
 
@@ -27,7 +28,7 @@ extern void *shnsw_realloc(void *ptr, size_t size);
 extern void shnsw_free(void *ptr);
 
 /*
- * Memory kept from one query to the next (graph.c's search pool): in the
+ * Memory kept from one query to the next (search.c's search pool): in the
  * server, a memory context of its own under TopMemoryContext; resized with
  * shnsw_realloc (which keeps a chunk in its context) and freed with
  * shnsw_free, or all at once by shnsw_kept_reset (after an error, when
@@ -37,4 +38,4 @@ extern void *shnsw_alloc_kept(size_t size);
 extern void shnsw_kept_reset(void);
 extern void shnsw_check_interrupts(void);
 
-#endif							/* STREAMHNSW_PORT_H */
+#endif							/* STREAMHNSW_HOST_H */

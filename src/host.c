@@ -1,20 +1,22 @@
 /*-------------------------------------------------------------------------
  *
- * port.c
- *	  The server's side of port.h: what the pure code (format.h, kernels,
- *	  graph, heaps, visited set) gets from its host. The unit tests
- *	  implement the same functions over malloc (test/unit/run_unit.c).
+ * host.c
+ *	  The server's side of host.h: memory and interrupts for the pure code
+ *	  (kernels, build graph, search, heaps, visited set). The unit tests
+ *	  implement the same functions over malloc (test/unit/host_malloc.c).
+ *
+ * The lowest layer: the pure code calls it, and it calls none of the pure
+ * code (the search pool's end-of-transaction check is the access method's,
+ * streamhnsw.c).
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include "access/xact.h"
 #include "miscadmin.h"
 #include "utils/memutils.h"
 
-#include "graph.h"
-#include "port.h"
+#include "host.h"
 
 /* Allocate in the current memory context; palloc reports failure. */
 void *
@@ -47,26 +49,13 @@ shnsw_free(void *ptr)
 
 static MemoryContext kept_cxt = NULL;
 
-/* No search runs past its transaction: free a pool an error left held. */
-static void
-kept_xact_callback(XactEvent event, void *arg)
-{
-	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT ||
-		event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT ||
-		event == XACT_EVENT_PREPARE)
-		shnsw_search_pool_end_xact();
-}
-
-/* Allocate in the backend's kept context (port.h). */
+/* Allocate in the backend's kept context (host.h). */
 void *
 shnsw_alloc_kept(size_t size)
 {
 	if (kept_cxt == NULL)
-	{
 		kept_cxt = AllocSetContextCreate(TopMemoryContext, "streamhnsw search pool",
 										 ALLOCSET_DEFAULT_SIZES);
-		RegisterXactCallback(kept_xact_callback, NULL);
-	}
 	return MemoryContextAllocHuge(kept_cxt, Max(size, 1));
 }
 

@@ -1,17 +1,17 @@
 /*-------------------------------------------------------------------------
  *
- * neighbors.c
- *	  The neighbour heuristic and the distance sort (neighbors.h). Pure
- *	  code: see src/README, Layers.
+ * neighbors_select.c
+ *	  Which candidates a node keeps as neighbours: the heuristic, the
+ *	  back-link rule and the distance sort (neighbors_select.h). Pure code.
  *
  *-------------------------------------------------------------------------
  */
 #include <string.h>
 
-#include "neighbors.h"
-#include "port.h"
+#include "host.h"
+#include "neighbors_select.h"
 
-/* The neighbour heuristic, keeping pruned connections up to fill (neighbors.h). */
+/* The neighbour heuristic, keeping pruned connections up to fill. */
 int
 shnsw_select_heuristic(const float *d, int n, int max, int fill, ShnswCandDistFn dist,
 					   void *arg, int *sel, uint8_t *passed, int *nchosen)
@@ -76,10 +76,10 @@ shnsw_select_heuristic(const float *d, int n, int max, int fill, ShnswCandDistFn
 }
 
 /*
- * Sort (ids, d) pairs by distance, then id (neighbors.h). The lists sorted
- * here are short (at most 2m + 1 in the build's back-links, about 2m in its
- * reachability pass), so an insertion sort, as the build had before (qsort
- * made no difference measurable above the noise).
+ * Sort (ids, d) pairs by distance, then id (neighbors_select.h). The lists
+ * sorted here are short (at most 2m + 1 in the build's back-links, about 2m
+ * in its reachability pass), so an insertion sort, as the build had before
+ * (qsort made no difference measurable above the noise).
  */
 void
 shnsw_sort_by_distance(uint32_t *ids, float *d, int n)
@@ -101,7 +101,7 @@ shnsw_sort_by_distance(uint32_t *ids, float *d, int n)
 	}
 }
 
-/* The incremental back-link rule on a cached list (neighbors.h). */
+/* The incremental back-link rule on a cached list (neighbors_select.h). */
 int
 shnsw_keep_update(uint32_t *list, float *d, uint8_t *passed, int cnt, int max,
 				  uint32_t newnode, float dnew, ShnswNodeDistFn dist, void *arg)
@@ -161,7 +161,7 @@ shnsw_keep_update(uint32_t *list, float *d, uint8_t *passed, int cnt, int max,
 	return cnt + 1;
 }
 
-/* The back-link rule (neighbors.h). */
+/* The back-link rule (neighbors_select.h). */
 int
 shnsw_backlink(uint32_t *list, int cnt, int max, uint32_t newnode, bool force,
 			   const ShnswListOps *ops, void *arg, bool *kept, int *nchosen)

@@ -1,14 +1,14 @@
 /*-------------------------------------------------------------------------
  *
- * neighbors.h
+ * neighbors_select.h
  *	  The neighbour heuristic, the one every phase uses (build on float
  *	  vectors or codes, inserts and VACUUM on SQ8 codes), and the sort of
  *	  candidates by distance that comes before it. Pure code.
  *
  *-------------------------------------------------------------------------
  */
-#ifndef STREAMHNSW_NEIGHBORS_H
-#define STREAMHNSW_NEIGHBORS_H
+#ifndef STREAMHNSW_NEIGHBORS_SELECT_H
+#define STREAMHNSW_NEIGHBORS_SELECT_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -59,7 +59,7 @@ extern void shnsw_sort_by_distance(uint32_t *ids, float *d, int n);
 
 /*
  * How a back-link reaches the lists it changes: the build's in-memory graph,
- * or a copy of a list on a page (links.c).
+ * or a copy of a list on a page (neighbors_update.c).
  *
  * distances writes to d[0..n-1] the distances from the list's owner to
  * list[0..n-1]. choose sorts list[0..n-1] and d nearest first and keeps
@@ -94,4 +94,4 @@ typedef struct ShnswListOps
 extern int	shnsw_backlink(uint32_t *list, int cnt, int max, uint32_t newnode, bool force,
 						   const ShnswListOps *ops, void *arg, bool *kept, int *nchosen);
 
-#endif							/* STREAMHNSW_NEIGHBORS_H */
+#endif							/* STREAMHNSW_NEIGHBORS_SELECT_H */

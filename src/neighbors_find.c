@@ -1,10 +1,10 @@
 /*-------------------------------------------------------------------------
  *
- * choose.c
- *	  Choosing neighbours on disk: node copies and codes read through the
- *	  node source, the search for a vector's neighbours (inserts, VACUUM's
- *	  relinking and repair) and the heuristic on codes. It only reads;
- *	  links.c, above it, changes lists.
+ * neighbors_find.c
+ *	  Finding a vector's neighbours on disk (inserts, VACUUM's relinking
+ *	  and repair): node copies and codes read through the node source, the
+ *	  search, and the heuristic on codes. It only reads; neighbors_update.c,
+ *	  above it, changes lists.
  *
  *-------------------------------------------------------------------------
  */

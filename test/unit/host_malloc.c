@@ -1,12 +1,12 @@
 /*
- * port_malloc.c
- *	  port.h's allocation over malloc, for programs that link the pure code
+ * host_malloc.c
+ *	  host.h's allocation over malloc, for programs that link the pure code
  *	  without a server: the unit tests (run_unit.c) and tools/navexp.c. Each
  *	  defines shnsw_check_interrupts itself. Allocation failure aborts.
  */
 #include <stdlib.h>
 
-#include "port.h"
+#include "host.h"
 
 void *
 shnsw_alloc(size_t size)

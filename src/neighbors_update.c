@@ -1,11 +1,11 @@
 /*-------------------------------------------------------------------------
  *
- * links.c
+ * neighbors_update.c
  *	  Changing neighbour lists on disk safely while other backends insert,
  *	  vacuum and search: back-links, adoption, repair around deleted nodes,
  *	  and the findability check. Used by inserts (back-links to a new node)
  *	  and by VACUUM (repairing lists that point at deleted nodes). Reading
- *	  and choosing is choose.c's.
+ *	  and choosing is neighbors_find.c's.
  *
  * Concurrency. Several backends may change the same list at once (two
  * inserts linking back from one neighbour; an insert and VACUUM). A change
@@ -33,7 +33,7 @@
 #include "storage/bufmgr.h"
 #include "utils/rel.h"
 
-#include "neighbors.h"
+#include "neighbors_select.h"
 #include "streamhnsw.h"
 
 /* How much wider a repair's search may run again when deleted nodes crowd it. */

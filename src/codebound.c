@@ -1,0 +1,309 @@
+/*-------------------------------------------------------------------------
+ *
+ * codebound.c
+ *	  What an SQ8 code says about a node's exact distance: error bounds of
+ *	  the navigation distance, residuals, and the classes of clamped values.
+ *
+ * Pure code. A scan (scan.c) returns a row only once no node it has not
+ * re-ranked can be nearer; these bounds are what it measures that by.
+ * Not to be confused with bound.c, the distance bound of a WHERE clause.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "codebound.h"
+
+void
+shnsw_codebound_prepare(ShnswCodeBound *b, ShnswMetric metric, bool unbounded,
+						const float *nav, const float *lo, const float *scale, int dims,
+						double residual)
+{
+	const double eps = FLT_EPSILON;
+	double		sumsq = 0.0,
+				sumabs = 0.0,
+				mag = 0.0,
+				rndsq = 0.0,
+				rndabs = 0.0,
+				qsq = 0.0,
+				varmax = 0.0,
+				varq = 0.0;
+
+	/*
+	 * A code c stands for x' = lo + c * scale, |x_i - x'_i| <= scale_i / 2
+	 * inside the trained range. Besides that half step, allow for float
+	 * rounding: per dimension, of decoding and of the query's offsets
+	 * (absolute, relative to the magnitudes involved), and of the sums
+	 * (relative, growing with the number of dimensions), in both the
+	 * navigation and the exact distance.
+	 */
+	for (int i = 0; i < dims; i++)
+	{
+		double		sc = scale[i];
+		double		x0 = fabs(lo[i]),
+					x1 = fabs(lo[i] + 255.0 * sc);
+		double		xmax = x0 > x1 ? x0 : x1;	/* finite: no libm fmax call */
+		double		r = 2 * eps * (xmax + fabs(nav[i]));
+		double		e = sc / 2 + r;
+
+		sumsq += e * e;
+		sumabs += fabs(nav[i]) * e;
+		mag += fabs(nav[i]) * xmax;
+		rndsq += r * r;
+		rndabs += fabs(nav[i]) * r;
+		qsq += (double) nav[i] * nav[i];
+		if (sc * sc / 12 > varmax)
+			varmax = sc * sc / 12;
+		varq += (double) nav[i] * nav[i] * sc * sc / 12;
+	}
+	b->metric = metric;
+	b->unbounded = unbounded;
+	b->dims = dims;
+	b->nav = nav;
+	b->lo = lo;
+	b->scale = scale;
+	b->err_rel = 2 * eps * (dims + 8);
+	b->qnorm = sqrt(qsq);
+	b->res_range = shnsw_clamp_unit(scale, dims);
+	if (metric != SHNSW_METRIC_IP)
+		b->err_abs = sqrt(sumsq);
+	else
+		b->err_abs = sumabs + b->err_rel * mag;
+
+	/*
+	 * The typical error. Rounding leaves x - x' = e with e_i about uniform
+	 * on [-step_i / 2, step_i / 2], independent from one dimension to the
+	 * next: var e_i = step_i^2 / 12. With u = (q - x') / |q - x'|,
+	 * |q - x|^2 = |q - x'|^2 - 2 |q - x'| u.e + |e|^2 >= |q - x'|^2 -
+	 * 2 |q - x'| u.e, and u.e has a variance of at most the largest
+	 * step_i^2 / 12, so |q - x| >= sqrt(est) - 6 sd but with odds below
+	 * 1e-8 (a sum of uniforms has lighter tails than the normal). Inner
+	 * product: -q.x = -q.x' - q.e, var q.e = sum q_i^2 step_i^2 / 12. In
+	 * 384 dimensions this is a fifth of the worst case (every dimension
+	 * off by half a step at once, in the worst direction); in 3 it is
+	 * larger, and the worst case stands.
+	 */
+	if (metric != SHNSW_METRIC_IP)
+		b->err_typ = SHNSW_CODEBOUND_SIGMAS * sqrt(varmax) + sqrt(rndsq);
+	else
+		b->err_typ = SHNSW_CODEBOUND_SIGMAS * sqrt(varq) + rndabs + b->err_rel * mag;
+	b->err_typ = fmin(b->err_typ, b->err_abs);
+
+	/*
+	 * The largest actual residual |x - x'| of any node (kept on the
+	 * metapage) is far below the worst case of every dimension off by half
+	 * a step at once (0.63 of it on clustered 384-d data), and covers
+	 * clamped values too: |q - x| >= |q - x'| - |x - x'| (decoding's
+	 * rounding added); inner product: -q.x >= -q.x' - |q| |x - x'|.
+	 */
+	b->rnd_l2 = sqrt(rndsq);
+	b->rnd_ip = rndabs;
+	b->mag = mag;
+	if (residual >= 0.0)
+		shnsw_codebound_set_residual(b, residual);
+}
+
+void
+shnsw_codebound_set_residual(ShnswCodeBound *b, double residual)
+{
+	residual = residual * (1 + 1e-6) + 1e-12;
+	if (b->metric != SHNSW_METRIC_IP)
+		b->err_abs = residual + b->rnd_l2;
+	else
+		b->err_abs = b->qnorm * (1 + (double) FLT_EPSILON) * residual + b->rnd_ip +
+			b->err_rel * b->mag;
+}
+
+double
+shnsw_code_residual(const float *lo, const float *scale, const float *v, const uint8_t *code,
+					int dims)
+{
+	double		sum = 0.0;
+
+	for (int i = 0; i < dims; i++)
+	{
+		double		r = (double) v[i] - ((double) lo[i] + (double) code[i] * (double) scale[i]);
+
+		sum += r * r;
+	}
+	/* double rounding of the sums, upwards (the bound rounds it up again) */
+	return sqrt(sum) * (1 + 1e-9) + 1e-12;
+}
+
+double
+shnsw_code_excess(const float *lo, const float *scale, const float *v, const uint8_t *code,
+				  int dims)
+{
+	double		sum = 0.0;
+
+	for (int i = 0; i < dims; i++)
+	{
+		double		x = (double) lo[i] + (double) code[i] * (double) scale[i];
+		/* the float rounding of encoding: of v - lo, and of its quotient */
+		double		tol = 2 * FLT_EPSILON * (fabs((double) v[i]) + fabs(x) + 256.0 * scale[i]);
+		double		e = fabs((double) v[i] - x) - (double) scale[i] / 2;
+
+		if (e > tol)
+			sum += e * e;
+	}
+	if (sum == 0.0)
+		return 0.0;
+	return sqrt(sum) * (1 + 1e-9) + 1e-12;
+}
+
+double
+shnsw_clamp_unit(const float *scale, int dims)
+{
+	double		halfsq = 0.0;
+
+	for (int i = 0; i < dims; i++)
+		halfsq += (double) scale[i] * scale[i] / 4;
+	return sqrt(halfsq);
+}
+
+double
+shnsw_clamp_class_limit(int k, double unit)
+{
+	return unit * exp2((k - 20) / 4.0);
+}
+
+uint8_t
+shnsw_clamp_flags(double excess, double unit)
+{
+	if (!(excess > 0.0))
+		return 0;
+	for (int k = 1; k < SHNSW_NODE_CLAMP_CLASSES; k++)
+	{
+		/* (a class limit a hair below the excess is not enough) */
+		if (excess * (1 + 1e-6) <= shnsw_clamp_class_limit(k, unit))
+			return SHNSW_NODE_CLAMPED | (uint8_t) (k << SHNSW_NODE_CLAMP_SHIFT);
+	}
+	return SHNSW_NODE_CLAMPED;
+}
+
+float
+shnsw_clamp_distance(ShnswMetric nav_metric, float d, double slack)
+{
+	double		x;
+	float		f;
+
+	if (nav_metric == SHNSW_METRIC_IP)
+		x = (double) d - slack;
+	else
+	{
+		x = sqrt(fmax((double) d, 0.0)) - slack;
+		x = x > 0.0 ? x * x : 0.0;
+	}
+	f = (float) x;
+	if ((double) f > x)
+		f = nextafterf(f, -INFINITY);
+	return f;
+}
+
+double
+shnsw_codebound_upper(const ShnswCodeBound *b, double est)
+{
+	double		base;
+
+	switch (b->metric)
+	{
+		case SHNSW_METRIC_L2:
+			base = sqrt(fmax(est, 0.0)) + b->err_abs;
+			break;
+		case SHNSW_METRIC_COSINE:
+			if (b->unbounded)
+				return INFINITY;
+			base = sqrt(fmax(est, 0.0)) + b->err_abs;
+			base += b->err_rel * base;
+			return base * base / 2 + b->err_rel;
+		default:
+			base = est + b->err_abs;
+			break;
+	}
+	return base + b->err_rel * fabs(base);
+}
+
+double
+shnsw_codebound_lower(const ShnswCodeBound *b, double est)
+{
+	double		base;
+
+	switch (b->metric)
+	{
+		case SHNSW_METRIC_L2:
+			/* est = |q - x'|^2; |q - x| >= sqrt(est) - |x - x'| */
+			base = sqrt(fmax(est, 0.0));
+			break;
+		case SHNSW_METRIC_COSINE:
+			if (b->unbounded)
+				return -INFINITY;
+
+			/*
+			 * est = |qn - x'|^2 for the normalized query and row; for unit
+			 * vectors the cosine distance is |qn - xn|^2 / 2, and |qn - xn|
+			 * >= sqrt(est) - |xn - x'|. The sums' rounding is absolute here
+			 * (pgvector computes 1 - similarity), err_rel of it.
+			 */
+			base = sqrt(fmax(est, 0.0));
+			base = fmax(base - b->err_abs - b->err_rel * base, 0.0);
+			return base * base / 2 - b->err_rel;
+		default:
+			/* est = -q.x'; -q.x >= est - sum |q_i| |x_i - x'_i| */
+			base = est;
+			break;
+	}
+	return base - b->err_abs - b->err_rel * fabs(base);
+}
+
+bool
+shnsw_code_at_edge(const uint8_t *code, int dims)
+{
+	return memchr(code, 0, dims) != NULL || memchr(code, 255, dims) != NULL;
+}
+
+double
+shnsw_codebound_code(const ShnswCodeBound *b, const uint8_t *code)
+{
+	const double eps = FLT_EPSILON;
+	double		sum = 0.0,
+				mag = 0.0;
+
+	if (b->metric == SHNSW_METRIC_COSINE && b->unbounded)
+		return -INFINITY;
+	for (int i = 0; i < b->dims; i++)
+	{
+		double		sc = b->scale[i];
+		double		x = (double) b->lo[i] + code[i] * sc;
+		double		xmax = fmax(fabs(b->lo[i]), fabs(b->lo[i] + 255.0 * sc));
+		double		q = b->nav[i];
+		double		e = sc / 2 + 2 * eps * (xmax + fabs(q));
+		double		lo = code[i] == 0 ? -INFINITY : x - e;
+		double		hi = code[i] == 255 ? INFINITY : x + e;
+
+		if (b->metric == SHNSW_METRIC_IP)
+		{
+			/* the least -q_i x_i over [lo, hi] */
+			if (q > 0)
+				sum += isinf(hi) ? -INFINITY : -q * hi;
+			else if (q < 0)
+				sum += isinf(lo) ? -INFINITY : -q * lo;
+			mag += fabs(q) * xmax;
+		}
+		else
+		{
+			/* the distance from q_i to [lo, hi] */
+			double		g = q < lo ? lo - q : q > hi ? q - hi : 0.0;
+
+			sum += g * g;
+		}
+	}
+	if (b->metric == SHNSW_METRIC_IP)
+		return sum - b->err_rel * (fabs(sum) + mag);
+	sum = sqrt(sum);
+	sum = fmax(sum - b->err_rel * sum, 0.0);
+	if (b->metric == SHNSW_METRIC_COSINE)
+		return sum * sum / 2 - b->err_rel;
+	return sum;
+}
