@@ -1,8 +1,8 @@
 /*
  * host_malloc.c
  *	  host.h's allocation over malloc, for programs that link the pure code
- *	  without a server: the unit tests (run_unit.c) and tools/navexp.c. Each
- *	  defines shnsw_check_interrupts itself. Allocation failure aborts.
+ *	  without a server (the unit tests, run_unit.c, which define
+ *	  shnsw_check_interrupts themselves). Allocation failure aborts.
  */
 #include <stdlib.h>
 
