@@ -136,6 +136,29 @@ def make_tasks(args, cluster, info: dict, name: str) -> list:
     return tasks
 
 
+def plans(cluster, info: dict, metric: str) -> str:
+    """The generic plan of each engine's search statement, per filter, on the
+    tables the run left behind: a filtered case measures whatever the planner
+    chose (index scan, or a sequential scan and sort, which is exact)."""
+    from streamhnsw_vdb.dataset import label_name
+
+    op = {"l2": "<->", "ip": "<#>", "cosine": "<=>"}[metric]
+    out = []
+    with cluster.connect() as conn:
+        for table in ("vdbbench_pgvector", "vdbbench_streamhnsw"):
+            cols = {r[0] for r in conn.execute(
+                "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attnum > 0", (table,))}
+            if not cols:
+                continue
+            wheres = [""] + [f"WHERE label = '{label_name(p)}'" for p in info["label_percentages"]
+                             if "label" in cols]
+            for where in wheres:
+                q = (f"EXPLAIN (GENERIC_PLAN, COSTS OFF) SELECT id FROM {table} {where} "
+                     f"ORDER BY embedding {op} $1::vector LIMIT $2::int")
+                out.append(f"-- {table} {where}\n" + "\n".join(r[0] for r in conn.execute(q)))
+    return "\n\n".join(out) + "\n"
+
+
 def run_tasks(tasks: list, label: str) -> None:
     from vectordb_bench.interface import benchmark_runner
 
@@ -208,6 +231,7 @@ def main(argv=None) -> int:
             versions = dict(c.execute("SELECT extname, extversion FROM pg_extension"))
             server = c.execute("SELECT version()")[0][0]
             run_tasks(make_tasks(args, c, info, name), label)
+            (out / "plans.txt").write_text(plans(c, info, args.metric))
         files = sorted((work / "results").rglob("result_*.json"))
         if not files:
             print(f"no VectorDBBench result files; see {out / 'vectordb_bench.log'}", file=sys.stderr)
@@ -235,7 +259,8 @@ def main(argv=None) -> int:
             f"Cells are pgvector / streamhnsw. Label filter label_1p keeps 1% of the rows, label_99p 99%.\n\n")
     tail = (f"\n\nServer: {server}; extensions {versions}; settings "
             + ", ".join(f"{k}={v}" for k, v in SERVER_SETTINGS.items())
-            + ".\nVectorDBBench's own result files are in results/.\n")
+            + ".\nVectorDBBench's own result files are in results/; the plans of the search statements "
+            "in plans.txt (a filtered case measures the plan the planner chose).\n")
     (out / "summary.md").write_text(head + table + tail)
     print(table)
     print(f"\nreport: {out}")

@@ -8,11 +8,13 @@
 # where that exists, and is skipped with the reason where it does not.
 
 VDB_VENV ?= .venv-vdb
+# not $(PYTHON): PGXS, included for these goals, sets that to its configure-time python
+VDB_BASE_PYTHON ?= python3
 
 .PHONY: venv-vdb test-vdbbench
 
 $(VDB_VENV)/.stamp: requirements-vdbbench.txt
-	$(PYTHON) -m venv $(VDB_VENV)
+	$(VDB_BASE_PYTHON) -m venv $(VDB_VENV)
 	$(VDB_VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-vdbbench.txt
 	touch $@
 

@@ -29,7 +29,7 @@ if not HAVE_VDB:
     def test_in_vdbbench_environment():
         if not VDB_PYTHON.exists():
             pytest.skip("vectordb-bench is not installed (make venv-vdb creates .venv-vdb with it: "
-                        "about 1.3 GB and 2 to 3 minutes of pip)")
+                        "about 1.3 GB and 3 to 5 minutes of pip)")
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "python"), str(ROOT / "vdbbench")]))
         r = subprocess.run([str(VDB_PYTHON), "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", __file__],
                            cwd=ROOT, env=env, capture_output=True, text=True)
