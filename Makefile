@@ -115,7 +115,7 @@ unit:
 PG_VERSION_STR := $(shell $(PG_CONFIG) --version 2>/dev/null)
 PG_MAJOR       := $(shell echo '$(PG_VERSION_STR)' | sed -n 's/^PostgreSQL \([0-9][0-9]*\).*/\1/p')
 
-ifneq ($(filter-out venv demo demo-citus test unit regress-discard-caches bench bench-lib bench-corpus clean-venv,$(or $(MAKECMDGOALS),all)),)
+ifneq ($(filter-out venv venv-vdb test-vdbbench demo demo-citus test unit regress-discard-caches bench bench-lib bench-corpus clean-venv,$(or $(MAKECMDGOALS),all)),)
 ifeq ($(PG_VERSION_STR),)
 $(error pg_config not found or not runnable at '$(PG_CONFIG)'. Run 'make venv' to create the project environment with PostgreSQL 18, or pass PG_CONFIG=/path/to/a/PostgreSQL-18/bin/pg_config)
 endif
@@ -139,3 +139,6 @@ clean-venv:
 
 # Benchmark suite targets (make bench) live in their own file.
 -include bench.mk
+
+# VectorDBBench client and comparison (its own environment, .venv-vdb).
+-include vdbbench/vdbbench.mk
