@@ -72,6 +72,7 @@ PRESETS = {
 # Presets that are measurements of their own, each with its own runner and
 # options (`--preset NAME --help`): preset name -> (module, what it measures).
 STANDALONE = {
+    "vdbbench": ("vdbbench", "VectorDBBench's performance and filtered cases, both clients"),
     "robustness": ("robustness", "data shapes users store, both engines at default settings"),
     "writes": ("writes", "inserts, deletes, VACUUM and space reuse"),
     "recall": ("recall", "recall@10 beside pgvector on pgvector's own scenarios and more sets"),
