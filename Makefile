@@ -31,6 +31,9 @@ OBJS = \
 	src/choose.o \
 	src/links.o \
 	src/scan.o \
+	src/scan_heap.o \
+	src/scan_order.o \
+	src/scan_sweep.o \
 	src/bound.o \
 	src/vacuum.o \
 	src/truncate.o \
