@@ -77,15 +77,13 @@ extern int	shnsw_heap_prefetch;
 extern bool shnsw_debug_discard_caches;
 extern bool shnsw_debug_list_conflicts;
 extern int	shnsw_debug_io_cap;
-extern bool shnsw_debug_reader_main;
 extern bool shnsw_debug_keep_lists;
 extern bool shnsw_debug_build_floats;
 extern int	shnsw_iterative_scan;
 
 /* streamhnsw.io_mode */
 #define SHNSW_IO_SYNC			0	/* one synchronous read at a time */
-#define SHNSW_IO_PREFETCH		1	/* posix_fadvise hints, synchronous reads */
-#define SHNSW_IO_STREAM			2	/* asynchronous reads kept in flight */
+#define SHNSW_IO_STREAM			1	/* asynchronous reads kept in flight */
 
 #define SHNSW_DEFAULT_MAX_READ_AHEAD	64
 #define SHNSW_DEFAULT_LOOKAHEAD_WINDOW	32
