@@ -162,7 +162,7 @@ shnsw_reader_init(ShnswReader *r, Relation rel)
 	r->max_pins = Max(pins, 0);
 	if (r->mode != SHNSW_IO_SYNC && r->max_pins > 0)
 	{
-		r->slots = palloc(sizeof(ShnswInflight) * r->max_pins);
+		r->slots = palloc0(sizeof(ShnswInflight) * r->max_pins);
 		for (int i = 0; i < r->max_pins; i++)
 			r->slots[i].blk = InvalidBlockNumber;
 	}
@@ -223,12 +223,13 @@ op_done(ReadBuffersOperation *op)
 
 /*
  * Is the read into slot s's buffer known to have completed (without
- * waiting)? Local buffers are never polled: their reads are waited for.
+ * waiting)? Only a read started (s->io) has an operation to ask. Local
+ * buffers are never polled: their reads are waited for.
  */
 static inline bool
 read_done(ShnswInflight *s)
 {
-	return s->io && !BufferIsLocal(s->buf) && op_done(&s->op);
+	return s->started && s->io && !BufferIsLocal(s->buf) && op_done(&s->op);
 }
 
 /* Slot s's read is no longer counted as in flight. */
@@ -740,6 +741,8 @@ reader_pump(ShnswReader *r, bool wait_for_known)
 		s->blk = blk;
 		s->buf = InvalidBuffer;
 		s->started = false;
+		s->io = false;
+		s->inflight = false;
 		s->landed = false;
 		s->speculative = true;
 		s->seq = r->seq++;
@@ -827,6 +830,8 @@ shnsw_reader_request(ShnswReader *r, const BlockNumber *blocks, int n, bool spec
 		s->landed = reader_ring_find(r, blk, true);
 		s->buf = InvalidBuffer;
 		s->started = false;
+		s->io = false;
+		s->inflight = false;
 		s->speculative = false;
 		s->seq = r->seq++;
 		r->npending++;
