@@ -332,7 +332,7 @@ extern void shnsw_train_from_first(Relation index, ShnswIndexInfo *info, const f
 
 /* ---------- what a scan did (EXPLAIN, streamhnsw_stats()) ---------- */
 
-/* why a scan swept the index (scan.c, scan_sweep; EXPLAIN names them) */
+/* why a scan swept the index (scan_sweep.c, scan_sweep; EXPLAIN names them) */
 typedef enum ShnswSweepReason
 {
 	SHNSW_SWEEP_FIRST_ROUND,	/* streamhnsw.sweep_threshold = 0 */
@@ -345,7 +345,7 @@ extern const char *const shnsw_sweep_reason_names[SHNSW_SWEEP_NREASONS];
 extern bool shnsw_sweep_fits(double nodes);
 
 /*
- * What a scan's first round held rows against (scan.c, scan_setup);
+ * What a scan's first round held rows against (scan.c, scan_prepare_bounds);
  * EXPLAIN prints it (explain.c, shnsw_first_bound_names).
  */
 typedef enum ShnswFirstBound
