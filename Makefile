@@ -34,6 +34,9 @@ OBJS = \
 	src/neighbors_find.o \
 	src/neighbors_update.o \
 	src/scan.o \
+	src/scan_heap.o \
+	src/scan_order.o \
+	src/scan_sweep.o \
 	src/bound.o \
 	src/vacuum.o \
 	src/truncate.o \

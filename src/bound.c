@@ -22,7 +22,7 @@
  * executor evaluates an index's run-time keys (a nested loop's parameters
  * may have changed). The scan ends when the next row it would return in
  * strict order is past the nearest bound, or when no row it has not yet
- * returned can be within it (scan.c, scan_range_done: also in relaxed
+ * returned can be within it (scan_order.c, scan_range_done: also in relaxed
  * order, which skips the rows it finds past the bound); the filter still
  * runs on every row returned, so a bound this file misses costs time,
  * never rows.
@@ -373,7 +373,7 @@ bound_walker(PlanState *ps, void *context)
 		/*
 		 * Only an ordered scan with a filter can have a bound: other index
 		 * scans (every btree lookup) cost no catalog lookup. The access
-		 * method by name: this file calls nothing of scan.c.
+		 * method by name: this file calls nothing of the scan_*.c files.
 		 */
 		if (plan->indexorderbyorig != NIL && plan->scan.plan.qual != NIL &&
 			node->iss_RelationDesc != NULL &&

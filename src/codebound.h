@@ -18,7 +18,7 @@
 /*
  * What an SQ8 navigation distance says about the exact distance (in the
  * ORDER BY operator's units: l2_distance, negative inner product, cosine
- * distance) of the node it was computed for: scan.c returns a row only
+ * distance) of the node it was computed for: scan_order.c returns a row only
  * when no node not yet re-ranked can be nearer (src/README, Scans).
  */
 typedef struct ShnswCodeBound
@@ -58,7 +58,7 @@ typedef struct ShnswCodeBound
  * unknown (an index made before it was kept); the bound then takes the
  * largest error of a value inside the trained range (a clamped value can
  * be off by more: the caller widens err_abs when re-ranking shows it,
- * scan.c scan_check_bound).
+ * scan_order.c, scan_check_bound).
  */
 extern void shnsw_codebound_prepare(ShnswCodeBound *b, ShnswMetric metric, bool unbounded,
 									const float *nav, const float *lo, const float *scale,

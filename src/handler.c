@@ -24,6 +24,110 @@
 
 #include "streamhnsw.h"
 
+/* What a scan is expected to do, for shnsw_costestimate. */
+typedef struct ShnswScanCost
+{
+	double		returned;		/* rows the scan returns */
+	double		reranked;		/* rows it re-ranks */
+	double		visited;		/* node records it reads (a distance each) */
+	bool		sweep;			/* it reads the whole index once */
+	double		walk_pages;		/* if so, the pages its walk reads first */
+} ShnswScanCost;
+
+/*
+ * cost_rows_returned: how many rows the scan returns for the LIMIT to get
+ * its rows past the query's other conditions; a bound on the ORDER BY
+ * distance (bound.c) counts as a LIMIT when it keeps fewer rows.
+ */
+static double
+cost_rows_returned(PlannerInfo *root, IndexPath *path, double tuples)
+{
+	IndexOptInfo *index = path->indexinfo;
+	List	   *bounds = NIL,
+			   *filters = NIL;
+	ListCell   *lc;
+	double		limit,
+				selectivity,
+				returned;
+
+	/* rows the LIMIT takes, and the share of index rows that pass the filters */
+	if (root->limit_tuples > 0)
+		limit = root->limit_tuples;
+	else if (root->tuple_fraction >= 1.0)
+		limit = root->tuple_fraction;
+	else
+		limit = root->tuple_fraction * Max(path->path.rows, 1.0);
+	foreach(lc, index->indrestrictinfo)
+	{
+		RestrictInfo *rinfo = lfirst_node(RestrictInfo, lc);
+		ShnswBoundShape shape;
+
+		if (shnsw_distance_bound(rinfo->clause, path->indexorderbys, &shape))
+			bounds = lappend(bounds, rinfo);
+		else
+			filters = lappend(filters, rinfo);
+	}
+	selectivity = clauselist_selectivity(root, filters, index->rel->relid,
+										 JOIN_INNER, NULL);
+	selectivity = Max(Min(selectivity, 1.0), 1.0 / tuples);
+	returned = Min(Max(limit, 1.0) / selectivity, tuples);
+	if (bounds != NIL)
+	{
+		double		within = clauselist_selectivity(root, bounds, index->rel->relid,
+													JOIN_INNER, NULL);
+
+		if (within * selectivity * tuples < Max(limit, 1.0))
+			returned = Max(within * tuples, 1.0);
+	}
+	return returned;
+}
+
+/*
+ * cost_scan_shape: the rows re-ranked and node records read to return
+ * c->returned rows (set by the caller) from an index of `tuples` rows, and
+ * whether the scan sweeps the index.
+ */
+static void
+cost_scan_shape(ShnswScanCost *c, double tuples, int m, int ef_search)
+{
+	bool		covers,
+				strict,
+				first_round;
+
+	/* re-ranked rows; the search's distances (one per node record read) */
+	c->reranked = Max((double) ef_search, c->returned > ef_search ? 2 * c->returned : c->returned);
+	c->reranked = Min(c->reranked, tuples);
+	c->visited = c->reranked * Max(m, (double) ef_search * 2 * m / Max(c->reranked, 1.0)) +
+		log(tuples) / log(Max(m, 2)) * m;
+	c->walk_pages = 0;
+
+	/*
+	 * A scan sweeps the whole index only when the user asked for it
+	 * (scan_order.c, scan_next_round: strict order,
+	 * streamhnsw.sweep_threshold below 1 and a budget covering the index): a
+	 * distance for every node and every index page read once, in order.
+	 * Otherwise the walk ends at streamhnsw.max_scan_tuples, every node it
+	 * saw re-ranked.
+	 */
+	covers = (double) shnsw_max_scan_tuples >= tuples;
+	strict = shnsw_iterative_scan == SHNSW_ITERATIVE_STRICT;
+	first_round = c->returned <= ef_search / 2.0;
+	c->sweep = strict && covers && shnsw_sweep_threshold < 1.0 &&
+		(shnsw_sweep_threshold == 0 ||
+		 (!first_round && c->visited >= shnsw_sweep_threshold * tuples));
+	if (c->sweep)
+	{
+		c->walk_pages = Min(c->visited, (double) shnsw_max_scan_tuples) / m;
+		c->visited = tuples + Min(c->visited, (double) shnsw_max_scan_tuples);
+	}
+	else if (c->reranked > ef_search + (double) shnsw_max_scan_tuples)
+	{
+		/* past the budget: the walk stops, every node it saw re-ranked */
+		c->reranked = Min(tuples, ef_search + (double) shnsw_max_scan_tuples);
+		c->visited = Min(c->visited, c->reranked * m);
+	}
+}
+
 /*
  * shnsw_costestimate: the search does its work before returning the rows
  * the LIMIT takes, so startup cost is the whole cost. To return k rows
@@ -45,7 +149,7 @@
  * not a sample of them. If the planner expects at least the LIMIT's rows
  * within the bound (after the other filters), the scan returns the LIMIT's
  * rows and no more; if it expects fewer, the scan ends at the bound
- * (bound.c, scan.c) after returning the rows within it, in either order.
+ * (bound.c, scan_order.c) after returning the rows within it, in either order.
  *
  * Without ORDER BY the index is useless; without a LIMIT (or a tuple
  * fraction the planner expects to stop early at) the executor would read
@@ -60,24 +164,15 @@ shnsw_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 	GenericCosts costs;
 	IndexOptInfo *index = path->indexinfo;
 	double		tuples = Max(index->tuples, 1.0);
-	int			m = SHNSW_DEFAULT_M;
-	double		visited;
-	double		limit,
-				selectivity,
-				returned,
-				reranked;
+	int			m;
+	int			ef_search;
+	bool		ef_from_index;
+	ShnswScanCost c;
 	double		random_page_cost,
 				seq_page_cost,
 				pages,
 				page_cost;
 	bool		limited = root->limit_tuples > 0 || root->tuple_fraction > 0.0;
-	bool		sweep,
-				covers,
-				strict,
-				first_round;
-	double		walk_pages = 0;
-	int			ef_search = SHNSW_DEFAULT_EF_SEARCH;
-	bool		ef_from_index;
 
 	if (path->indexorderbys == NIL || !limited)
 	{
@@ -98,75 +193,10 @@ shnsw_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 		ef_search = shnsw_scan_ef_search(rel, &ef_from_index);
 		index_close(rel, NoLock);
 	}
-
-	/* rows the LIMIT takes, and the share of index rows that pass the filters */
-	if (root->limit_tuples > 0)
-		limit = root->limit_tuples;
-	else if (root->tuple_fraction >= 1.0)
-		limit = root->tuple_fraction;
-	else
-		limit = root->tuple_fraction * Max(path->path.rows, 1.0);
-	{
-		List	   *bounds = NIL,
-				   *filters = NIL;
-		ListCell   *lc;
-		double		within;
-
-		foreach(lc, index->indrestrictinfo)
-		{
-			RestrictInfo *rinfo = lfirst_node(RestrictInfo, lc);
-			ShnswBoundShape shape;
-
-			if (shnsw_distance_bound(rinfo->clause, path->indexorderbys, &shape))
-				bounds = lappend(bounds, rinfo);
-			else
-				filters = lappend(filters, rinfo);
-		}
-		selectivity = clauselist_selectivity(root, filters, index->rel->relid,
-											 JOIN_INNER, NULL);
-		selectivity = Max(Min(selectivity, 1.0), 1.0 / tuples);
-		returned = Min(Max(limit, 1.0) / selectivity, tuples);
-		if (bounds != NIL)
-		{
-			within = clauselist_selectivity(root, bounds, index->rel->relid,
-											JOIN_INNER, NULL);
-			if (within * selectivity * tuples < Max(limit, 1.0))
-				returned = Max(within * tuples, 1.0);
-		}
-	}
-
-	/* re-ranked rows; the search's distances (one per node record read) */
-	reranked = Max((double) ef_search, returned > ef_search ? 2 * returned : returned);
-	reranked = Min(reranked, tuples);
-	visited = reranked * Max(m, (double) ef_search * 2 * m / Max(reranked, 1.0)) +
-		log(tuples) / log(Max(m, 2)) * m;
-
-	/*
-	 * A scan sweeps the whole index only when the user asked for it
-	 * (scan.c, scan_next_round: strict order, streamhnsw.sweep_threshold
-	 * below 1 and a budget covering the index): a distance for every node
-	 * and every index page read once, in order. Otherwise the walk ends at
-	 * streamhnsw.max_scan_tuples, every node it saw re-ranked.
-	 */
-	covers = (double) shnsw_max_scan_tuples >= tuples;
-	strict = shnsw_iterative_scan == SHNSW_ITERATIVE_STRICT;
-	first_round = returned <= ef_search / 2.0;
-	sweep = strict && covers && shnsw_sweep_threshold < 1.0 &&
-		(shnsw_sweep_threshold == 0 ||
-		 (!first_round && visited >= shnsw_sweep_threshold * tuples));
-	if (sweep)
-	{
-		walk_pages = Min(visited, (double) shnsw_max_scan_tuples) / m;
-		visited = tuples + Min(visited, (double) shnsw_max_scan_tuples);
-	}
-	else if (reranked > ef_search + (double) shnsw_max_scan_tuples)
-	{
-		/* past the budget: the walk stops, every node it saw re-ranked */
-		reranked = Min(tuples, ef_search + (double) shnsw_max_scan_tuples);
-		visited = Min(visited, reranked * m);
-	}
+	c.returned = cost_rows_returned(root, path, tuples);
+	cost_scan_shape(&c, tuples, m, ef_search);
 	MemSet(&costs, 0, sizeof(costs));
-	costs.numIndexTuples = Min(visited, tuples);
+	costs.numIndexTuples = Min(c.visited, tuples);
 	genericcostestimate(root, path, loop_count, &costs);
 
 	/*
@@ -179,16 +209,16 @@ shnsw_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 	pages = Min(costs.numIndexPages, ceil(costs.numIndexTuples / m) + 1);
 	page_cost = Min(pages * random_page_cost,
 					Max(index->rel->pages, 1) * seq_page_cost);
-	if (sweep)
+	if (c.sweep)
 	{
 		pages = Max(index->pages, 1);
-		page_cost = pages * seq_page_cost + ceil(walk_pages) * random_page_cost;
+		page_cost = pages * seq_page_cost + ceil(c.walk_pages) * random_page_cost;
 	}
 	costs.indexTotalCost += page_cost - costs.numIndexPages * random_page_cost;
 	costs.numIndexPages = pages;
 
 	/* re-ranking reads and compares exact vectors */
-	costs.indexTotalCost += reranked * 4 * cpu_operator_cost;
+	costs.indexTotalCost += c.reranked * 4 * cpu_operator_cost;
 
 	*indexStartupCost = costs.indexTotalCost;
 	*indexTotalCost = costs.indexTotalCost;

@@ -62,7 +62,7 @@
  * caller reads within bounds whatever it finds and, once done, asks
  * page_records_valid(ctx, blk, token): false means the page changed
  * meanwhile and what was read must be discarded. The scan's sweep uses
- * them (scan.c, scan_sweep).
+ * them (scan_sweep.c, scan_sweep).
  *
  *-------------------------------------------------------------------------
  */

@@ -25,7 +25,6 @@ int			shnsw_heap_prefetch = SHNSW_DEFAULT_HEAP_PREFETCH;
 bool		shnsw_debug_discard_caches = false;
 bool		shnsw_debug_list_conflicts = false;
 int			shnsw_debug_io_cap = -1;
-bool		shnsw_debug_reader_main = false;
 bool		shnsw_debug_keep_lists = false;
 bool		shnsw_debug_build_floats = false;
 int			shnsw_iterative_scan = SHNSW_ITERATIVE_STRICT;
@@ -33,7 +32,6 @@ double		shnsw_sweep_threshold = SHNSW_DEFAULT_SWEEP_THRESHOLD;
 
 static const struct config_enum_entry io_mode_options[] = {
 	{"sync", SHNSW_IO_SYNC, false},
-	{"prefetch", SHNSW_IO_PREFETCH, false},
 	{"stream", SHNSW_IO_STREAM, false},
 	{NULL, 0, false}
 };
@@ -48,6 +46,45 @@ static relopt_kind shnsw_relopt_kind;
 
 /* streamhnsw.ef_search's GUC record, for its source (shnsw_scan_ef_search) */
 static struct config_generic *ef_search_guc = NULL;
+
+/*
+ * define_debug_settings registers the developer settings: test hooks and
+ * A/B switches that only the assertion build (make DEV=1, which make test
+ * uses) has, there superuser-only and hidden from SHOW ALL and
+ * postgresql.conf.sample. A release build has none of them; their variables
+ * keep the defaults above.
+ */
+static void
+define_debug_settings(void)
+{
+#ifdef USE_ASSERT_CHECKING
+	DefineCustomBoolVariable("streamhnsw.debug_discard_caches",
+							 "Discards the index's cached description at every access-method call (developer setting, for tests).",
+							 "Wipes and frees rd_amcache through a relcache invalidation, as debug_discard_caches does in servers built with assertions.",
+							 &shnsw_debug_discard_caches, false,
+							 PGC_SUSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
+	DefineCustomBoolVariable("streamhnsw.debug_list_conflicts",
+							 "Makes every neighbour-list change find its list changed, until it runs out of retries (developer setting, for tests).",
+							 NULL,
+							 &shnsw_debug_list_conflicts, false,
+							 PGC_SUSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
+	DefineCustomIntVariable("streamhnsw.debug_io_cap",
+							"Caps a scan's reads in flight (developer setting, for A/B measurements).",
+							"-1: from io_method and io_workers (reader.c); 0: no cap beyond effective_io_concurrency.",
+							&shnsw_debug_io_cap, -1, -1, 1024,
+							PGC_SUSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
+	DefineCustomBoolVariable("streamhnsw.debug_keep_lists",
+							 "Keeps the neighbour list of every node a search over the shared cache sees, as the buffer path does (developer setting, for A/B measurements).",
+							 "Off: the list is read from the cache when the node is expanded.",
+							 &shnsw_debug_keep_lists, false,
+							 PGC_SUSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
+	DefineCustomBoolVariable("streamhnsw.debug_build_floats",
+							 "Builds the in-memory graph on float vectors where it would link on half-precision ones (developer setting, for A/B measurements).",
+							 "Off: a graph on floats of 64 dimensions or more links on halves; the index written is the same format either way.",
+							 &shnsw_debug_build_floats, false,
+							 PGC_SUSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
+#endif
+}
 
 /*
  * shnsw_init_options registers reloptions and GUCs; called once from _PG_init.
@@ -103,7 +140,7 @@ shnsw_init_options(void)
 							 PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomEnumVariable("streamhnsw.io_mode",
 							 "How scans read index pages.",
-							 "sync reads one page at a time; prefetch adds posix_fadvise hints; stream keeps asynchronous reads in flight.",
+							 "sync reads one page at a time; stream keeps asynchronous reads in flight.",
 							 &shnsw_io_mode, SHNSW_IO_STREAM, io_mode_options,
 							 PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("streamhnsw.max_read_ahead",
@@ -121,36 +158,7 @@ shnsw_init_options(void)
 							NULL,
 							&shnsw_lookahead_window, SHNSW_DEFAULT_LOOKAHEAD_WINDOW, 1, 4096,
 							PGC_USERSET, 0, NULL, NULL, NULL);
-	DefineCustomBoolVariable("streamhnsw.debug_discard_caches",
-							 "Discards the index's cached description at every access-method call (developer setting, for tests).",
-							 "Wipes and frees rd_amcache through a relcache invalidation, as debug_discard_caches does in servers built with assertions.",
-							 &shnsw_debug_discard_caches, false,
-							 PGC_SUSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
-	DefineCustomBoolVariable("streamhnsw.debug_list_conflicts",
-							 "Makes every neighbour-list change find its list changed, until it runs out of retries (developer setting, for tests).",
-							 NULL,
-							 &shnsw_debug_list_conflicts, false,
-							 PGC_SUSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
-	DefineCustomIntVariable("streamhnsw.debug_io_cap",
-							"Caps a scan's reads in flight (developer setting, for A/B measurements).",
-							"-1: from io_method and io_workers (reader.c); 0: no cap beyond effective_io_concurrency.",
-							&shnsw_debug_io_cap, -1, -1, 1024,
-							PGC_SUSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
-	DefineCustomBoolVariable("streamhnsw.debug_reader_main",
-							 "Reads ahead by the rules of the previous release (developer setting, for A/B measurements).",
-							 "No cap on reads in flight beyond effective_io_concurrency each for known and speculative reads, no borrowing between them.",
-							 &shnsw_debug_reader_main, false,
-							 PGC_SUSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
-	DefineCustomBoolVariable("streamhnsw.debug_keep_lists",
-							 "Keeps the neighbour list of every node a search over the shared graph image sees, as the buffer path does (developer setting, for A/B measurements).",
-							 "Off: the list is read from the image when the node is expanded.",
-							 &shnsw_debug_keep_lists, false,
-							 PGC_SUSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
-	DefineCustomBoolVariable("streamhnsw.debug_build_floats",
-							 "Builds the in-memory graph on float vectors where it would link on half-precision ones (developer setting, for A/B measurements).",
-							 "Off: a graph on floats of 64 dimensions or more links on halves; the index written is the same format either way.",
-							 &shnsw_debug_build_floats, false,
-							 PGC_SUSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
+	define_debug_settings();
 	MarkGUCPrefixReserved("streamhnsw");
 }
 

@@ -237,7 +237,7 @@ shnsw_upper_record(Relation index, Page page, BlockNumber blk, OffsetNumber off,
 	return u;
 }
 
-/* at most this many pages of each kind read ahead for a descent */
+/* at most this many graph pages read ahead for a descent */
 #define SHNSW_DESCENT_AHEAD_MAX	32
 /* at most this many upper pages read ahead in runs (levels 1 and up) */
 #define SHNSW_DESCENT_UPPER_MAX	96
@@ -408,27 +408,22 @@ shnsw_buffer_source_descent(ShnswPageCtx *ctx, uint64 node_count)
 	double		top = (double) node_count / ((double) ctx->m * ctx->m);
 	int			per_page = shnsw_nodes_per_page(ctx->node_size);
 	Size		rec = MAXALIGN(shnsw_upper_size(2, ctx->m)) + sizeof(ItemIdData);
+	double		upper = (double) node_count / ctx->m;
+	Size		rec1 = MAXALIGN(shnsw_upper_size(1, ctx->m)) + sizeof(ItemIdData);
 
 	if (ctx->reader == NULL || ctx->reader->mode == SHNSW_IO_SYNC)
 		return;
 	ctx->ahead_graph = (int) Min(ceil(top / per_page), SHNSW_DESCENT_AHEAD_MAX);
-	ctx->ahead_upper = (int) Min(ceil(top * rec / SHNSW_PAGE_CAPACITY),
-								 SHNSW_DESCENT_AHEAD_MAX);
-	if (!ctx->reader->main_rules)
-	{
-		/*
-		 * Read in runs, the upper records of level 1 too (about node_count
-		 * / m, packed after the higher levels' in the same order): a
-		 * layer-1 hop then reads only its neighbours' graph records, one
-		 * round trip instead of two, for a few more I/Os of adjacent pages.
-		 */
-		double		upper = (double) node_count / ctx->m;
-		Size		rec1 = MAXALIGN(shnsw_upper_size(1, ctx->m)) + sizeof(ItemIdData);
 
-		ctx->ahead_upper = (int) Min(ceil(top * rec / SHNSW_PAGE_CAPACITY +
-										  (upper - top) * rec1 / SHNSW_PAGE_CAPACITY),
-									 SHNSW_DESCENT_UPPER_MAX);
-	}
+	/*
+	 * Read in runs, the upper records of level 1 too (about node_count / m,
+	 * packed after the higher levels' in the same order): a layer-1 hop then
+	 * reads only its neighbours' graph records, one round trip instead of
+	 * two, for a few more I/Os of adjacent pages.
+	 */
+	ctx->ahead_upper = (int) Min(ceil(top * rec / SHNSW_PAGE_CAPACITY +
+									  (upper - top) * rec1 / SHNSW_PAGE_CAPACITY),
+								 SHNSW_DESCENT_UPPER_MAX);
 }
 
 /*
@@ -454,19 +449,6 @@ descent_read_ahead(ShnswPageCtx *ctx, BlockNumber ublk)
 	else
 		ngraph = 0;
 
-	if (ctx->reader->main_rules)
-	{
-		/* the previous release: single-page guesses */
-		BlockNumber *blks = ctx_blocks(ctx, nupper + ngraph);
-		int			n = 0;
-
-		for (int k = 0; k < nupper; k++)
-			blks[n++] = ublk + k;
-		for (int k = 1; k <= ngraph; k++)
-			blks[n++] = ctx->entry_blk + k;
-		shnsw_reader_request(ctx->reader, blks, n, true);
-		return;
-	}
 	/* adjacent pages: a few I/Os of up to io_combine_limit pages each */
 	shnsw_reader_request_range(ctx->reader, ublk, nupper);
 	if (ngraph > 0)

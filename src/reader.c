@@ -74,10 +74,9 @@
  * (SHNSW_HEAP_PROBE_AFTER read-aheads in a row hit), only the first block
  * of a batch is read ahead, as a probe.
  *
- * prefetch mode issues posix_fadvise hints (PrefetchBuffer) for the same
- * pages, remembered in the same table (without pins) so that a page is
- * advised once, and reads synchronously; sync mode reads one page at a
- * time. Both exist so that every gain can be measured A/B.
+ * sync mode (streamhnsw.io_mode = sync, or effective_io_concurrency = 0)
+ * reads one page at a time, when the search reads it: the baseline every
+ * gain of read-ahead is measured against.
  *
  * Contract: requests are made with no buffer content lock held; get()
  * returns a pinned, unlocked buffer that the caller releases. Slots never
@@ -95,7 +94,6 @@
 #include "portability/instr_time.h"
 #include "storage/aio.h"
 #include "storage/io_worker.h"
-#include "storage/buf_internals.h"
 #include "storage/bufmgr.h"
 #include "utils/rel.h"
 #include "utils/spccache.h"
@@ -141,8 +139,6 @@ static uint32 heap_hit_run = 0;	/* heap read-aheads in a row that hit */
 static int
 reader_io_cap(int target_ios)
 {
-	if (shnsw_debug_reader_main)
-		return 2 * target_ios;
 	if (shnsw_debug_io_cap >= 0)
 		return shnsw_debug_io_cap > 0 ? shnsw_debug_io_cap : 2 * target_ios;
 	if (io_method == IOMETHOD_WORKER)
@@ -162,12 +158,11 @@ shnsw_reader_init(ShnswReader *r, Relation rel)
 	if (r->target_ios == 0)
 		r->mode = SHNSW_IO_SYNC;	/* effective_io_concurrency = 0: no read-ahead */
 	r->io_cap = Max(reader_io_cap(r->target_ios), 1);
-	r->main_rules = shnsw_debug_reader_main;
 	pins = Min(shnsw_max_read_ahead, (int) GetAdditionalPinLimit());
 	r->max_pins = Max(pins, 0);
 	if (r->mode != SHNSW_IO_SYNC && r->max_pins > 0)
 	{
-		r->slots = palloc(sizeof(ShnswInflight) * r->max_pins);
+		r->slots = palloc0(sizeof(ShnswInflight) * r->max_pins);
 		for (int i = 0; i < r->max_pins; i++)
 			r->slots[i].blk = InvalidBlockNumber;
 	}
@@ -211,17 +206,30 @@ reader_leave_batch(ShnswReader *r)
 }
 
 /*
- * True if the read into slot s's buffer is known to have completed (without
- * waiting): the buffer is valid. The completing process (an I/O worker, or
- * any backend that reaped it) sets BM_VALID; we hold a pin, so the
- * descriptor is that of our page. Local buffers are never polled.
+ * op_done: is the read that StartReadBuffers() started in op known to have
+ * completed, without waiting? The asynchronous I/O layer answers through
+ * the operation's wait reference, as WaitReadBuffers() asks it before it
+ * waits (this only reads the reference, which the operation owns). Without
+ * one (io_method = sync, whose reads WaitReadBuffers() performs) the read
+ * has not been done. A read another process completed counts as done once
+ * that process has reported it. Outside batch mode: our own staged reads
+ * are not submitted inside it.
  */
 static inline bool
-read_done(const ShnswInflight *s)
+op_done(ReadBuffersOperation *op)
 {
-	if (!BufferIsValid(s->buf) || BufferIsLocal(s->buf))
-		return false;
-	return (pg_atomic_read_u32(&GetBufferDescriptor(s->buf - 1)->state) & BM_VALID) != 0;
+	return pgaio_wref_valid(&op->io_wref) && pgaio_wref_check_done(&op->io_wref);
+}
+
+/*
+ * Is the read into slot s's buffer known to have completed (without
+ * waiting)? Only a read started (s->io) has an operation to ask. Local
+ * buffers are never polled: their reads are waited for.
+ */
+static inline bool
+read_done(ShnswInflight *s)
+{
+	return s->started && s->io && !BufferIsLocal(s->buf) && op_done(&s->op);
 }
 
 /* Slot s's read is no longer counted as in flight. */
@@ -255,17 +263,11 @@ reader_range_find(ShnswReader *r, BlockNumber blk)
 	return -1;
 }
 
-/* Has range k's read completed (every buffer valid)? */
+/* Is range g's read known to have completed (without waiting)? */
 static bool
-range_done(const ShnswRangeRead *g)
+range_done(ShnswRangeRead *g)
 {
-	for (int j = 0; j < g->nblocks; j++)
-	{
-		if (BufferIsLocal(g->bufs[j]) ||
-			!(pg_atomic_read_u32(&GetBufferDescriptor(g->bufs[j] - 1)->state) & BM_VALID))
-			return false;
-	}
-	return true;
+	return !BufferIsLocal(g->bufs[0]) && op_done(&g->op);
 }
 
 /*
@@ -474,21 +476,15 @@ reader_wait(ShnswReader *r, ShnswInflight *s)
 }
 
 /*
- * reader_start starts the read of slot s (stream mode: pins the page;
- * prefetch mode: gives advice). Enters batch mode, so that the reads
- * started together are submitted together.
+ * reader_start starts the read of slot s (pins the page). Enters batch
+ * mode, so that the reads started together are submitted together.
  */
 static void
 reader_start(ShnswReader *r, ShnswInflight *s)
 {
 	Assert(!s->started);
-	if (r->mode == SHNSW_IO_PREFETCH)
-		s->io = PrefetchBuffer(r->rel, MAIN_FORKNUM, s->blk).initiated_io;
-	else
-	{
-		reader_op_begin(r, &s->op);
-		s->io = StartReadBuffer(&s->op, &s->buf, s->blk, 0);
-	}
+	reader_op_begin(r, &s->op);
+	s->io = StartReadBuffer(&s->op, &s->buf, s->blk, 0);
 	s->started = true;
 	s->gen = r->round_trips;
 	s->miss = s->io || s->landed;
@@ -507,10 +503,7 @@ reader_start(ShnswReader *r, ShnswInflight *s)
 		r->npending--;
 }
 
-/*
- * Finish slot i's read (if any) and remove it; returns its pinned buffer
- * (InvalidBuffer in prefetch mode, which pins nothing).
- */
+/* Finish slot i's read (if any) and remove it; returns its pinned buffer. */
 static Buffer
 reader_take(ShnswReader *r, int i, bool *miss)
 {
@@ -520,14 +513,7 @@ reader_take(ShnswReader *r, int i, bool *miss)
 	Assert(!r->in_batch);
 	Assert(s->started);
 	*miss = s->miss;
-	if (r->mode == SHNSW_IO_PREFETCH)
-	{
-		/* only a record of advice given: nothing pinned */
-		if (s->inflight)
-			reader_landed(r, s);
-		buf = InvalidBuffer;
-	}
-	else if (s->io)
+	if (s->io)
 		reader_wait(r, s);
 	if (s->speculative)
 		r->spec_pins--;
@@ -691,7 +677,7 @@ reader_budget_left(ShnswReader *r, bool speculative)
 	if (known < Min(r->target_ios, r->io_cap))
 		return true;
 	/* past its own budget, a known read may take what guesses leave */
-	return !r->main_rules && r->ios_in_flight < r->io_cap;
+	return r->ios_in_flight < r->io_cap;
 }
 
 static bool
@@ -720,8 +706,7 @@ reader_pump(ShnswReader *r, bool wait_for_known)
 
 		if (!reader_budget(r, false))
 		{
-			/* prefetch mode cannot wait for advice: top up as pages are read */
-			if (!wait_for_known || r->mode != SHNSW_IO_STREAM)
+			if (!wait_for_known)
 				break;
 			reader_leave_batch(r);
 			if (!reader_wait_oldest(r))
@@ -756,13 +741,15 @@ reader_pump(ShnswReader *r, bool wait_for_known)
 		s->blk = blk;
 		s->buf = InvalidBuffer;
 		s->started = false;
+		s->io = false;
+		s->inflight = false;
 		s->landed = false;
 		s->speculative = true;
 		s->seq = r->seq++;
 		r->spec_pins++;
 		r->stats.spec_issued++;
 		reader_start(r, s);
-		if (!s->io && r->mode == SHNSW_IO_STREAM)
+		if (!s->io)
 		{
 			/* cached already: nothing to read ahead, no pin to hold */
 			ReleaseBuffer(s->buf);
@@ -843,6 +830,8 @@ shnsw_reader_request(ShnswReader *r, const BlockNumber *blocks, int n, bool spec
 		s->landed = reader_ring_find(r, blk, true);
 		s->buf = InvalidBuffer;
 		s->started = false;
+		s->io = false;
+		s->inflight = false;
 		s->speculative = false;
 		s->seq = r->seq++;
 		r->npending++;
@@ -896,14 +885,14 @@ shnsw_reader_get(ShnswReader *r, BlockNumber blk)
 			(void) reader_range_finish(r, k, true, true);
 		}
 	}
-	if (i < 0 || r->mode == SHNSW_IO_PREFETCH)
+	if (i < 0)
 	{
 		int64		before = pgBufferUsage.shared_blks_read + pgBufferUsage.local_blks_read;
 
 		buf = ReadBuffer(r->rel, blk);
 		miss = pgBufferUsage.shared_blks_read + pgBufferUsage.local_blks_read != before;
 		sync = true;
-		if (i < 0 && !miss && reader_ring_find(r, blk, true))
+		if (!miss && reader_ring_find(r, blk, true))
 		{
 			/* read speculatively by this scan, then released: a read ahead */
 			miss = true;
@@ -914,7 +903,7 @@ shnsw_reader_get(ShnswReader *r, BlockNumber blk)
 	{
 		r->stats.pages_read++;
 		r->stats.phase_reads[r->phase]++;
-		if (sync && r->mode != SHNSW_IO_PREFETCH)
+		if (sync)
 		{
 			r->stats.sync_reads++;
 			r->stats.phase_serial[r->phase]++;
@@ -987,8 +976,8 @@ heap_release(ShnswReader *r, int i)
  * shnsw_reader_heap_prefetch starts reads of the heap blocks of these rows
  * (the rows the scan returns next, nearest first), at most
  * effective_io_concurrency blocks (and SHNSW_HEAP_AHEAD_MAX) held at a
- * time; blocks already held are skipped. In prefetch mode it gives advice
- * instead; in sync mode it does nothing. A block beyond the heap's end
+ * time; blocks already held are skipped. In sync mode it does nothing. A
+ * block beyond the heap's end
  * (which a valid TID never names) is left to the executor.
  */
 void
@@ -1031,31 +1020,21 @@ shnsw_reader_heap_prefetch(ShnswReader *r, Relation heap, const ItemPointerData 
 			if (blk >= r->heap_nblocks)
 				continue;
 		}
-		if (r->mode == SHNSW_IO_PREFETCH)
+		if (GetAdditionalPinLimit() == 0)
+			break;
+		if (!r->in_batch)
 		{
-			/* advice only: remembered so that it is given once */
-			h->io = false;
-			h->buf = InvalidBuffer;
-			missed = PrefetchBuffer(heap, MAIN_FORKNUM, blk).initiated_io;
+			pgaio_enter_batchmode();
+			r->in_batch = true;
 		}
-		else
-		{
-			if (GetAdditionalPinLimit() == 0)
-				break;
-			if (!r->in_batch)
-			{
-				pgaio_enter_batchmode();
-				r->in_batch = true;
-			}
-			h->op.rel = heap;
-			h->op.smgr = RelationGetSmgr(heap);
-			h->op.persistence = heap->rd_rel->relpersistence;
-			h->op.forknum = MAIN_FORKNUM;
-			h->op.strategy = NULL;
-			h->buf = InvalidBuffer;
-			h->io = StartReadBuffer(&h->op, &h->buf, blk, 0);
-			missed = h->io;
-		}
+		h->op.rel = heap;
+		h->op.smgr = RelationGetSmgr(heap);
+		h->op.persistence = heap->rd_rel->relpersistence;
+		h->op.forknum = MAIN_FORKNUM;
+		h->op.strategy = NULL;
+		h->buf = InvalidBuffer;
+		h->io = StartReadBuffer(&h->op, &h->buf, blk, 0);
+		missed = h->io;
 		h->blk = blk;
 		h->seq = r->seq++;
 		r->nheap++;

@@ -119,7 +119,6 @@ typedef struct ShnswReader
 	int			mode;
 	int			target_ios;		/* effective_io_concurrency */
 	int			io_cap;			/* all reads in flight, at most (reader.c) */
-	bool		main_rules;		/* streamhnsw.debug_reader_main */
 	int			max_pins;
 	ShnswInflight *slots;
 	int			nslots;			/* slots in use */

@@ -46,7 +46,7 @@ typedef struct ShnswCand
 #define SHNSW_CAND_EMITTED		0x02
 #define SHNSW_CAND_IN_RESULTS	0x04
 #define SHNSW_CAND_EDGE			0x08	/* the sweep found its code at an end of
-										 * the range (scan.c: it may stand for a
+										 * the range (scan_order.c: it may stand for a
 										 * clamped value) */
 
 /* codes whose distances the search computes together (kernels.c batches) */
@@ -130,7 +130,7 @@ extern void shnsw_search_free(ShnswSearch *s);
  * cosine, the query's norm for inner product), never more than max_slack,
  * which also stands for class 0 (unknown). shnsw_search_set_clamp_slack
  * turns this on (a scan's first round bounds nodes by the codes' typical
- * error, scan.c; set before the first node is added). The walk still
+ * error, scan_order.c; set before the first node is added). The walk still
  * orders every node by its navigation distance d; a flagged node's bound
  * distance (shnsw_cand_bound_distance), the navigation distance of a point
  * its slack nearer, is what the caller bounds it by, and the search keeps
@@ -226,7 +226,7 @@ extern int	shnsw_search_widen(ShnswSearch *s, int ef, uint32_t *out, float *medi
  * the frontier as that round started (so the search has explored a whole
  * round past it); +infinity if there are none. A caller that holds emitted
  * rows back until their exact distance is within this frontier (allowing
- * for the codes' error) returns rows in exact order (scan.c).
+ * for the codes' error) returns rows in exact order (scan_order.c).
  */
 extern float shnsw_search_frontier(ShnswSearch *s);
 
@@ -240,7 +240,7 @@ extern float shnsw_search_parked(ShnswSearch *s);
 extern int64_t shnsw_search_take(ShnswSearch *s);
 
 /*
- * The sweep (scan.c): once a scan's budget covers every node of the index,
+ * The sweep (scan_sweep.c): once a scan's budget covers every node of the index,
  * it reads every graph page and offers each live node here. A node the
  * search has not seen is parked (in D) with its navigation distance d (the
  * caller computes them a page at a time), without its neighbour list

@@ -81,15 +81,13 @@ extern int	shnsw_heap_prefetch;
 extern bool shnsw_debug_discard_caches;
 extern bool shnsw_debug_list_conflicts;
 extern int	shnsw_debug_io_cap;
-extern bool shnsw_debug_reader_main;
 extern bool shnsw_debug_keep_lists;
 extern bool shnsw_debug_build_floats;
 extern int	shnsw_iterative_scan;
 
 /* streamhnsw.io_mode */
 #define SHNSW_IO_SYNC			0	/* one synchronous read at a time */
-#define SHNSW_IO_PREFETCH		1	/* posix_fadvise hints, synchronous reads */
-#define SHNSW_IO_STREAM			2	/* asynchronous reads kept in flight */
+#define SHNSW_IO_STREAM			1	/* asynchronous reads kept in flight */
 
 #define SHNSW_DEFAULT_MAX_READ_AHEAD	64
 #define SHNSW_DEFAULT_LOOKAHEAD_WINDOW	32
@@ -338,7 +336,7 @@ extern void shnsw_train_from_first(Relation index, ShnswIndexInfo *info, const f
 
 /* ---------- what a scan did (EXPLAIN, streamhnsw_stats()) ---------- */
 
-/* why a scan swept the index (scan.c, scan_sweep; EXPLAIN names them) */
+/* why a scan swept the index (scan_sweep.c, scan_sweep; EXPLAIN names them) */
 typedef enum ShnswSweepReason
 {
 	SHNSW_SWEEP_FIRST_ROUND,	/* streamhnsw.sweep_threshold = 0 */
@@ -351,7 +349,7 @@ extern const char *const shnsw_sweep_reason_names[SHNSW_SWEEP_NREASONS];
 extern bool shnsw_sweep_fits(double nodes);
 
 /*
- * What a scan's first round held rows against (scan.c, scan_setup);
+ * What a scan's first round held rows against (scan.c, scan_prepare_bounds);
  * EXPLAIN prints it (explain.c, shnsw_first_bound_names).
  */
 typedef enum ShnswFirstBound

@@ -10,7 +10,7 @@ import pytest
 from shnsw import data
 from shnsw.cluster import Cluster
 
-MODES = ["sync", "prefetch", "stream"]
+MODES = ["sync", "stream"]
 
 
 def evict(conn, cluster, rels):
@@ -68,9 +68,9 @@ def test_every_io_mode_returns_the_same_rows(io_cluster, cold, heap_prefetch):
                 # a LIMIT smaller than the first window, and one row
                 results[mode + "5"] = run(conn, q, limit=5)
                 results[mode + "1"] = run(conn, q, limit=1)
-            assert results["sync"] == results["prefetch"] == results["stream"]
-            assert results["sync5"] == results["prefetch5"] == results["stream5"]
-            assert results["sync1"] == results["prefetch1"] == results["stream1"]
+            assert results["sync"] == results["stream"]
+            assert results["sync5"] == results["stream5"]
+            assert results["sync1"] == results["stream1"]
             assert len(results["sync"]) == 50 and len(results["sync5"]) == 5
 
 
@@ -187,9 +187,8 @@ def test_round_trips_by_phase_add_up(io_cluster, scattered, eic):
     """EXPLAIN's serial round trips and page reads, by phase of the scan
     (descent, layer-0 search, re-rank, other), add up to the totals; a cold
     scan's descent reads at least the entry point's page, its search and
-    re-rank read pages too. The reader rules of the previous release
-    (streamhnsw.debug_reader_main: no cap on reads in flight, descent
-    guesses page by page) return the same rows as io_mode sync."""
+    re-rank read pages too. io_mode stream returns the same rows as
+    io_mode sync."""
     sql = "EXPLAIN (ANALYZE, FORMAT JSON) " + SCAT_SQL
     with io_cluster.connect() as conn:
         conn.execute(f"SET effective_io_concurrency = {eic}")
@@ -199,25 +198,22 @@ def test_round_trips_by_phase_add_up(io_cluster, scattered, eic):
             conn.execute("SET streamhnsw.io_mode = sync")
             expect = conn.execute(SCAT_SQL, (lit,)).fetchall()
             conn.execute("SET streamhnsw.io_mode = stream")
-            for main_rules in ("off", "on"):
-                conn.execute(f"SET streamhnsw.debug_reader_main = {main_rules}")
-                evict(conn, io_cluster, ["scat_t_idx", "scat_t"])
-                assert conn.execute(SCAT_SQL, (lit,)).fetchall() == expect, main_rules
-                evict(conn, io_cluster, ["scat_t_idx", "scat_t"])
-                node = conn.execute(sql, (lit,)).fetchone()[0][0]["Plan"]["Plans"][0]
-                phases = ("Descent", "Search", "Re-rank", "Other")
-                serial = {p: node[f"streamhnsw Serial {p}"] for p in phases}
-                reads = {p: node[f"streamhnsw Reads {p}"] for p in phases}
-                assert sum(serial.values()) == node["streamhnsw Serial Round Trips"], node
-                assert sum(reads.values()) == node["streamhnsw Pages Read"], node
-                assert reads["Descent"] >= 1 and serial["Descent"] >= 1, node
-                assert reads["Search"] > 0 and reads["Re-rank"] > 0, node
-                # guesses, runs of the descent included: EXPLAIN prints before
-                # the scan ends, so some may still be in flight or unused
-                # (streamhnsw_stats(), after the end, balances them: above)
-                assert (node["streamhnsw Speculative Used"] + node["streamhnsw Speculative Wasted"]
-                        <= node["streamhnsw Speculative Reads"]), node
-            conn.execute("RESET streamhnsw.debug_reader_main")
+            evict(conn, io_cluster, ["scat_t_idx", "scat_t"])
+            assert conn.execute(SCAT_SQL, (lit,)).fetchall() == expect
+            evict(conn, io_cluster, ["scat_t_idx", "scat_t"])
+            node = conn.execute(sql, (lit,)).fetchone()[0][0]["Plan"]["Plans"][0]
+            phases = ("Descent", "Search", "Re-rank", "Other")
+            serial = {p: node[f"streamhnsw Serial {p}"] for p in phases}
+            reads = {p: node[f"streamhnsw Reads {p}"] for p in phases}
+            assert sum(serial.values()) == node["streamhnsw Serial Round Trips"], node
+            assert sum(reads.values()) == node["streamhnsw Pages Read"], node
+            assert reads["Descent"] >= 1 and serial["Descent"] >= 1, node
+            assert reads["Search"] > 0 and reads["Re-rank"] > 0, node
+            # guesses, runs of the descent included: EXPLAIN prints before
+            # the scan ends, so some may still be in flight or unused
+            # (streamhnsw_stats(), after the end, balances them: above)
+            assert (node["streamhnsw Speculative Used"] + node["streamhnsw Speculative Wasted"]
+                    <= node["streamhnsw Speculative Reads"]), node
 
 
 def explain_lines(conn, q):

@@ -238,14 +238,26 @@ def test_cache_load_does_not_evict_other_roles_images(cluster, objects):
         cluster.execute("DROP TABLE priv_big, priv_own_big")
 
 
+# the developer settings of options.c, and of the shared cache
+OPTION_DEBUG = ["streamhnsw.debug_" + n for n in (
+    "discard_caches", "list_conflicts", "io_cap", "keep_lists", "build_floats")]
+CACHE_DEBUG = ["streamhnsw.debug_" + n for n in ("image_build_delay", "dsm_fail")]
+
+
 def test_debug_settings_hidden_and_superuser_only(cluster, objects):
-    names = ["streamhnsw.debug_" + n for n in (
-        "discard_caches", "list_conflicts", "io_cap", "reader_main", "keep_lists",
-        "build_floats", "image_build_delay", "dsm_fail")]
+    """Developer settings are compiled into the assertion build only (make
+    DEV=1, which make test builds); there a superuser reads them by name, no
+    one sees them in SHOW ALL or pg_settings, and a plain role can set none
+    of them. A release build has none, so no one can set them at all. The
+    A/B switch of the previous release's read-ahead rules is gone."""
+    names = OPTION_DEBUG + CACHE_DEBUG
     with cluster.connect() as conn:
         conn.execute("LOAD 'streamhnsw'")
-        for n in names:     # they exist (a superuser reads them by name)
-            conn.execute(f"SELECT current_setting('{n}')")
+        present = {n: conn.execute("SELECT current_setting(%s, true)", (n,)).fetchone()[0]
+                   is not None for n in names}
+        assert len({present[n] for n in OPTION_DEBUG}) == 1, present     # one build flag
+        assert conn.execute("SELECT current_setting('streamhnsw.debug_reader_main', true)"
+                            ).fetchone()[0] is None
         assert not conn.execute("SELECT name FROM pg_settings "
                                 "WHERE name LIKE 'streamhnsw.debug%'").fetchall()
     with as_role(cluster, "shnsw_nopriv") as conn:
@@ -253,6 +265,14 @@ def test_debug_settings_hidden_and_superuser_only(cluster, objects):
         shown = [r[0] for r in conn.execute("SHOW ALL").fetchall()]
         assert not [n for n in shown if n.startswith("streamhnsw.debug")]
         assert "streamhnsw.ef_search" in shown
+        assert not conn.execute("SELECT name FROM pg_settings "
+                                "WHERE name LIKE 'streamhnsw.debug%'").fetchall()
+        assert conn.execute("SELECT count(*) FROM pg_settings "
+                            "WHERE name = 'streamhnsw.ef_search'").fetchone()[0] == 1
         for n in names:
-            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege if present[n]
+                               else psycopg.Error):
                 conn.execute(f"SET {n} = DEFAULT")
+            with pytest.raises(psycopg.errors.InsufficientPrivilege if present[n]
+                               else psycopg.Error):
+                conn.execute(f"SELECT set_config('{n}', '1', false)")

@@ -777,10 +777,10 @@ def test_sweep_threshold_zero_is_exact(conn):
 
 def test_sweep_from_image_matches_buffers(conn):
     """
-    A sweep reads the graph pages the shared graph image holds from the
-    image (plain loads), the others through shared buffers: full and
-    LIMIT scans that sweep return the same rows in the same order with the
-    image and without it, and every live row.
+    A sweep reads the graph pages the shared cache holds from the cache
+    (plain loads), the others through shared buffers: full and LIMIT scans
+    that sweep return the same rows in the same order with the cache and
+    without it, and every live row.
     """
     rows, queries = data.clustered(3000, 32, seed=8, n_queries=3)
     data.load(conn, "swi", rows)
@@ -808,7 +808,7 @@ def test_sweep_from_image_matches_buffers(conn):
                         assert any("swept nodes=" in p and "swept nodes=0" not in p
                                    for p in plan), plan
                         if cache == "on":
-                            assert any("shared graph: used" in p for p in plan), plan
+                            assert any("shared cache: used" in p for p in plan), plan
                 assert got["on"] == got["off"]
                 ids = [r[0] for r in got["on"]]
                 assert len(ids) == len(set(ids))

@@ -31,7 +31,7 @@ def explain_shared(conn, table, q, op="<->"):
     lit = data.vector_literal(q)
     plan = conn.execute(f"EXPLAIN (ANALYZE, COSTS OFF) SELECT id FROM {table} "
                         f"ORDER BY embedding {op} %s LIMIT {K}", (lit,)).fetchall()
-    lines = [r[0].strip() for r in plan if "shared graph" in r[0]]
+    lines = [r[0].strip() for r in plan if "shared cache" in r[0]]
     assert lines, plan
     return lines[0]
 
@@ -74,7 +74,7 @@ def wait_ready(conn, index, timeout=60):
     raise AssertionError(f"no image of {index} after {timeout} s: {cache_row(conn, index)}")
 
 
-BACKGROUND = "streamhnsw shared graph: not used (build started in the background)"
+BACKGROUND = "streamhnsw shared cache: not used (build started in the background)"
 
 
 def same_on_off(conn, table, queries, op="<->"):
@@ -102,7 +102,7 @@ def test_identical_built_insert_vacuum_reuse(conn, metric, op, opclass):
     assert explain_shared(conn, table, queries[0], op).startswith(BACKGROUND)
     same_on_off(conn, table, queries[:3], op)
     wait_ready(conn, f"{table}_idx")
-    assert "shared graph: used, nodes from image=" in explain_shared(conn, table, queries[1], op)
+    assert "shared cache: used, nodes from cache=" in explain_shared(conn, table, queries[1], op)
     same_on_off(conn, table, queries, op)
 
     # single-row inserts, each written through (no invalidation), each
@@ -136,7 +136,7 @@ def test_identical_built_insert_vacuum_reuse(conn, metric, op, opclass):
     same_on_off(conn, table, queries, op)
     data.load(conn, table, more, start_id=200000, create=False)
     same_on_off(conn, table, queries, op)
-    assert "shared graph: used" in explain_shared(conn, table, queries[2], op)
+    assert "shared cache: used" in explain_shared(conn, table, queries[2], op)
     st = cache_row(conn, f"{table}_idx")
     assert st["state"] == "ready" and st["builds"] == 1 and st["invalidations"] == 0, st
     assert st["hits"] > 0
@@ -217,7 +217,7 @@ def test_fresh_connection_uses_image(cluster):
         indexed_table(c, "sg_fresh", rows)
         c.execute("SELECT streamhnsw_cache_load('sg_fresh_idx')")
     with cluster.connect() as c:
-        assert "shared graph: used" in explain_shared(c, "sg_fresh", queries[0])
+        assert "shared cache: used" in explain_shared(c, "sg_fresh", queries[0])
 
 
 def test_size_limit_eviction_fallback(cluster):
@@ -253,7 +253,7 @@ def test_size_limit_eviction_fallback(cluster):
         c.execute("RESET streamhnsw.shared_cache_size")
         # off: no image is used, none is built
         c.execute("SET streamhnsw.shared_cache = off")
-        assert "shared graph: off" in explain_shared(c, "sg_a", queries[0])
+        assert "shared cache: off" in explain_shared(c, "sg_a", queries[0])
 
 
 def test_default_size_follows_shared_buffers(cluster):
@@ -381,7 +381,7 @@ def test_standby_identical_and_refreshed():
                 # built in the background on the standby too
                 assert explain_shared(s, "sg_rep", queries[0]).startswith(BACKGROUND)
                 wait_ready(s, "sg_rep_idx")
-                assert "shared graph: used" in explain_shared(s, "sg_rep", queries[0])
+                assert "shared cache: used" in explain_shared(s, "sg_rep", queries[0])
                 same_on_off(s, "sg_rep", queries)
                 with primary.connect() as c:
                     for i, v in enumerate(more):
@@ -397,7 +397,7 @@ def test_standby_identical_and_refreshed():
                     assert 50000 + i in found or 60000 + i in found
                 st = cache_row(s, "sg_rep_idx")
                 assert st["refreshes"] >= 1 and st["state"] == "ready", st
-                assert "shared graph: used" in explain_shared(s, "sg_rep", queries[1])
+                assert "shared cache: used" in explain_shared(s, "sg_rep", queries[1])
 
 
 def test_fallback_when_dsm_fails():
@@ -444,7 +444,7 @@ def test_fallback_when_dsm_fails():
         with c.connect() as conn:
             # once memory can be had again (after the retry delay, or on request)
             assert conn.execute("SELECT streamhnsw_cache_load('sg_nodsm_idx')").fetchone()[0] > 0
-            assert "shared graph: used" in explain_shared(conn, "sg_nodsm", queries[1])
+            assert "shared cache: used" in explain_shared(conn, "sg_nodsm", queries[1])
 
 
 def test_every_page_write_goes_through_the_wrappers():
@@ -478,7 +478,7 @@ def test_preloaded():
             wait_ready(conn, "sg_pre_idx")
             same_on_off(conn, "sg_pre", queries)
         with c.connect() as conn:
-            assert "shared graph: used" in explain_shared(conn, "sg_pre", queries[1])
+            assert "shared cache: used" in explain_shared(conn, "sg_pre", queries[1])
 
 
 def test_no_worker_builds_in_scan():
@@ -492,7 +492,7 @@ def test_no_worker_builds_in_scan():
             data.load(conn, "sg_nw", rows)
             conn.execute("CREATE INDEX sg_nw_idx ON sg_nw USING streamhnsw (embedding vector_l2_ops)")
             assert explain_shared(conn, "sg_nw", queries[0]).startswith(
-                "streamhnsw shared graph: built by this scan, used")
+                "streamhnsw shared cache: built by this scan, used")
             same_on_off(conn, "sg_nw", queries)
             assert cache_row(conn, "sg_nw_idx")["builds"] == 1
 
@@ -516,12 +516,12 @@ def test_background_build_scans_meanwhile(cluster):
                 line = explain_shared(c2, "sg_bg", q)
                 seen.add(line.split(",")[0])
                 assert knn(c2, "sg_bg", q) == expected[i]
-        assert seen <= {"streamhnsw shared graph: not used (being built)",
-                        "streamhnsw shared graph: used"}, seen
+        assert seen <= {"streamhnsw shared cache: not used (being built)",
+                        "streamhnsw shared cache: used"}, seen
         st = wait_ready(c, "sg_bg_idx")
         assert st["builds"] == 1 and st["nodes"] == 20000, st
         with cluster.connect() as c3:
-            assert "shared graph: used" in explain_shared(c3, "sg_bg", queries[0])
+            assert "shared cache: used" in explain_shared(c3, "sg_bg", queries[0])
             assert [knn(c3, "sg_bg", q) for q in queries] == expected
 
 
@@ -640,7 +640,7 @@ def test_insert_found_by_next_search_from_image(cluster):
         before = cache_row(a, "sg_next_idx")
         for i, v in enumerate(more):
             a.execute("INSERT INTO sg_next VALUES (%s, %s)", (50000 + i, data.vector_literal(v)))
-            assert "shared graph: used" in explain_shared(b, "sg_next", v)
+            assert "shared cache: used" in explain_shared(b, "sg_next", v)
             assert 50000 + i in [r[0] for r in knn(b, "sg_next", v)], i
         after = cache_row(a, "sg_next_idx")
         assert after["builds"] == before["builds"] and after["refreshes"] == before["refreshes"], after
@@ -652,7 +652,7 @@ def finds_own_rows(conn, table, rows, ids):
     conn.execute("SET streamhnsw.ef_search = 200")
     for i, v in zip(ids, rows):
         assert i in [r[0] for r in knn(conn, table, v)], (table, i)
-    assert "shared graph: used" in explain_shared(conn, table, rows[0])
+    assert "shared cache: used" in explain_shared(conn, table, rows[0])
     conn.execute("RESET streamhnsw.ef_search")
 
 
@@ -668,7 +668,7 @@ def test_one_backend_never_reaches_an_old_image(cluster):
         indexed_table(c2, "sg_memo", rows[:1500])
         c2.execute("SELECT streamhnsw_cache_load('sg_memo_idx')")
         for _ in range(2):
-            assert "shared graph: used" in explain_shared(c1, "sg_memo", queries[0])
+            assert "shared cache: used" in explain_shared(c1, "sg_memo", queries[0])
         same_on_off(c1, "sg_memo", queries)
 
         # dropped by another backend: the remembered image must not be used

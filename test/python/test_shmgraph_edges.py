@@ -38,7 +38,7 @@ def shared_line(conn, table, q):
     lit = data.vector_literal(q)
     plan = conn.execute(f"EXPLAIN (ANALYZE, COSTS OFF) SELECT id FROM {table} "
                         f"ORDER BY embedding <-> %s LIMIT {K}", (lit,)).fetchall()
-    return [r[0].strip() for r in plan if "shared graph" in r[0]][0]
+    return [r[0].strip() for r in plan if "shared cache" in r[0]][0]
 
 
 def dev_shm_mappings(pid):
@@ -72,7 +72,7 @@ def workload(conn, table, rows, queries, *, expect_image, base=100000):
     checked after each."""
     check_search(conn, table, queries[:3])
     line = shared_line(conn, table, queries[0])
-    assert ("shared graph: used" in line) == expect_image, line
+    assert ("shared cache: used" in line) == expect_image, line
     more, _ = data.clustered(300, rows.shape[1], seed=7, n_queries=1)
     data.load(conn, table, more, start_id=base, create=False)
     for i, v in enumerate(more[:5]):
