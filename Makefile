@@ -37,6 +37,7 @@ OBJS = \
 	src/scan_heap.o \
 	src/scan_order.o \
 	src/scan_sweep.o \
+	src/scan_rows.o \
 	src/bound.o \
 	src/vacuum.o \
 	src/truncate.o \

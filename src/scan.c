@@ -57,37 +57,6 @@
 #include "scan_int.h"
 
 /*
- * scan_fold_reader adds the reader's figures so far to so->stats and starts
- * its counters again (heap read-ahead goes on after the search ends).
- */
-static void
-scan_fold_reader(ShnswScanOpaque so)
-{
-	shnsw_reader_stats_add(&so->stats.io, &so->reader.stats, NULL);
-	MemSet(&so->reader.stats, 0, sizeof(so->reader.stats));
-}
-
-/*
- * scan_fold ends the active search: releases the reader's pins and adds the
- * search's figures to so->stats.
- */
-void
-scan_fold(ShnswScanOpaque so)
-{
-	if (!so->live)
-		return;
-	so->stats.rounds += so->search.rounds + so->search.widened;
-	so->stats.nodes_expanded += so->search.nexpanded;
-	so->stats.distances += so->search.ndistances;
-	/* the walk spent max_scan_tuples: it handed out what it had seen */
-	if (so->search.budget_spent && !so->swept)
-		so->stats.budget_spent++;
-	shnsw_reader_end(&so->reader);
-	scan_fold_reader(so);
-	so->live = false;
-}
-
-/*
  * scan_search_free gives the search's arrays back (graph.c keeps them for
  * the next search of this backend: no allocation per scan); called before
  * so->ctx, which holds the rest of the search, is reset or deleted.

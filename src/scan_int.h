@@ -226,18 +226,24 @@ scan_deferred_bound(ShnswScanOpaque so, double est)
 	return shnsw_codebound_lower(scan_first_rows(so) && !so->swept ? &so->walk : &so->bound, est);
 }
 
-/* scan.c */
-extern void scan_fold(ShnswScanOpaque so);
+/*
+ * The scan's files call down only: scan.c -> scan_order.c -> scan_sweep.c,
+ * scan_heap.c -> scan_rows.c.
+ */
 
-/* scan_order.c */
+/* scan_rows.c */
 extern void scan_held_push(ShnswScanOpaque so, const ShnswResult *r);
 extern ShnswResult scan_held_pop(ShnswScanOpaque so, bool *late);
 extern void scan_check_bound(ShnswScanOpaque so, float est, double d);
+extern void scan_outbuf_room(ShnswScanOpaque so, int n);
+extern void scan_fold_reader(ShnswScanOpaque so);
+extern void scan_fold(ShnswScanOpaque so);
+
+/* scan_order.c */
 extern double scan_emit_bound(ShnswScanOpaque so, bool *parked, bool any_order);
 extern bool scan_range_done(ShnswScanOpaque so);
 extern bool scan_proof_may_search(ShnswScanOpaque so);
 extern bool scan_next_round(IndexScanDesc scan);
-extern void scan_outbuf_room(ShnswScanOpaque so, int n);
 
 /* scan_sweep.c */
 extern bool scan_sweep_fits(ShnswScanOpaque so);
