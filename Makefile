@@ -40,7 +40,12 @@ OBJS = \
 	src/reader.o \
 	src/stats.o \
 	src/explain.o \
-	src/shmgraph.o
+	src/nodecheck.o \
+	src/cache_registry.o \
+	src/cache_build.o \
+	src/cache_read.o \
+	src/cache_write.o \
+	src/cache_sql.o
 
 DATA = sql/streamhnsw--$(EXTVERSION).sql
 

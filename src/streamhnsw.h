@@ -29,12 +29,12 @@
 #include "storage/bufpage.h"
 #include "utils/relcache.h"
 
+#include "cache.h"
 #include "format.h"
 #include "graph.h"
 #include "kernels.h"
 #include "lookahead.h"
 #include "reader.h"
-#include "shmgraph.h"
 
 #define STREAMHNSW_VERSION "0.1.0"
 
@@ -188,10 +188,10 @@ typedef struct ShnswMetaPageData
 								 * a vector may continue on the next page;
 								 * InvalidBlockNumber: no run */
 	uint64		build_nonce;	/* random, set by each build (0 in indexes
-								 * built before it was added): a shared
-								 * graph image of an earlier build of the
-								 * same relfilenode is never taken for one
-								 * of this build (shmgraph.c) */
+								 * built before it was added): a copy in
+								 * the shared cache of an earlier build of
+								 * the same relfilenode is never taken for
+								 * one of this build */
 } ShnswMetaPageData;
 
 /*
@@ -388,8 +388,9 @@ typedef struct ShnswScanStats
 	uint64		range_ends;		/* scans ended at the WHERE clause's distance
 								 * bound (bound.c); EXPLAIN only */
 	ShnswReaderStats io;		/* the read pipeline's figures (reader.h) */
-	int			shared_graph;	/* SHNSW_SHM_*: did the scan search the image */
-	uint64		image_nodes;	/* node records read from the image */
+	int			shared_graph;	/* SHNSW_CACHE_*: did the scan search the
+								 * shared cache */
+	uint64		image_nodes;	/* node records read from the shared cache */
 	uint64		image_fallback_nodes;	/* ... and through buffers instead */
 } ShnswScanStats;
 
@@ -431,6 +432,9 @@ extern int	shnsw_upper_node_tids(Relation index, BlockNumber ublk, const ShnswUp
 								  int m, ShnswRef ref, ItemPointerData *tids);
 extern void shnsw_node_set_tids(ShnswNodeHeader *h, ShnswUpperHeader *u, int m,
 								const ItemPointerData *tids, int n);
+struct ShnswNodeLimits;
+extern void shnsw_node_limits(struct ShnswNodeLimits *lim, int m, int slot_bits, int vec_size,
+							  BlockNumber nblocks);
 extern void shnsw_check_node(Relation index, BlockNumber blk, int slot, const ShnswNodeHeader *h,
 							 int m, int slot_bits, int vec_size, BlockNumber *nblocks);
 extern ShnswUpperHeader *shnsw_upper_record(Relation index, Page page, BlockNumber blk,
@@ -450,7 +454,7 @@ typedef struct ShnswLinker
 	ShnswNodeSource ops;		/* through shared buffers */
 	ShnswNodeSource search_ops; /* shnsw_find_neighbors' reads: ops, or an
 								 * insert's over the shared graph image
-								 * (shnsw_shm_insert_begin) */
+								 * (shnsw_cache_insert_begin) */
 	int			dims;
 	int			m;
 	float	   *scratch;		/* (2m + 2) * dims floats */

@@ -871,7 +871,6 @@ mem_ops(MemIndex *mi)
 	ops.speculative = false;
 	ops.reread_cheap = false;
 	ops.page_records = NULL;
-	ops.page_records_valid = NULL;
 	return ops;
 }
 
