@@ -1645,7 +1645,7 @@ shnsw_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid,
 			mode = ExclusiveLock;
 		}
 		shnsw_linker_init(&is.lk, index, is.info);
-		/* the search for neighbours reads the shared graph image, if current */
+		/* the search for neighbours reads the shared cache, if its copy is current */
 		shnsw_cache_insert_begin(index, is.info, &snap, &is.lk.search_ops,
 							   palloc0(sizeof(ShnswScanStats)), CurrentMemoryContext);
 		retrain = insert_node(&is, v, nav, heap_tid, &far_out);

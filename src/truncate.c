@@ -157,7 +157,9 @@ node_top(Relation index, const ShnswIndexInfo *info, ShnswRef ref, const ShnswNo
  * node, tail_start) up past every block a node before it uses (node_top),
  * and counts those nodes into plan. One forward pass: a block the pass has
  * not reached yet raises the bound ahead of it. Each graph page is read
- * from a copy, so no lock is held while upper records are read.
+ * from a copy, so no lock is held while upper records are read. A node
+ * that fails the validator (nodecheck.h) raises an error, as in VACUUM's
+ * other passes.
  */
 static void
 tail_bound(Relation index, const ShnswIndexInfo *info, TailPlan *plan,
@@ -165,6 +167,7 @@ tail_bound(Relation index, const ShnswIndexInfo *info, TailPlan *plan,
 {
 	char	   *copy = palloc(BLCKSZ);
 	BlockNumber top = 0;
+	BlockNumber nb = plan->nblocks;
 
 	plan->slots_below = plan->deleted_below = 0;
 	for (BlockNumber blk = SHNSW_METAPAGE_BLKNO + 1; blk < plan->cut; blk++)
@@ -188,6 +191,8 @@ tail_bound(Relation index, const ShnswIndexInfo *info, TailPlan *plan,
 		{
 			ShnswNodeHeader *h = shnsw_page_node((Page) copy, s, info->node_size);
 
+			/* node_top follows its fields: the checks every reader makes */
+			shnsw_check_node(index, blk, s, h, info->m, info->slot_bits, info->vec_size, &nb);
 			node_top(index, info, shnsw_make_ref(blk, s, info->slot_bits), h, &top);
 			plan->slots_below++;
 			if (h->flags & SHNSW_NODE_DELETED)
@@ -324,7 +329,7 @@ cut_meta(Relation index, const TailPlan *plan, ShnswRef newhead, uint64 kept)
 /*
  * lock_for_cut takes the index's AccessExclusiveLock without waiting for
  * a scan or an insert (they hold their lock for their whole transaction):
- * true if it has it. A background build of the shared graph image holds
+ * true if it has it. A background build of its copy in the shared cache holds
  * the lock too, for a moment; it is asked to give it up
  * (shnsw_cache_cut_waiting), and the lock is tried again every
  * CUT_LOCK_WAIT_MS for at most CUT_LOCK_TIMEOUT_MS, as heap truncation
