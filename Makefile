@@ -102,7 +102,7 @@ regress-discard-caches: venv
 	PYTHONPATH=python:test $(VENV_PY) -m harness.regress --discard-caches
 
 # Unit tests of the pure algorithm code: no server, plain C.
-UNIT_SRCS = test/unit/run_unit.c test/unit/port_malloc.c src/kernels.c src/graph.c src/neighbors.c src/reach.c src/lookahead.c
+UNIT_SRCS = test/unit/run_unit.c test/unit/port_malloc.c test/unit/nodecheck_test.c src/nodecheck.c src/kernels.c src/graph.c src/neighbors.c src/reach.c src/lookahead.c
 unit:
 	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -Isrc -o test/unit/run_unit $(UNIT_SRCS) -lm
 	./test/unit/run_unit

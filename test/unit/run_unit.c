@@ -31,6 +31,9 @@ shnsw_check_interrupts(void)
 static int	npassed,
 			nfailed;
 
+/* nodecheck_test.c */
+extern int	test_nodecheck(int *passed);
+
 #define CHECK(cond, ...) \
 	do { \
 		if (cond) npassed++; \
@@ -2897,6 +2900,12 @@ main(void)
 	test_clamp_bounds();
 	test_select_by_codes_cosine();
 	test_codes_lie_apart();
+	{
+		int			passed = 0;
+
+		nfailed += test_nodecheck(&passed);
+		npassed += passed;
+	}
 	/* the page-greedy layout before co-location: 0.877 and 0.958 */
 	test_layout_locality("clustered", 20000, 32, 50, 15, 0.85);
 	test_layout_locality("uniform", 20000, 32, 0, 15, 0.94);
