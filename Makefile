@@ -47,7 +47,12 @@ OBJS = \
 	src/reader.o \
 	src/stats.o \
 	src/explain.o \
-	src/shmgraph.o
+	src/nodecheck.o \
+	src/cache_registry.o \
+	src/cache_build.o \
+	src/cache_read.o \
+	src/cache_write.o \
+	src/cache_sql.o
 
 DATA = sql/streamhnsw--$(EXTVERSION).sql
 
@@ -108,9 +113,9 @@ regress-discard-caches: venv
 	PYTHONPATH=python:test $(VENV_PY) -m harness.regress --discard-caches
 
 # Unit tests of the pure algorithm code: no server, plain C.
-UNIT_SRCS = test/unit/run_unit.c test/unit/host_malloc.c src/kernels.c src/buildgraph.c \
-	src/reachability.c src/layout.c src/search.c src/codebound.c src/neighbors_select.c \
-	src/lookahead.c
+UNIT_SRCS = test/unit/run_unit.c test/unit/host_malloc.c test/unit/nodecheck_test.c \
+	src/nodecheck.c src/kernels.c src/buildgraph.c src/reachability.c src/layout.c \
+	src/search.c src/codebound.c src/neighbors_select.c src/lookahead.c
 unit:
 	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -Isrc -o test/unit/run_unit $(UNIT_SRCS) -lm
 	./test/unit/run_unit

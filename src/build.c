@@ -924,7 +924,7 @@ build_insert_rest(ShnswBuildState *bs, Relation heap, Relation index, IndexInfo 
 	shnsw_forget_index_info(index);
 
 	/*
-	 * The inserts changed pages in place without WAL (shnsw_xlog_direct),
+	 * The inserts changed pages in place without WAL (shnsw_write_direct),
 	 * and the graph's pages were written without it: log every page once,
 	 * now that nothing else changes them (as pgvector does).
 	 */

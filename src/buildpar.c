@@ -67,6 +67,7 @@
 #include "utils/backend_progress.h"
 #include "utils/memutils.h"
 
+#include "pagewrite.h"
 #include "streamhnsw.h"
 
 #define SHNSW_PAR_KEY_SHARED	UINT64CONST(0xA000000000000001)
@@ -620,7 +621,7 @@ par_insert_loop(ShnswParInsertShared *sh, BufFile *file, Relation heap, Relation
 	 * The pages are changed in place, without WAL: the leader logs every
 	 * page once when all rows are in (build.c, build_insert_rest).
 	 */
-	shnsw_xlog_direct(RelationGetRelid(index));
+	shnsw_write_direct(RelationGetRelid(index));
 	PG_TRY();
 	{
 		for (;;)
@@ -648,7 +649,7 @@ par_insert_loop(ShnswParInsertShared *sh, BufFile *file, Relation heap, Relation
 	}
 	PG_FINALLY();
 	{
-		shnsw_xlog_direct(InvalidOid);
+		shnsw_write_direct(InvalidOid);
 	}
 	PG_END_TRY();
 	MemoryContextSwitchTo(old);

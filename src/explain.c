@@ -105,8 +105,8 @@ explain_scan_text(const ShnswScanStats *st, ExplainState *es)
 						  st->ef_from_index ? "index option" : "streamhnsw.ef_search");
 	explain_text_line(es, "streamhnsw shared cache: %s, nodes from cache=" UINT64_FORMAT
 					  " through buffers=" UINT64_FORMAT,
-					  shnsw_shm_status_name(st->shared_graph), st->image_nodes,
-					  st->image_fallback_nodes);
+					  shnsw_cache_status_name(st->cache_status), st->cache_nodes,
+					  st->cache_fallback_nodes);
 	explain_text_line(es, "streamhnsw order: held back=" UINT64_FORMAT " late finds placed="
 					  UINT64_FORMAT " found after a farther row=" UINT64_FORMAT
 					  " parked rows re-ranked=" UINT64_FORMAT " swept nodes=" UINT64_FORMAT
@@ -173,10 +173,10 @@ explain_scan_properties(const ShnswScanStats *st, ExplainState *es)
 		ExplainPropertyText("streamhnsw ef_search From",
 							st->ef_from_index ? "index option" : "streamhnsw.ef_search", es);
 	}
-	ExplainPropertyText("streamhnsw Shared Cache", shnsw_shm_status_name(st->shared_graph), es);
+	ExplainPropertyText("streamhnsw Shared Cache", shnsw_cache_status_name(st->cache_status), es);
 	ExplainPropertyText("streamhnsw First Round Bound", shnsw_first_bound_names[st->first_bound], es);
-	ExplainPropertyInteger("streamhnsw Cache Nodes", NULL, (int64) st->image_nodes, es);
-	ExplainPropertyInteger("streamhnsw Cache Fallback Nodes", NULL, (int64) st->image_fallback_nodes, es);
+	ExplainPropertyInteger("streamhnsw Cache Nodes", NULL, (int64) st->cache_nodes, es);
+	ExplainPropertyInteger("streamhnsw Cache Fallback Nodes", NULL, (int64) st->cache_fallback_nodes, es);
 	for (int i = 0; i < shnsw_stat_nfields; i++)
 	{
 		char		label[64];

@@ -17,14 +17,14 @@
 
 #include <math.h>
 
-#include "access/generic_xlog.h"
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
-#include "shmgraph.h"
+#include "cache.h"
+#include "pagewrite.h"
 #include "streamhnsw.h"
 
 typedef struct InsertState
@@ -149,13 +149,13 @@ typedef struct FreeSlot
  * record rewritten (its lists are still lists) or a new record that no node
  * names (space, nothing else).
  */
-static GenericXLogState *
+static ShnswWriteState *
 free_slot_upper(InsertState *is, const FreeSlot *fs, const NewNode *nn, ShnswRef **nbrs,
 				const int *nnbrs, BlockNumber *ublk, OffsetNumber *uoff)
 {
 	ShnswRef   *unbrs[SHNSW_MAX_LEVEL + 1];
 	int			unn[SHNSW_MAX_LEVEL + 1];
-	GenericXLogState *state;
+	ShnswWriteState *state;
 	Page		upage;
 
 	*ublk = InvalidBlockNumber;
@@ -168,7 +168,7 @@ free_slot_upper(InsertState *is, const FreeSlot *fs, const NewNode *nn, ShnswRef
 			*ublk = fs->rloc.block;
 			*uoff = fs->rloc.offset;
 		}
-		return GenericXLogStart(is->index);
+		return shnsw_write_start(is->index);
 	}
 	for (int l = 1; l <= nn->level; l++)
 	{
@@ -179,8 +179,8 @@ free_slot_upper(InsertState *is, const FreeSlot *fs, const NewNode *nn, ShnswRef
 				unbrs[l][unn[l]++] = nbrs[l][k];
 	}
 	*ublk = BufferGetBlockNumber(fs->ubuf);
-	state = GenericXLogStart(is->index);
-	upage = GenericXLogRegisterBuffer(state, fs->ubuf, 0);
+	state = shnsw_write_start(is->index);
+	upage = shnsw_write_buffer(state, fs->ubuf, 0);
 	if (fs->inplace)
 	{
 		ShnswUpperHeader *u = (ShnswUpperHeader *)
@@ -203,8 +203,8 @@ free_slot_upper(InsertState *is, const FreeSlot *fs, const NewNode *nn, ShnswRef
 									shnsw_upper_size(nn->level, is->m), unbrs, unn);
 	if (fs->nv == 2)
 	{
-		GenericXLogFinish(state);
-		state = GenericXLogStart(is->index);
+		shnsw_write_finish(state);
+		state = shnsw_write_start(is->index);
 	}
 	return state;
 }
@@ -221,7 +221,7 @@ write_free_slot(InsertState *is, Buffer metabuf, const FreeSlot *fs, const NewNo
 				ShnswRef **nbrs, const int *nnbrs)
 {
 	ShnswIndexInfo *info = is->info;
-	GenericXLogState *state;
+	ShnswWriteState *state;
 	ShnswMetaPage meta;
 	Page		gpage;
 	int			first;
@@ -242,14 +242,14 @@ write_free_slot(InsertState *is, Buffer metabuf, const FreeSlot *fs, const NewNo
 	mine.nbrs0 = own;
 
 	state = free_slot_upper(is, fs, nn, nbrs, nnbrs, &ublk, &uoff);
-	gpage = GenericXLogRegisterBuffer(state, fs->gbuf, 0);
+	gpage = shnsw_write_buffer(state, fs->gbuf, 0);
 	first = Min(info->vec_size, (int) (SHNSW_PAGE_CAPACITY - fs->voff));
-	memcpy(PageGetContents(GenericXLogRegisterBuffer(state, fs->vbuf[0], 0)) + fs->voff,
+	memcpy(PageGetContents(shnsw_write_buffer(state, fs->vbuf[0], 0)) + fs->voff,
 		   nn->value, first);
 	if (fs->nv == 2)
-		memcpy(PageGetContents(GenericXLogRegisterBuffer(state, fs->vbuf[1], 0)),
+		memcpy(PageGetContents(shnsw_write_buffer(state, fs->vbuf[1], 0)),
 			   (char *) nn->value + first, info->vec_size - first);
-	meta = ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0));
+	meta = ShnswPageGetMeta(shnsw_write_buffer(state, metabuf, 0));
 	fill_node(is, shnsw_page_node(gpage, fs->slot, info->node_size), &mine, ublk, uoff,
 			  fs->vblk, fs->voff);
 	meta->free_head = fs->next;
@@ -261,7 +261,7 @@ write_free_slot(InsertState *is, Buffer metabuf, const FreeSlot *fs, const NewNo
 		meta->entry = fs->head;
 		meta->entry_level = nn->level;
 	}
-	GenericXLogFinish(state);
+	shnsw_write_finish(state);
 }
 
 /*
@@ -675,16 +675,16 @@ insert_start(InsertState *is, const float *nav, ItemPointer heap_tid, InsertStar
 		shnsw_corrupt(index, SHNSW_METAPAGE_BLKNO, "ef_construction", st->efc);
 	if (!trained)
 	{
-		GenericXLogState *state;
+		ShnswWriteState *state;
 
 		shnsw_train_from_first(index, is->info, nav);
 		metabuf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
 		LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
-		state = GenericXLogStart(index);
-		meta = ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0));
+		state = shnsw_write_start(index);
+		meta = ShnswPageGetMeta(shnsw_write_buffer(state, metabuf, 0));
 		meta->quant_trained = true;
 		meta->quant_rows = 1;
-		GenericXLogFinish(state);
+		shnsw_write_finish(state);
 		UnlockReleaseBuffer(metabuf);
 		is->info->quant_trained = true;
 	}
@@ -829,7 +829,7 @@ vec_reserve(InsertState *is, Buffer metabuf, BlockNumber full, InsertPlaces *pl)
 	uint32		want,
 				got = 0;
 	BlockNumber first;
-	GenericXLogState *state;
+	ShnswWriteState *state;
 	ShnswMetaPage meta;
 
 	LockPage(index, SHNSW_VEC_RUN_LOCK, ExclusiveLock);
@@ -848,23 +848,23 @@ vec_reserve(InsertState *is, Buffer metabuf, BlockNumber full, InsertPlaces *pl)
 	{
 		uint32		n = Min(got - k, MAX_GENERIC_XLOG_PAGES);
 
-		state = GenericXLogStart(index);
+		state = shnsw_write_start(index);
 		for (uint32 j = k; j < k + n; j++)
 		{
 			LockBuffer(bufs[j], BUFFER_LOCK_EXCLUSIVE);
-			shnsw_init_page(GenericXLogRegisterBuffer(state, bufs[j], GENERIC_XLOG_FULL_IMAGE),
+			shnsw_init_page(shnsw_write_buffer(state, bufs[j], GENERIC_XLOG_FULL_IMAGE),
 							SHNSW_PAGE_VECTOR);
 		}
-		GenericXLogFinish(state);
+		shnsw_write_finish(state);
 		for (uint32 j = k; j < k + n; j++)
 			UnlockReleaseBuffer(bufs[j]);
 	}
 	LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
-	state = GenericXLogStart(index);
-	meta = ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0));
+	state = shnsw_write_start(index);
+	meta = ShnswPageGetMeta(shnsw_write_buffer(state, metabuf, 0));
 	meta->insert_vec_blk = first;
 	meta->insert_vec_end = first + got - 1;
-	GenericXLogFinish(state);
+	shnsw_write_finish(state);
 	LockBuffer(metabuf, BUFFER_LOCK_UNLOCK);
 	UnlockPage(index, SHNSW_VEC_RUN_LOCK, ExclusiveLock);
 	pl->vblk = first;
@@ -1068,7 +1068,7 @@ append_node(InsertState *is, Buffer metabuf, const NewNode *nn, ShnswRef **nbrs,
 	int			level = nn->level;
 	int			stride = TYPEALIGN(4, info->vec_size);
 	Size		usize = level > 0 ? shnsw_upper_size(level, is->m) : 0;
-	GenericXLogState *state;
+	ShnswWriteState *state;
 	AppendPages p;
 	Page		gpage,
 				vpage,
@@ -1093,23 +1093,23 @@ append_node(InsertState *is, Buffer metabuf, const NewNode *nn, ShnswRef **nbrs,
 
 	if (level > 0 && p.span)
 	{
-		state = GenericXLogStart(index);
-		upage = GenericXLogRegisterBuffer(state, p.ubuf, p.unew ? GENERIC_XLOG_FULL_IMAGE : 0);
+		state = shnsw_write_start(index);
+		upage = shnsw_write_buffer(state, p.ubuf, p.unew ? GENERIC_XLOG_FULL_IMAGE : 0);
 		if (p.unew)
 			shnsw_init_page(upage, SHNSW_PAGE_UPPER);
 		uoff = append_upper_record(is, upage, ublk, newref, level, usize, nbrs, nnbrs);
-		GenericXLogFinish(state);
+		shnsw_write_finish(state);
 	}
 
 	LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
-	state = GenericXLogStart(index);
-	gpage = GenericXLogRegisterBuffer(state, p.gbuf, p.gnew ? GENERIC_XLOG_FULL_IMAGE : 0);
-	vpage = GenericXLogRegisterBuffer(state, p.vbuf, p.vnew ? GENERIC_XLOG_FULL_IMAGE : 0);
+	state = shnsw_write_start(index);
+	gpage = shnsw_write_buffer(state, p.gbuf, p.gnew ? GENERIC_XLOG_FULL_IMAGE : 0);
+	vpage = shnsw_write_buffer(state, p.vbuf, p.vnew ? GENERIC_XLOG_FULL_IMAGE : 0);
 	if (p.span)
-		vpage2 = GenericXLogRegisterBuffer(state, p.vbuf2, 0);
+		vpage2 = shnsw_write_buffer(state, p.vbuf2, 0);
 	else if (level > 0)
-		upage = GenericXLogRegisterBuffer(state, p.ubuf, p.unew ? GENERIC_XLOG_FULL_IMAGE : 0);
-	meta = ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0));
+		upage = shnsw_write_buffer(state, p.ubuf, p.unew ? GENERIC_XLOG_FULL_IMAGE : 0);
+	meta = ShnswPageGetMeta(shnsw_write_buffer(state, metabuf, 0));
 	if (p.gnew)
 		shnsw_init_page(gpage, SHNSW_PAGE_GRAPH);
 	if (p.vnew)
@@ -1159,7 +1159,7 @@ append_node(InsertState *is, Buffer metabuf, const NewNode *nn, ShnswRef **nbrs,
 		meta->entry = newref;
 		meta->entry_level = level;
 	}
-	GenericXLogFinish(state);
+	shnsw_write_finish(state);
 	LockBuffer(metabuf, BUFFER_LOCK_UNLOCK);
 	UnlockReleaseBuffer(p.gbuf);
 	UnlockReleaseBuffer(p.vbuf);
@@ -1230,17 +1230,17 @@ link_back(InsertState *is, ShnswRef newref, const uint8 *code, int level, ShnswR
 static bool
 insert_publish(Relation index, bool far_out)
 {
-	GenericXLogState *state;
+	ShnswWriteState *state;
 	Buffer		metabuf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
 	ShnswMetaPage meta;
 	bool		retrain;
 
 	LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
-	state = GenericXLogStart(index);
-	meta = ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0));
+	state = shnsw_write_start(index);
+	meta = ShnswPageGetMeta(shnsw_write_buffer(state, metabuf, 0));
 	meta->cache_generation++;
 	retrain = meta_retrain_due(meta, far_out);
-	GenericXLogFinish(state);
+	shnsw_write_finish(state);
 	UnlockReleaseBuffer(metabuf);
 	return retrain;
 }
@@ -1333,7 +1333,7 @@ dup_pin_upper(InsertState *is, DupNode *d, bool new_page)
 static void
 dup_write(InsertState *is, DupNode *d, Buffer metabuf, ItemPointer heap_tid)
 {
-	GenericXLogState *state = GenericXLogStart(is->index);
+	ShnswWriteState *state = shnsw_write_start(is->index);
 	ShnswNodeHeader *h;
 	ShnswUpperHeader *u;
 	Page		upage;
@@ -1341,13 +1341,13 @@ dup_write(InsertState *is, DupNode *d, Buffer metabuf, ItemPointer heap_tid)
 	ItemPointerData tids[SHNSW_NODE_TIDS];
 	int			n = 0;
 
-	h = shnsw_page_node(GenericXLogRegisterBuffer(state, d->gbuf, 0), d->slot,
+	h = shnsw_page_node(shnsw_write_buffer(state, d->gbuf, 0), d->slot,
 						is->info->node_size);
-	upage = GenericXLogRegisterBuffer(state, d->ubuf, d->unew ? GENERIC_XLOG_FULL_IMAGE : 0);
+	upage = shnsw_write_buffer(state, d->ubuf, d->unew ? GENERIC_XLOG_FULL_IMAGE : 0);
 	if (d->unew)
 	{
 		shnsw_init_page(upage, SHNSW_PAGE_UPPER);
-		ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0))->insert_upper_blk = ublk;
+		ShnswPageGetMeta(shnsw_write_buffer(state, metabuf, 0))->insert_upper_blk = ublk;
 	}
 	if (d->uloc.block == InvalidBlockNumber)
 	{
@@ -1371,7 +1371,7 @@ dup_write(InsertState *is, DupNode *d, Buffer metabuf, ItemPointer heap_tid)
 		shnsw_node_first_tid(is->index, d->blk, h, &tids[n++]);
 	tids[n++] = *heap_tid;
 	shnsw_node_set_tids(h, u, is->m, tids, n);
-	GenericXLogFinish(state);
+	shnsw_write_finish(state);
 }
 
 /*
@@ -1645,8 +1645,8 @@ shnsw_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid,
 			mode = ExclusiveLock;
 		}
 		shnsw_linker_init(&is.lk, index, is.info);
-		/* the search for neighbours reads the shared graph image, if current */
-		shnsw_shm_insert_begin(index, is.info, &snap, &is.lk.search_ops,
+		/* the search for neighbours reads the shared cache, if its copy is current */
+		shnsw_cache_insert_begin(index, is.info, &snap, &is.lk.search_ops,
 							   palloc0(sizeof(ShnswScanStats)), CurrentMemoryContext);
 		retrain = insert_node(&is, v, nav, heap_tid, &far_out);
 		UnlockPage(index, SHNSW_METAPAGE_BLKNO, mode);

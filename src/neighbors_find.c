@@ -308,7 +308,7 @@ find_neighbors_at(ShnswLinker *lk, const float *q, ShnswRef entry, int entry_lev
  * and chooses them with the heuristic: nbrs[l][0 .. nnbrs[l] - 1], nearest
  * first (palloc'd; layers not searched get 0). Deleted nodes and exclude
  * are passed through, never chosen. Reads through lk->search_ops (an
- * insert's may be the shared graph image: the same records, read without
+ * insert's may be the shared cache: the same records, read without
  * a buffer pin and lock per page; a list it reads stale, as a read racing
  * a writer through buffers can, only makes a choice from older lists).
  * Holds no lock on return.

@@ -28,12 +28,12 @@
  */
 #include "postgres.h"
 
-#include "access/generic_xlog.h"
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
 #include "utils/rel.h"
 
 #include "neighbors_select.h"
+#include "pagewrite.h"
 #include "streamhnsw.h"
 
 /* How much wider a repair's search may run again when deleted nodes crowd it. */
@@ -56,10 +56,10 @@ gave_up(ShnswLinker *lk)
 	LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
 	if (!(ShnswPageGetMeta(BufferGetPage(buf))->flags & SHNSW_META_RECHECK))
 	{
-		GenericXLogState *state = GenericXLogStart(lk->index);
+		ShnswWriteState *state = shnsw_write_start(lk->index);
 
-		ShnswPageGetMeta(GenericXLogRegisterBuffer(state, buf, 0))->flags |= SHNSW_META_RECHECK;
-		GenericXLogFinish(state);
+		ShnswPageGetMeta(shnsw_write_buffer(state, buf, 0))->flags |= SHNSW_META_RECHECK;
+		shnsw_write_finish(state);
 	}
 	UnlockReleaseBuffer(buf);
 }
@@ -79,10 +79,10 @@ shnsw_take_recheck(Relation index)
 	set = (ShnswPageGetMeta(BufferGetPage(buf))->flags & SHNSW_META_RECHECK) != 0;
 	if (set)
 	{
-		GenericXLogState *state = GenericXLogStart(index);
+		ShnswWriteState *state = shnsw_write_start(index);
 
-		ShnswPageGetMeta(GenericXLogRegisterBuffer(state, buf, 0))->flags &= ~SHNSW_META_RECHECK;
-		GenericXLogFinish(state);
+		ShnswPageGetMeta(shnsw_write_buffer(state, buf, 0))->flags &= ~SHNSW_META_RECHECK;
+		shnsw_write_finish(state);
 	}
 	UnlockReleaseBuffer(buf);
 	return set;
@@ -248,13 +248,13 @@ write_list_if(ShnswLinker *lk, ShnswRef e, ShnswUpperLoc upper, int layer,
 		done = false;
 	else
 	{
-		GenericXLogState *state = GenericXLogStart(lk->index);
-		Page		wpage = GenericXLogRegisterBuffer(state, buf, 0);
+		ShnswWriteState *state = shnsw_write_start(lk->index);
+		Page		wpage = shnsw_write_buffer(state, buf, 0);
 
 		/* the same offsets in the WAL copy of the page */
 		memcpy((char *) wpage + ((char *) cur - (char *) page), list, sizeof(ShnswRef) * cnt);
 		*(uint16 *) ((char *) wpage + ((char *) curcnt - (char *) page)) = cnt;
-		GenericXLogFinish(state);
+		shnsw_write_finish(state);
 	}
 out:
 	UnlockReleaseBuffer(buf);

@@ -13,8 +13,8 @@
  *
  * read_nodes(ctx, refs, n, fn, arg) calls fn(arg, i, record) for each i in
  * 0..n-1 with the node record of refs[i] (format.h layout), at least once:
- * a source that reads shared memory optimistically (shmgraph.c, under a
- * seqlock) calls again for an i whose read raced with a writer, and the
+ * a source that reads shared memory optimistically (the shared cache,
+ * cache_read.c, under a seqlock) calls again for an i whose read raced with a writer, and the
  * last call's record is the node's, so fn overwrites what an earlier call
  * for that i recorded; a record may be torn in any call but the last, so
  * fn must stay within bounds whatever it reads (clamp counts).
@@ -47,22 +47,23 @@
  * queued, best first, of which the implementation takes as many as its
  * look-ahead allows. A wrong guess costs I/O bandwidth, never a wrong
  * answer; a source with nothing to read ahead leaves it NULL, and one
- * that ignores speculative requests (the shared image: memory prefetch a
+ * that ignores speculative requests (the shared cache: memory prefetch a
  * whole expansion ahead does not pay) sets speculative false, so that the
  * search does not spend a look at the best queued candidates' neighbours
  * (up to SHNSW_SPECULATIVE_CANDIDATES x 2m visited-set probes) on every
  * expansion for nothing.
  *
- * page_records(ctx, blk, &records, &token), which may be NULL: whether the
- * source holds block blk in memory. -1: it does not (the caller reads the
- * page through buffers). 0 with records NULL: a page of another kind (no
- * nodes). Otherwise the number of node slots in use of graph page blk,
- * with records pointing at the first record (slots are node_size apart).
- * The records may be changed by a writer while they are read (torn): the
- * caller reads within bounds whatever it finds and, once done, asks
- * page_records_valid(ctx, blk, token): false means the page changed
- * meanwhile and what was read must be discarded. The scan's sweep uses
- * them (scan_sweep.c, scan_sweep).
+ * page_records(ctx, blk, fn, arg), which may be NULL: whether the source
+ * holds block blk in memory, and its node records. -1: it does not, or
+ * cannot read it now (the caller reads the page through buffers). 0 for a
+ * page of another kind (no nodes; fn is not called). For graph page blk it
+ * calls fn(arg, records, n) with the n node slots in use (n may be 0;
+ * records points at the first, slots are node_size apart) and returns n;
+ * as read_nodes does, it calls again if a writer changed the page during
+ * the call, and the last call wins: what an earlier call read may be torn,
+ * so fn reads within bounds whatever it finds and keeps nothing of a call
+ * but the last. With fn NULL it only says whether it holds the block (-1
+ * or 0). The scan's sweep uses it (scan_sweep.c, scan_sweep).
  *
  *-------------------------------------------------------------------------
  */
@@ -76,6 +77,7 @@
 
 typedef void (*ShnswNodeFn) (void *arg, int i, const ShnswNodeHeader *node);
 typedef void (*ShnswFlushFn) (void *arg);
+typedef void (*ShnswRecordsFn) (void *arg, const char *records, int n);
 
 /* fn calls between two flushes of read_nodes_held, at most */
 #define SHNSW_HELD_BATCH 4
@@ -96,9 +98,7 @@ typedef struct ShnswNodeSource
 								 * (the shared image): the search reads a
 								 * node's neighbour list when it expands it,
 								 * instead of copying every list it sees */
-	int			(*page_records) (void *ctx, uint32_t blk, const char **records,
-								 uint64_t *token);
-	bool		(*page_records_valid) (void *ctx, uint32_t blk, uint64_t token);
+	int			(*page_records) (void *ctx, uint32_t blk, ShnswRecordsFn fn, void *arg);
 } ShnswNodeSource;
 
 /* How many queued candidates' neighbourhoods speculative read-ahead looks at. */

@@ -26,6 +26,7 @@
 #include "storage/bufmgr.h"
 #include "utils/rel.h"
 
+#include "nodecheck.h"
 #include "streamhnsw.h"
 
 /*
@@ -87,51 +88,50 @@ shnsw_graph_nslots(Relation index, Page page, BlockNumber blk, int node_size)
 }
 
 /*
+ * shnsw_node_limits fills lim with the limits of an index of m, slot_bits
+ * and vec_size that node records are checked against (nodecheck.h);
+ * nblocks 0 if the caller does not know the index's length.
+ */
+void
+shnsw_node_limits(ShnswNodeLimits *lim, int m, int slot_bits, int vec_size, BlockNumber nblocks)
+{
+	lim->m = m;
+	lim->slot_bits = slot_bits;
+	lim->vec_size = vec_size;
+	lim->page_capacity = SHNSW_PAGE_CAPACITY;
+	lim->max_offset = MaxOffsetNumber;
+	lim->nblocks = nblocks;
+}
+
+/*
  * shnsw_check_node raises an error unless the node record in slot `slot` of
- * graph block blk can be used as it stands: its level, neighbour count and
- * vector offset within their limits, its neighbours, vector and upper
- * record on pages of the index (not the metapage), no neighbour naming the
- * node itself, and a live node's heap TID valid. A record that passes is
- * safe to read and to follow; whether the pages it names are of the right
- * type is checked when they are read.
+ * graph block blk passes the validator (nodecheck.h). *nblocks is the
+ * caller's cache of the relation's length, as for shnsw_block_exists: a
+ * block past it is looked for again in the relation before it counts as
+ * corruption.
  */
 void
 shnsw_check_node(Relation index, BlockNumber blk, int slot, const ShnswNodeHeader *h, int m,
 				 int slot_bits, int vec_size, BlockNumber *nblocks)
 {
 	ShnswRef	self = shnsw_make_ref(blk, slot, slot_bits);
-	const ShnswRef *nb = shnsw_node_neighbors(h);
+	ShnswNodeLimits lim;
+	ShnswNodeFault fault;
+	const char *field;
 
-	if (h->level > SHNSW_MAX_LEVEL)
-		shnsw_corrupt(index, blk, "node level", h->level);
-	if (h->nneighbors > 2 * m)
-		shnsw_corrupt(index, blk, "neighbour count", h->nneighbors);
-	if (h->vec_offset >= SHNSW_PAGE_CAPACITY || h->vec_offset % 4 != 0)
-		shnsw_corrupt(index, blk, "vector offset", h->vec_offset);
-	shnsw_check_block(index, h->vec_block, nblocks, blk, "vector block");
-	if (h->vec_offset + vec_size > (int) SHNSW_PAGE_CAPACITY)
-		shnsw_check_block(index, h->vec_block + 1, nblocks, blk, "vector block");
-	if (h->flags & SHNSW_NODE_FREE)
+	if (*nblocks == 0)
+		*nblocks = RelationGetNumberOfBlocks(index);
+	shnsw_node_limits(&lim, m, slot_bits, vec_size, *nblocks);
+	field = shnsw_node_problem(h, self, &lim, &fault);
+	if (field != NULL && fault.past_end)
 	{
-		if (nb[0] != SHNSW_INVALID_REF)
-			shnsw_check_block(index, shnsw_ref_block(nb[0], slot_bits), nblocks, blk,
-							  "free list link");
-		return;
+		/* the index may have grown since the caller last looked */
+		*nblocks = RelationGetNumberOfBlocks(index);
+		lim.nblocks = *nblocks;
+		field = shnsw_node_problem(h, self, &lim, &fault);
 	}
-	if (h->tid_off == InvalidOffsetNumber || h->tid_off > MaxOffsetNumber)
-		shnsw_corrupt(index, blk, "heap tuple offset", h->tid_off);
-	if (h->extra_tids >= SHNSW_NODE_TIDS)
-		shnsw_corrupt(index, blk, "extra heap tuple count", h->extra_tids);
-	if (h->level > 0 || h->extra_tids > 0)
-		shnsw_check_block(index, shnsw_node_upper_loc(h).block, nblocks, blk,
-						  "upper record block");
-	for (int k = 0; k < h->nneighbors; k++)
-	{
-		if (nb[k] == self)
-			shnsw_corrupt(index, blk, "neighbour reference (the node itself)", nb[k]);
-		shnsw_check_block(index, shnsw_ref_block(nb[k], slot_bits), nblocks, blk,
-						  "neighbour reference");
-	}
+	if (field != NULL)
+		shnsw_corrupt(index, blk, field, fault.value);
 }
 
 /* Read a TID laid out as ItemPointerData, checking its offset. */
@@ -543,7 +543,6 @@ shnsw_buffer_source_init(ShnswNodeSource *ops, ShnswPageCtx *ctx, Relation index
 	ops->speculative = true;
 	ops->reread_cheap = false;	/* a second read is a pin and a lock */
 	ops->page_records = NULL;	/* pages are read through buffers */
-	ops->page_records_valid = NULL;
 }
 
 /*

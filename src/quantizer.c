@@ -27,11 +27,11 @@
 
 #include <math.h>
 
-#include "access/generic_xlog.h"
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
 #include "utils/rel.h"
 
+#include "pagewrite.h"
 #include "streamhnsw.h"
 
 /*
@@ -81,16 +81,16 @@ shnsw_write_quant(Relation index, BlockNumber quant_start, int dims,
 	{
 		Size		chunk = Min(total - done, SHNSW_PAGE_CAPACITY);
 		Buffer		buf = ReadBuffer(index, blk);
-		GenericXLogState *state;
+		ShnswWriteState *state;
 		Page		page;
 
 		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
-		state = GenericXLogStart(index);
-		page = GenericXLogRegisterBuffer(state, buf, 0);
+		state = shnsw_write_start(index);
+		page = shnsw_write_buffer(state, buf, 0);
 		shnsw_check_page(index, page, blk, SHNSW_PAGE_QUANT);
 		memcpy(PageGetContents(page), stream + done, chunk);
 		((PageHeader) page)->pd_lower = MAXALIGN(SizeOfPageHeaderData) + chunk;
-		GenericXLogFinish(state);
+		shnsw_write_finish(state);
 		UnlockReleaseBuffer(buf);
 		done += chunk;
 		blk++;
@@ -193,7 +193,7 @@ shnsw_retrain(Relation index)
 	for (BlockNumber blk = SHNSW_METAPAGE_BLKNO + 1; blk < nblocks; blk++)
 	{
 		Buffer		buf;
-		GenericXLogState *state;
+		ShnswWriteState *state;
 		Page		page;
 		int			n;
 
@@ -213,8 +213,8 @@ shnsw_retrain(Relation index)
 		}
 		buf = ReadBuffer(index, blk);
 		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
-		state = GenericXLogStart(index);
-		page = GenericXLogRegisterBuffer(state, buf, 0);
+		state = shnsw_write_start(index);
+		page = shnsw_write_buffer(state, buf, 0);
 		n = Min(pv.n, ShnswPageGetOpaque(page)->nslots);
 		for (int s = 0; s < n; s++)
 		{
@@ -223,7 +223,7 @@ shnsw_retrain(Relation index)
 			memcpy(shnsw_node_code(h, info->m), codes + (Size) s * dims, dims);
 			h->flags = (h->flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)) | clamp_flags[s];
 		}
-		GenericXLogFinish(state);
+		shnsw_write_finish(state);
 		UnlockReleaseBuffer(buf);
 		CHECK_FOR_INTERRUPTS();
 	}
@@ -231,18 +231,18 @@ shnsw_retrain(Relation index)
 	/* publish */
 	{
 		Buffer		metabuf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
-		GenericXLogState *state;
+		ShnswWriteState *state;
 		ShnswMetaPage meta;
 
 		LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
-		state = GenericXLogStart(index);
-		meta = ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0));
+		state = shnsw_write_start(index);
+		meta = ShnswPageGetMeta(shnsw_write_buffer(state, metabuf, 0));
 		meta->quant_rows = rows;
 		if (meta->flags & SHNSW_META_RESIDUAL)
 			meta->max_residual = max_residual;	/* every code is new */
 		meta->quant_version++;
 		meta->cache_generation++;
-		GenericXLogFinish(state);
+		shnsw_write_finish(state);
 		UnlockReleaseBuffer(metabuf);
 	}
 	/* our cached description is stale; callers hold copies of their own */

@@ -287,7 +287,7 @@ scan_start_search(IndexScanDesc scan, const ShnswMetaSnapshot *snap,
 	so->stats.io_mode = so->reader.mode;
 	shnsw_buffer_source_init(&so->ops, &so->pctx, index, info, &so->reader);
 	shnsw_buffer_source_descent(&so->pctx, snap->node_count);
-	shnsw_shm_scan_begin(index, info, snap, &so->ops, &so->stats, so->ctx);
+	shnsw_cache_scan_begin(index, info, snap, &so->ops, &so->stats, so->ctx);
 	shnsw_search_init(&so->search, &so->sq, &so->ops, info->m, 0);
 	shnsw_search_set_clamp_slack(&so->search, so->bound.res_range, clamp_factor, clamp_max);
 	shnsw_heap_init(&so->unexpanded, 64, false);

@@ -242,45 +242,52 @@ sweep_commit(IndexScanDesc scan, BlockNumber blk, const SweepSlot *st, int n,
 	}
 }
 
+/* what sweep_stage_records is given */
+typedef struct SweepStageArg
+{
+	ShnswScanOpaque so;
+	SweepSlot  *st;
+	bool		graph;			/* called: a graph page */
+} SweepStageArg;
+
+/* page_records' fn for sweep_cache_page (the last call wins) */
+static void
+sweep_stage_records(void *arg, const char *records, int n)
+{
+	SweepStageArg *a = (SweepStageArg *) arg;
+
+	a->graph = true;
+	if (n > 0)
+		sweep_stage(a->so, records, n, a->st);
+}
+
 /*
- * sweep_cache_page stages graph page blk from the shared cache, if
- * the scan searches one and it holds the block (plain loads: no pin, no
- * lock, no read); returns the node slots staged (0 for a page of another
- * kind; *graph says which), or -1 if the page must be read through
- * buffers.
+ * sweep_cache_page stages graph page blk from the shared cache, if the
+ * scan searches a cached copy and it holds the block (plain loads under
+ * the page's seqlock: no pin, no lock, no read); returns the node slots
+ * staged (0 for a page of another kind; *graph says which), or -1 if the
+ * page must be read through buffers.
  */
 static int
 sweep_cache_page(ShnswScanOpaque so, BlockNumber blk, SweepSlot *st, bool *graph)
 {
-	const char *records;
-	uint64		token;
+	SweepStageArg a = {so, st, false};
+	int			n;
 
 	if (so->ops.page_records == NULL)
 		return -1;
-	for (int tries = 0; tries < 8; tries++)
-	{
-		int			n = so->ops.page_records(so->ops.ctx, blk, &records, &token);
-
-		*graph = records != NULL;
-		if (n <= 0)
-			return n;
-		sweep_stage(so, records, n, st);
-		if (so->ops.page_records_valid(so->ops.ctx, blk, token))
-			return n;
-	}
-	return -1;					/* writers keep changing it: through buffers */
+	n = so->ops.page_records(so->ops.ctx, blk, sweep_stage_records, &a);
+	*graph = a.graph;
+	return n;
 }
 
 /* Whether the sweep must read block blk through buffers. */
 static bool
 sweep_reads(ShnswScanOpaque so, const SweepMap *map, BlockNumber blk)
 {
-	const char *records;
-	uint64		token;
-
 	return sweep_map_wanted(map, blk) &&
 		(so->ops.page_records == NULL ||
-		 so->ops.page_records(so->ops.ctx, blk, &records, &token) < 0);
+		 so->ops.page_records(so->ops.ctx, blk, NULL, NULL) < 0);
 }
 
 /*

@@ -30,6 +30,7 @@
 #include "utils/relcache.h"
 
 #include "buildgraph.h"
+#include "cache.h"
 #include "codebound.h"
 #include "format.h"
 #include "kernels.h"
@@ -38,7 +39,6 @@
 #include "reachability.h"
 #include "reader.h"
 #include "search.h"
-#include "shmgraph.h"
 
 #define STREAMHNSW_VERSION "0.1.0"
 
@@ -190,10 +190,10 @@ typedef struct ShnswMetaPageData
 								 * a vector may continue on the next page;
 								 * InvalidBlockNumber: no run */
 	uint64		build_nonce;	/* random, set by each build (0 in indexes
-								 * built before it was added): a shared
-								 * graph image of an earlier build of the
-								 * same relfilenode is never taken for one
-								 * of this build (shmgraph.c) */
+								 * built before it was added): a copy in
+								 * the shared cache of an earlier build of
+								 * the same relfilenode is never taken for
+								 * one of this build */
 } ShnswMetaPageData;
 
 /*
@@ -390,9 +390,10 @@ typedef struct ShnswScanStats
 	uint64		range_ends;		/* scans ended at the WHERE clause's distance
 								 * bound (bound.c); EXPLAIN only */
 	ShnswReaderStats io;		/* the read pipeline's figures (reader.h) */
-	int			shared_graph;	/* SHNSW_SHM_*: did the scan search the image */
-	uint64		image_nodes;	/* node records read from the image */
-	uint64		image_fallback_nodes;	/* ... and through buffers instead */
+	int			cache_status;	/* SHNSW_CACHE_*: did the scan search the
+								 * shared cache */
+	uint64		cache_nodes;	/* node records read from the shared cache */
+	uint64		cache_fallback_nodes;	/* ... and through buffers instead */
 } ShnswScanStats;
 
 /* ---------- pageaccess.c: ShnswNodeSource over shared buffers ---------- */
@@ -433,6 +434,9 @@ extern int	shnsw_upper_node_tids(Relation index, BlockNumber ublk, const ShnswUp
 								  int m, ShnswRef ref, ItemPointerData *tids);
 extern void shnsw_node_set_tids(ShnswNodeHeader *h, ShnswUpperHeader *u, int m,
 								const ItemPointerData *tids, int n);
+struct ShnswNodeLimits;
+extern void shnsw_node_limits(struct ShnswNodeLimits *lim, int m, int slot_bits, int vec_size,
+							  BlockNumber nblocks);
 extern void shnsw_check_node(Relation index, BlockNumber blk, int slot, const ShnswNodeHeader *h,
 							 int m, int slot_bits, int vec_size, BlockNumber *nblocks);
 extern ShnswUpperHeader *shnsw_upper_record(Relation index, Page page, BlockNumber blk,
@@ -452,7 +456,7 @@ typedef struct ShnswLinker
 	ShnswNodeSource ops;		/* through shared buffers */
 	ShnswNodeSource search_ops; /* shnsw_find_neighbors' reads: ops, or an
 								 * insert's over the shared graph image
-								 * (shnsw_shm_insert_begin) */
+								 * (shnsw_cache_insert_begin) */
 	int			dims;
 	int			m;
 	float	   *scratch;		/* (2m + 2) * dims floats */

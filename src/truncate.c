@@ -12,12 +12,10 @@
  */
 #include "postgres.h"
 
-#include "access/generic_xlog.h"
 #include "access/parallel.h"
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/storage.h"
-#include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
 #include "storage/latch.h"
@@ -25,10 +23,9 @@
 #include "utils/rel.h"
 #include "utils/wait_event.h"
 
+#include "cache.h"
+#include "pagewrite.h"
 #include "streamhnsw.h"
-
-/* shmgraph.c: drops the index's shared graph image (SQL streamhnsw_cache_drop) */
-extern Datum streamhnsw_cache_drop(PG_FUNCTION_ARGS);
 
 /* What the look before the lock found. */
 typedef struct TailPlan
@@ -160,7 +157,9 @@ node_top(Relation index, const ShnswIndexInfo *info, ShnswRef ref, const ShnswNo
  * node, tail_start) up past every block a node before it uses (node_top),
  * and counts those nodes into plan. One forward pass: a block the pass has
  * not reached yet raises the bound ahead of it. Each graph page is read
- * from a copy, so no lock is held while upper records are read.
+ * from a copy, so no lock is held while upper records are read. A node
+ * that fails the validator (nodecheck.h) raises an error, as in VACUUM's
+ * other passes.
  */
 static void
 tail_bound(Relation index, const ShnswIndexInfo *info, TailPlan *plan,
@@ -168,6 +167,7 @@ tail_bound(Relation index, const ShnswIndexInfo *info, TailPlan *plan,
 {
 	char	   *copy = palloc(BLCKSZ);
 	BlockNumber top = 0;
+	BlockNumber nb = plan->nblocks;
 
 	plan->slots_below = plan->deleted_below = 0;
 	for (BlockNumber blk = SHNSW_METAPAGE_BLKNO + 1; blk < plan->cut; blk++)
@@ -191,6 +191,8 @@ tail_bound(Relation index, const ShnswIndexInfo *info, TailPlan *plan,
 		{
 			ShnswNodeHeader *h = shnsw_page_node((Page) copy, s, info->node_size);
 
+			/* node_top follows its fields: the checks every reader makes */
+			shnsw_check_node(index, blk, s, h, info->m, info->slot_bits, info->vec_size, &nb);
 			node_top(index, info, shnsw_make_ref(blk, s, info->slot_bits), h, &top);
 			plan->slots_below++;
 			if (h->flags & SHNSW_NODE_DELETED)
@@ -212,16 +214,16 @@ set_free_link(Relation index, const ShnswIndexInfo *info, ShnswRef ref, ShnswRef
 {
 	BlockNumber blk = shnsw_ref_block(ref, info->slot_bits);
 	Buffer		buf = ReadBuffer(index, blk);
-	GenericXLogState *state;
+	ShnswWriteState *state;
 	ShnswNodeHeader *h;
 
 	LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
-	state = GenericXLogStart(index);
-	h = shnsw_page_node(GenericXLogRegisterBuffer(state, buf, 0),
+	state = shnsw_write_start(index);
+	h = shnsw_page_node(shnsw_write_buffer(state, buf, 0),
 						shnsw_ref_slot(ref, info->slot_bits), info->node_size);
 	Assert(h->flags & SHNSW_NODE_FREE);
 	shnsw_node_neighbors(h)[0] = next;
-	GenericXLogFinish(state);
+	shnsw_write_finish(state);
 	UnlockReleaseBuffer(buf);
 }
 
@@ -294,12 +296,12 @@ static void
 cut_meta(Relation index, const TailPlan *plan, ShnswRef newhead, uint64 kept)
 {
 	Buffer		metabuf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
-	GenericXLogState *state;
+	ShnswWriteState *state;
 	ShnswMetaPage meta;
 
 	LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
-	state = GenericXLogStart(index);
-	meta = ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0));
+	state = shnsw_write_start(index);
+	meta = ShnswPageGetMeta(shnsw_write_buffer(state, metabuf, 0));
 	meta->free_head = newhead;
 	meta->free_count = kept;
 	meta->node_count = plan->slots_below;
@@ -320,16 +322,16 @@ cut_meta(Relation index, const TailPlan *plan, ShnswRef newhead, uint64 kept)
 		meta->insert_upper_blk = InvalidBlockNumber;
 	meta->cache_generation++;
 	meta->truncations++;		/* scans' maps of page types start again */
-	GenericXLogFinish(state);
+	shnsw_write_finish(state);
 	UnlockReleaseBuffer(metabuf);
 }
 
 /*
  * lock_for_cut takes the index's AccessExclusiveLock without waiting for
  * a scan or an insert (they hold their lock for their whole transaction):
- * true if it has it. A background build of the shared graph image holds
+ * true if it has it. A background build of its copy in the shared cache holds
  * the lock too, for a moment; it is asked to give it up
- * (shnsw_shm_cut_waiting), and the lock is tried again every
+ * (shnsw_cache_cut_waiting), and the lock is tried again every
  * CUT_LOCK_WAIT_MS for at most CUT_LOCK_TIMEOUT_MS, as heap truncation
  * retries its table lock. No buffer lock may be held.
  */
@@ -343,7 +345,7 @@ lock_for_cut(Relation index)
 	{
 		if (ConditionalLockRelation(index, AccessExclusiveLock))
 			return true;
-		if (waited >= CUT_LOCK_TIMEOUT_MS || !shnsw_shm_cut_waiting(index))
+		if (waited >= CUT_LOCK_TIMEOUT_MS || !shnsw_cache_cut_waiting(index))
 			return false;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 CUT_LOCK_WAIT_MS, PG_WAIT_EXTENSION);
@@ -422,8 +424,8 @@ shnsw_truncate_tail(Relation index, const ShnswIndexInfo *info, BufferAccessStra
 	newhead = relink_free_list(index, info, head, Max(node_count, 1), plan.cut, plan.nblocks,
 							   &kept);
 	cut_meta(index, &plan, newhead, kept);
-	/* the shared graph image maps the blocks cut: drop it, no one can rebuild it meanwhile */
-	(void) DirectFunctionCall1(streamhnsw_cache_drop, ObjectIdGetDatum(RelationGetRelid(index)));
+	/* the index's cached copy maps the blocks cut: drop it, no one can rebuild it meanwhile */
+	(void) shnsw_cache_drop_index(index);
 	RelationTruncate(index, plan.cut);
 	UnlockRelation(index, AccessExclusiveLock);
 	ereport(elevel,

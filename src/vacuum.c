@@ -14,7 +14,6 @@
  */
 #include "postgres.h"
 
-#include "access/generic_xlog.h"
 #include "commands/vacuum.h"
 #include "miscadmin.h"
 #include "postmaster/autovacuum.h"
@@ -22,6 +21,7 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
+#include "pagewrite.h"
 #include "reachability.h"
 #include "streamhnsw.h"
 
@@ -119,15 +119,15 @@ read_graph_page(VacState *vs, BlockNumber blk, Buffer *buf)
  * the record and releases the locks.
  */
 static ShnswMetaPage
-begin_page_and_meta(VacState *vs, Buffer buf, Buffer *metabuf, GenericXLogState **state,
+begin_page_and_meta(VacState *vs, Buffer buf, Buffer *metabuf, ShnswWriteState **state,
 					Page *page)
 {
 	*metabuf = ReadBuffer(vs->index, SHNSW_METAPAGE_BLKNO);
 	LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
 	LockBuffer(*metabuf, BUFFER_LOCK_EXCLUSIVE);
-	*state = GenericXLogStart(vs->index);
-	*page = GenericXLogRegisterBuffer(*state, buf, 0);
-	return ShnswPageGetMeta(GenericXLogRegisterBuffer(*state, *metabuf, 0));
+	*state = shnsw_write_start(vs->index);
+	*page = shnsw_write_buffer(*state, buf, 0);
+	return ShnswPageGetMeta(shnsw_write_buffer(*state, *metabuf, 0));
 }
 
 /*
@@ -156,7 +156,7 @@ mark_multi_node(VacState *vs, BlockNumber blk, Buffer buf, int slot,
 	bool		anydead = false;
 	Buffer		ubuf,
 				metabuf;
-	GenericXLogState *xstate;
+	ShnswWriteState *xstate;
 	ShnswMetaPage meta;
 
 	LockBuffer(buf, BUFFER_LOCK_SHARE);
@@ -179,11 +179,11 @@ mark_multi_node(VacState *vs, BlockNumber blk, Buffer buf, int slot,
 	LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
 	LockBuffer(ubuf, BUFFER_LOCK_EXCLUSIVE);
 	LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
-	xstate = GenericXLogStart(vs->index);
-	hp = shnsw_page_node(GenericXLogRegisterBuffer(xstate, buf, 0), slot, vs->info->node_size);
+	xstate = shnsw_write_start(vs->index);
+	hp = shnsw_page_node(shnsw_write_buffer(xstate, buf, 0), slot, vs->info->node_size);
 	if (!(hp->flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)))
 	{
-		Page		upage = GenericXLogRegisterBuffer(xstate, ubuf, 0);
+		Page		upage = shnsw_write_buffer(xstate, ubuf, 0);
 
 		shnsw_check_page(vs->index, upage, loc.block, SHNSW_PAGE_UPPER);
 		u = shnsw_upper_record(vs->index, upage, loc.block, loc.offset, m);
@@ -201,7 +201,7 @@ mark_multi_node(VacState *vs, BlockNumber blk, Buffer buf, int slot,
 			if (!callback(&tids[t], callback_state))
 				tids[nlive++] = tids[t];
 		stats->tuples_removed += n - nlive;
-		meta = ShnswPageGetMeta(GenericXLogRegisterBuffer(xstate, metabuf, 0));
+		meta = ShnswPageGetMeta(shnsw_write_buffer(xstate, metabuf, 0));
 		if (nlive == 0)
 		{
 			hp->flags |= SHNSW_NODE_DELETED;
@@ -213,10 +213,10 @@ mark_multi_node(VacState *vs, BlockNumber blk, Buffer buf, int slot,
 		else
 			shnsw_node_set_tids(hp, u, m, tids, nlive);
 		meta->cache_generation++;
-		GenericXLogFinish(xstate);
+		shnsw_write_finish(xstate);
 	}
 	else
-		GenericXLogAbort(xstate);
+		shnsw_write_abort(xstate);
 	UnlockReleaseBuffer(metabuf);
 	UnlockReleaseBuffer(ubuf);
 	LockBuffer(buf, BUFFER_LOCK_UNLOCK);
@@ -237,7 +237,7 @@ mark_single_nodes(VacState *vs, BlockNumber blk, Buffer buf, const int *touched,
 				  uint8 *state, int *multi, int *nmulti, IndexBulkDeleteResult *stats,
 				  IndexBulkDeleteCallback callback, void *callback_state)
 {
-	GenericXLogState *xstate;
+	ShnswWriteState *xstate;
 	Buffer		metabuf;
 	ShnswMetaPage meta;
 	Page		page;
@@ -264,7 +264,7 @@ mark_single_nodes(VacState *vs, BlockNumber blk, Buffer buf, const int *touched,
 	}
 	meta->deleted_count += ndead;
 	meta->cache_generation++;
-	GenericXLogFinish(xstate);
+	shnsw_write_finish(xstate);
 	UnlockReleaseBuffer(metabuf);
 	LockBuffer(buf, BUFFER_LOCK_UNLOCK);
 }
@@ -431,13 +431,13 @@ move_entry_point(VacState *vs)
 	meta = ShnswPageGetMeta(BufferGetPage(metabuf));
 	if (meta->entry != SHNSW_INVALID_REF && shnsw_refset_has(&vs->dead, meta->entry))
 	{
-		GenericXLogState *state = GenericXLogStart(vs->index);
+		ShnswWriteState *state = shnsw_write_start(vs->index);
 
-		meta = ShnswPageGetMeta(GenericXLogRegisterBuffer(state, metabuf, 0));
+		meta = ShnswPageGetMeta(shnsw_write_buffer(state, metabuf, 0));
 		meta->entry = vs->best;
 		meta->entry_level = vs->best == SHNSW_INVALID_REF ? -1 : vs->bestlevel;
 		meta->cache_generation++;
-		GenericXLogFinish(state);
+		shnsw_write_finish(state);
 	}
 	UnlockReleaseBuffer(metabuf);
 }
@@ -977,7 +977,7 @@ free_nodes(VacState *vs, BlockNumber blk, const ShnswRef *refs, int n)
 {
 	Buffer		buf = ReadBufferExtended(vs->index, MAIN_FORKNUM, blk, RBM_NORMAL, vs->bas);
 	Buffer		metabuf;
-	GenericXLogState *state;
+	ShnswWriteState *state;
 	Page		page;
 	ShnswMetaPage meta = begin_page_and_meta(vs, buf, &metabuf, &state, &page);
 	shnsw_check_page(vs->index, page, blk, SHNSW_PAGE_GRAPH);
@@ -1003,7 +1003,7 @@ free_nodes(VacState *vs, BlockNumber blk, const ShnswRef *refs, int n)
 		meta->free_count++;
 	}
 	meta->cache_generation++;
-	GenericXLogFinish(state);
+	shnsw_write_finish(state);
 	UnlockReleaseBuffer(metabuf);
 	UnlockReleaseBuffer(buf);
 }

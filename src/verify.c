@@ -52,6 +52,7 @@
 #include "utils/syscache.h"
 #include "utils/tuplestore.h"
 
+#include "nodecheck.h"
 #include "streamhnsw.h"
 
 /*
@@ -559,6 +560,16 @@ verify_node(VerifyState *vs, Page page, BlockNumber blk, int s, int *nvec, int *
 	ShnswRef	self = shnsw_make_ref(blk, s, meta->slot_bits);
 	ShnswRef   *nb = shnsw_node_neighbors(h);
 	uint64		vend = (uint64) h->vec_offset + meta->vec_size;
+	ShnswNodeLimits lim;
+	ShnswNodeFault fault;
+	const char *field;
+
+	/* the fields every reader checks (nodecheck.h), then what verify adds */
+	shnsw_node_limits(&lim, meta->m, meta->slot_bits, meta->vec_size, nblocks);
+	field = shnsw_node_problem(h, self, &lim, &fault);
+	if (field != NULL)
+		problem(vs, "node (%u,%d) has an invalid %s: %llu", blk, s, field,
+				(unsigned long long) fault.value);
 
 	vs->nodes++;
 	if (h->flags & SHNSW_NODE_DELETED)
@@ -594,23 +605,10 @@ verify_node(VerifyState *vs, Page page, BlockNumber blk, int s, int *nvec, int *
 		}
 		vs->nfree++;
 	}
-	if (h->level > SHNSW_MAX_LEVEL)
-		problem(vs, "node (%u,%d) has level %u", blk, s, h->level);
-	if (h->nneighbors > 2 * meta->m)
-		problem(vs, "node (%u,%d) has %u neighbours, more than %d", blk, s, h->nneighbors, 2 * meta->m);
+	/* where the neighbours point: at node slots (beyond the validator) */
 	for (int k = 0; k < Min(h->nneighbors, 2 * meta->m); k++)
-	{
 		if (!ref_ok(nb[k], meta->slot_bits, nblocks, types, nslots))
 			problem(vs, "node (%u,%d) neighbour %d references %u, not a node", blk, s, k, nb[k]);
-		else if (nb[k] == self)
-			problem(vs, "node (%u,%d) is its own neighbour", blk, s);
-	}
-	if (!(h->flags & SHNSW_NODE_FREE) &&
-		(h->tid_off == InvalidOffsetNumber || h->tid_off > MaxOffsetNumber))
-		problem(vs, "node (%u,%d) has heap tuple offset %u", blk, s, h->tid_off);
-	if (!(h->flags & SHNSW_NODE_FREE) && h->extra_tids >= SHNSW_NODE_TIDS)
-		problem(vs, "node (%u,%d) has %u extra heap tuples, more than %d", blk, s,
-				h->extra_tids, SHNSW_NODE_TIDS - 1);
 	/* exact vector: on vector pages, possibly continuing on the next */
 	for (BlockNumber vb = h->vec_block; vend > 0; vb++)
 	{
@@ -632,8 +630,6 @@ verify_node(VerifyState *vs, Page page, BlockNumber blk, int s, int *nvec, int *
 		}
 		vend -= SHNSW_PAGE_CAPACITY;
 	}
-	if (h->vec_offset >= SHNSW_PAGE_CAPACITY || h->vec_offset % 4 != 0)
-		problem(vs, "node (%u,%d) has vector offset %u", blk, s, h->vec_offset);
 	if ((h->level > 0 || (h->extra_tids > 0 && h->extra_tids < SHNSW_NODE_TIDS)) &&
 		!(h->flags & SHNSW_NODE_FREE))
 		verify_upper(vs, blk, s, h);

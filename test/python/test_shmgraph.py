@@ -448,18 +448,24 @@ def test_fallback_when_dsm_fails():
 
 
 def test_every_page_write_goes_through_the_wrappers():
-    """Write-through relies on every GenericXLog call of the extension going
-    through shmgraph.h's wrappers: only shmgraph.o may call the real ones."""
+    """Write-through relies on every page write of the extension going
+    through the page-write API (pagewrite.h): only cache_write.o may call
+    GenericXLog itself, and every other object that writes pages calls
+    shnsw_write_start instead."""
     import shutil
     import subprocess
     from pathlib import Path
     objs = sorted((Path(__file__).resolve().parents[2] / "src").glob("*.o"))
     if not objs or shutil.which("nm") is None:
         pytest.skip("no built objects or no nm")
-    direct = [o.name for o in objs if o.name != "shmgraph.o" and
-              "GenericXLog" in subprocess.run(["nm", "-u", str(o)], capture_output=True,
-                                              text=True).stdout]
+    undefined = {o.name: subprocess.run(["nm", "-u", str(o)], capture_output=True,
+                                        text=True).stdout for o in objs}
+    direct = [name for name, syms in undefined.items()
+              if name != "cache_write.o" and "GenericXLog" in syms]
     assert direct == [], direct
+    assert "GenericXLogStart" in undefined.get("cache_write.o", "GenericXLogStart")
+    writers = {name for name, syms in undefined.items() if "shnsw_write_start" in syms}
+    assert {"insert.o", "vacuum.o", "truncate.o", "quantizer.o"} <= writers, writers
 
 
 def test_preloaded():
@@ -531,7 +537,7 @@ def build_worker(conn, timeout=60):
     deadline = time.time() + timeout
     while time.time() < deadline:
         rows = conn.execute("SELECT pid, backend_xmin::text FROM pg_stat_activity "
-                            "WHERE backend_type = 'streamhnsw image build' "
+                            "WHERE backend_type = 'streamhnsw shared cache build' "
                             "AND wait_event_type = 'Extension'").fetchall()
         if rows:
             return rows[0]

@@ -35,6 +35,9 @@ shnsw_check_interrupts(void)
 static int	npassed,
 			nfailed;
 
+/* nodecheck_test.c */
+extern int	test_nodecheck(int *passed);
+
 #define CHECK(cond, ...) \
 	do { \
 		if (cond) npassed++; \
@@ -875,7 +878,6 @@ mem_ops(MemIndex *mi)
 	ops.speculative = false;
 	ops.reread_cheap = false;
 	ops.page_records = NULL;
-	ops.page_records_valid = NULL;
 	return ops;
 }
 
@@ -2906,6 +2908,12 @@ main(void)
 	test_clamp_bounds();
 	test_select_by_codes_cosine();
 	test_codes_lie_apart();
+	{
+		int			passed = 0;
+
+		nfailed += test_nodecheck(&passed);
+		npassed += passed;
+	}
 	/* the page-greedy layout before co-location: 0.877 and 0.958 */
 	test_layout_locality("clustered", 20000, 32, 50, 15, 0.85);
 	test_layout_locality("uniform", 20000, 32, 0, 15, 0.94);

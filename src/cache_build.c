@@ -1,0 +1,947 @@
+/*-------------------------------------------------------------------------
+ *
+ * cache_build.c
+ *	  Building a cached copy of an index (in the scan that needs it, on
+ *	  request, or in a background worker), copying its graph and upper
+ *	  pages into it, and refreshing a copy that is behind the metapage.
+ *
+ * A build claims the index's registry entry (BUILDING), reads the type of
+ * every block (pass 1), reserves the copy's bytes in the budget, creates
+ * and lays out the segment with every graph and upper page of pass 1
+ * reserved, reads the metapage's token, publishes the segment (from then
+ * on writers copy the pages they change into it, except reserved ones),
+ * and copies each reserved page under its share lock (pass 2). A page a
+ * writer adds meanwhile goes into a spare slot. src/README, "Shared cache",
+ * has the argument that the result is exact.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/relation.h"
+#include "access/xact.h"
+#include "catalog/pg_class.h"
+#include "commands/defrem.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "storage/bufmgr.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "storage/read_stream.h"
+#include "tcop/tcopprot.h"
+#include "utils/guc.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+
+#include "cache_int.h"
+#include "nodecheck.h"
+
+/* ---------- copying pages into a copy ---------- */
+
+static inline void
+seq_begin(CachePageDesc *d)
+{
+	pg_atomic_fetch_add_u32(&d->seq, 1);	/* odd: readers retry */
+	pg_write_barrier();
+}
+
+static inline void
+seq_end(CachePageDesc *d)
+{
+	pg_write_barrier();
+	pg_atomic_fetch_add_u32(&d->seq, 1);
+}
+
+/*
+ * copy_graph copies graph page blk (locked by the caller, share or
+ * exclusive) into copy page slot idx. Returns false if the page cannot be
+ * used (not ours, a slot count or a record out of range).
+ */
+static bool
+copy_graph(LocalCopy *li, uint32 idx, BlockNumber blk, Page page)
+{
+	CacheCopy  *cp = li->cp;
+	CachePageDesc *d = &li->gdesc[idx];
+	int			nslots;
+	ShnswNodeLimits lim;
+	ShnswNodeFault fault;
+
+	if (PageIsNew(page) || ShnswPageGetOpaque(page)->magic != SHNSW_MAGIC ||
+		ShnswPageGetOpaque(page)->page_type != SHNSW_PAGE_GRAPH)
+		return false;
+	nslots = ShnswPageGetOpaque(page)->nslots;
+	if (nslots > cp->npp)
+		return false;
+	/* the index's length is not known here: block numbers are checked less */
+	shnsw_node_limits(&lim, cp->m, cp->slot_bits, cp->vec_size, 0);
+	for (int s = 0; s < nslots; s++)
+		if (shnsw_node_problem(shnsw_page_node(page, s, cp->node_size),
+							   shnsw_make_ref(blk, s, cp->slot_bits), &lim, &fault) != NULL)
+			return false;
+	seq_begin(d);
+	memcpy(li->gdata + (Size) idx * cp->gstride, PageGetContents(page),
+		   (Size) nslots * cp->node_size);
+	d->nslots = nslots;
+	d->lsn = PageGetLSN(page);
+	seq_end(d);
+	return true;
+}
+
+static bool
+copy_upper(LocalCopy *li, uint32 idx, Page page)
+{
+	CachePageDesc *d = &li->udesc[idx];
+
+	if (PageIsNew(page) || ShnswPageGetOpaque(page)->magic != SHNSW_MAGIC ||
+		ShnswPageGetOpaque(page)->page_type != SHNSW_PAGE_UPPER)
+		return false;
+	seq_begin(d);
+	memcpy(li->udata + (Size) idx * BLCKSZ, page, BLCKSZ);
+	d->lsn = PageGetLSN(page);
+	seq_end(d);
+	return true;
+}
+
+/*
+ * cache_copy_page brings block blk (locked by the caller) into the copy: into
+ * its slot if the map has one, else into a new slot from the spare ones if
+ * allowed. A page the copy cannot hold stays absent (scans read it through
+ * buffers), and a mapped block that is no longer a graph or upper page is
+ * unmapped; a page that contradicts the copy invalidates the copy.
+ */
+void
+cache_copy_page(LocalCopy *li, BlockNumber blk, Page page, bool may_add)
+{
+	CacheCopy   *cp = li->cp;
+	uint32		v;
+	uint16		type;
+
+	if (blk >= cp->mapcap)
+		return;
+	type = PageIsNew(page) || ShnswPageGetOpaque(page)->magic != SHNSW_MAGIC ? 0 :
+		ShnswPageGetOpaque(page)->page_type;
+	v = pg_atomic_read_u32(&li->map[blk]);
+	if (v == MAP_RESERVED)
+		return;					/* the build copies it later, under its lock */
+	if (type != SHNSW_PAGE_GRAPH && type != SHNSW_PAGE_UPPER)
+	{
+		/*
+		 * Not (or no longer) a page the copy holds: a mapped block that
+		 * changed type (cut by a truncation, back as a vector page) must not
+		 * keep serving its old records. Unmapped inside its slot's seqlock,
+		 * so a reader of the old records retries and finds it absent.
+		 */
+		if (v != MAP_ABSENT)
+		{
+			CachePageDesc *d = MAP_KIND(v) == MAP_GRAPH ? &li->gdesc[MAP_INDEX(v)] :
+				&li->udesc[MAP_INDEX(v)];
+
+			seq_begin(d);
+			pg_atomic_write_u32(&li->map[blk], MAP_ABSENT);
+			d->nslots = 0;
+			seq_end(d);
+		}
+		return;
+	}
+	if (v == MAP_ABSENT)
+	{
+		pg_atomic_uint32 *next = type == SHNSW_PAGE_GRAPH ? &cp->gnext : &cp->unext;
+		uint32		cap = type == SHNSW_PAGE_GRAPH ? cp->gcap : cp->ucap;
+		uint32		idx;
+		bool		ok;
+
+		if (!may_add || pg_atomic_read_u32(next) >= cap)
+			return;
+		idx = pg_atomic_fetch_add_u32(next, 1);
+		if (idx >= cap)
+			return;
+		ok = type == SHNSW_PAGE_GRAPH ? copy_graph(li, idx, blk, page)
+			: copy_upper(li, idx, page);
+		if (!ok)
+			return;
+		pg_write_barrier();
+		pg_atomic_write_u32(&li->map[blk], (type == SHNSW_PAGE_GRAPH ? MAP_GRAPH : MAP_UPPER) | idx);
+		return;
+	}
+	if ((type == SHNSW_PAGE_GRAPH && MAP_KIND(v) != MAP_GRAPH) ||
+		(type == SHNSW_PAGE_UPPER && MAP_KIND(v) != MAP_UPPER) ||
+		!(type == SHNSW_PAGE_GRAPH ? copy_graph(li, MAP_INDEX(v), blk, page)
+		  : copy_upper(li, MAP_INDEX(v), page)))
+		pg_atomic_write_u32(&cp->valid, 0);
+}
+
+/* ---------- building ---------- */
+
+/* Bytes of a copy with these capacities. */
+static Size
+copy_size(uint32 mapcap, uint32 gcap, uint32 ucap, Size gstride, Size *offs)
+{
+	Size		sz = MAXALIGN(sizeof(CacheCopy));
+
+	offs[0] = sz;
+	sz = TYPEALIGN(64, sz + sizeof(pg_atomic_uint32) * (Size) mapcap);
+	offs[1] = sz;
+	sz += sizeof(CachePageDesc) * (Size) gcap;
+	offs[2] = sz;
+	sz = TYPEALIGN(64, sz + sizeof(CachePageDesc) * (Size) ucap);
+	offs[3] = sz;
+	sz += gstride * gcap;
+	offs[4] = sz;
+	sz += (Size) BLCKSZ * ucap;
+	return sz;
+}
+
+
+static void
+note_failure(CacheEntry *e, int status, BlockNumber nblocks)
+{
+	e->last_failure = status;
+	e->failed_at = GetCurrentTimestamp();
+	e->failed_nblocks = nblocks;
+}
+
+/*
+ * The blocks a copy build reads, in order: every block after the
+ * metapage (types NULL), or only graph and upper pages. A read stream
+ * over them keeps effective_io_concurrency reads in flight (and combines
+ * neighbouring blocks), so the first scan of a cold index does not read
+ * the whole index one synchronous read at a time.
+ */
+typedef struct BuildBlocks
+{
+	BlockNumber next;
+	BlockNumber end;
+	const uint8 *types;
+} BuildBlocks;
+
+static BlockNumber
+build_blocks_next(ReadStream *stream, void *arg, void *per_buffer_data)
+{
+	BuildBlocks *p = (BuildBlocks *) arg;
+
+	while (p->next < p->end)
+	{
+		BlockNumber blk = p->next++;
+
+		if (p->types == NULL || p->types[blk] == SHNSW_PAGE_GRAPH ||
+			p->types[blk] == SHNSW_PAGE_UPPER)
+			return blk;
+	}
+	return InvalidBlockNumber;
+}
+
+static ReadStream *
+build_stream(Relation index, BuildBlocks *bb, BufferAccessStrategy strategy)
+{
+	return read_stream_begin_relation(READ_STREAM_SEQUENTIAL | READ_STREAM_FULL, strategy,
+									  index, MAIN_FORKNUM, build_blocks_next, bb, 0);
+}
+
+
+/*
+ * entry_claim claims the index's entry for a build by this backend
+ * (BUILDING, cache_pending_slot set): the slot, or -1 with *status saying why.
+ * explicit: drops a ready copy and ignores recent failures.
+ */
+static int
+entry_claim(Relation index, bool explicit, BlockNumber nblocks, int *status)
+{
+	CacheEntry   *e;
+	dsm_handle	unpin[CACHE_MAX_ENTRIES + 1];
+	int			nunpin = 0;
+	int			slot = -1;
+
+	LWLockAcquire(&cache_ctl->lock, LW_EXCLUSIVE);
+	e = cache_find_entry(index);
+	if (e != NULL && e->state >= ENTRY_BUILDING)
+	{
+		if (e->state == ENTRY_READY && explicit)
+			unpin[nunpin++] = cache_drop_segment(e);
+		else
+			e = NULL, *status = SHNSW_CACHE_BUILDING;
+	}
+	else if (e == NULL)
+	{
+		e = cache_entry_new(index, explicit, unpin, &nunpin);
+		if (e == NULL)
+			*status = SHNSW_CACHE_UNAVAILABLE;
+	}
+	else if (!explicit && cache_entry_failed_recently(e, nblocks))
+	{
+		/* it failed recently, or for this very size: do not retry every scan */
+		*status = e->last_failure;
+		e = NULL;
+	}
+	if (e != NULL)
+	{
+		e->state = ENTRY_BUILDING;
+		e->builder_pid = MyProcPid;
+		e->owner = index->rd_rel->relowner;
+		e->copy_id = 0;
+		slot = e - cache_ctl->entries;
+		cache_pending_slot = slot;
+		cache_pending_copy_id = 0;
+		cache_pending_refresh = false;
+	}
+	LWLockRelease(&cache_ctl->lock);
+	cache_unpin(unpin, nunpin);
+	return slot;
+}
+
+/*
+ * entry_fail gives up this backend's claim of the entry in slot (no
+ * segment published yet), returning its reserved bytes and noting why.
+ */
+static void
+entry_fail(int slot, int status, BlockNumber nblocks)
+{
+	CacheEntry   *e;
+
+	LWLockAcquire(&cache_ctl->lock, LW_EXCLUSIVE);
+	e = &cache_ctl->entries[slot];
+	cache_ctl->total_bytes -= e->bytes;
+	e->bytes = 0;
+	e->state = ENTRY_EMPTY;
+	e->builder_pid = 0;
+	note_failure(e, status, nblocks);
+	cache_pending_slot = -1;
+	LWLockRelease(&cache_ctl->lock);
+}
+
+/*
+ * build_yields says whether the build that claimed slot should give up
+ * now: only a background worker's build does, when a VACUUM truncation is
+ * waiting for the index's lock (cut_until; see shnsw_cache_cut_waiting). A
+ * build in a scan or in streamhnsw_cache_load runs in a transaction that
+ * holds its lock to the end anyway, so stopping it would free nothing.
+ */
+static bool
+build_yields(int slot)
+{
+	uint64		until;
+
+	if (!AmBackgroundWorkerProcess())
+		return false;
+	until = pg_atomic_read_u64(&cache_ctl->entries[slot].cut_until);
+	return until != 0 && (uint64) GetCurrentTimestamp() < until;
+}
+
+/*
+ * build_delay is streamhnsw.debug_image_build_delay for tests: a worker's
+ * build waits that long after its claim, holding what a build holds (the
+ * index's AccessShareLock, the claim), unless a truncation waits (then it
+ * gives up: false).
+ */
+static bool
+build_delay(int slot)
+{
+	TimestampTz end = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+												  shnsw_debug_image_build_delay);
+
+	while (AmBackgroundWorkerProcess() && GetCurrentTimestamp() < end)
+	{
+		if (build_yields(slot))
+			return false;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 10,
+						 PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+	return true;
+}
+
+/*
+ * scan_page_types reads the type of every block after the metapage (pass
+ * 1 of a build) into a palloc'd array, counting graph and upper pages.
+ * NULL if the build yields to a truncation (build_yields) meanwhile.
+ */
+static uint8 *
+scan_page_types(Relation index, int slot, BlockNumber nblocks, BufferAccessStrategy strategy,
+				uint32 *ng, uint32 *nu)
+{
+	uint8	   *types = palloc0(nblocks);
+	BuildBlocks bb = {SHNSW_METAPAGE_BLKNO + 1, nblocks, NULL};
+	ReadStream *stream = build_stream(index, &bb, strategy);
+
+	*ng = *nu = 0;
+	for (BlockNumber blk = SHNSW_METAPAGE_BLKNO + 1; blk < nblocks; blk++)
+	{
+		Buffer		buf = read_stream_next_buffer(stream, NULL);
+		Page		page;
+
+		Assert(BufferGetBlockNumber(buf) == blk);
+		LockBuffer(buf, BUFFER_LOCK_SHARE);
+		page = BufferGetPage(buf);
+		if (!PageIsNew(page) && ShnswPageGetOpaque(page)->magic == SHNSW_MAGIC)
+		{
+			types[blk] = (uint8) ShnswPageGetOpaque(page)->page_type;
+			if (types[blk] == SHNSW_PAGE_GRAPH)
+				(*ng)++;
+			else if (types[blk] == SHNSW_PAGE_UPPER)
+				(*nu)++;
+		}
+		UnlockReleaseBuffer(buf);
+		if ((blk & 63) == 0)
+		{
+			CHECK_FOR_INTERRUPTS();
+			if (build_yields(slot))
+			{
+				read_stream_end(stream);
+				pfree(types);
+				return NULL;
+			}
+		}
+	}
+	read_stream_end(stream);
+	return types;
+}
+
+/*
+ * entry_reserve accounts size bytes to the claimed entry in slot, evicting
+ * (idle copies only unless explicit) to make room. False with *status if
+ * it does not fit; the claim is then given up.
+ */
+static bool
+entry_reserve(int slot, Size size, bool explicit, BlockNumber nblocks, int *status)
+{
+	Size		budget = (Size) shnsw_shared_cache_size * 1024 * 1024;
+	dsm_handle	unpin[CACHE_MAX_ENTRIES + 1];
+	int			nunpin = 0;
+	CacheEntry   *e;
+	bool		ok;
+
+	LWLockAcquire(&cache_ctl->lock, LW_EXCLUSIVE);
+	e = &cache_ctl->entries[slot];
+	ok = size <= budget && cache_make_room(size, e, !explicit, unpin, &nunpin);
+	if (ok)
+	{
+		cache_ctl->total_bytes += size;
+		e->bytes = size;
+	}
+	LWLockRelease(&cache_ctl->lock);
+	cache_unpin(unpin, nunpin);
+	if (!ok)
+	{
+		*status = size > budget ? SHNSW_CACHE_TOO_BIG : SHNSW_CACHE_FULL;
+		entry_fail(slot, *status, nblocks);
+	}
+	return ok;
+}
+
+/*
+ * copy_layout writes a new copy's header into seg and maps the pass-1
+ * pages (types) as reserved: writers skip them, the build copies them. tok
+ * is the metapage state read before any page is copied: every change
+ * before it is in the pages the build copies after, every change after it
+ * is written through or copied too (or, on a standby, found by the next
+ * refresh: the token is behind then, not ahead).
+ */
+static void
+copy_layout(dsm_segment *seg, const ShnswIndexInfo *info, const uint8 *types,
+			 BlockNumber nblocks, uint32 ng, uint32 nu, const Size *offs, Size size,
+			 const CacheToken *tok)
+{
+	CacheCopy   *cp = (CacheCopy *) dsm_segment_address(seg);
+	pg_atomic_uint32 *map = (pg_atomic_uint32 *) ((char *) cp + offs[0]);
+	CachePageDesc *gd = (CachePageDesc *) ((char *) cp + offs[1]);
+	CachePageDesc *ud = (CachePageDesc *) ((char *) cp + offs[2]);
+	int			npp = shnsw_nodes_per_page(info->node_size);
+
+	memset(cp, 0, offs[0]);
+	pg_atomic_init_u32(&cp->valid, 1);
+	pg_atomic_init_u64(&cp->meta_lsn, tok->lsn);
+	pg_atomic_init_u64(&cp->meta_gen, tok->gen);
+	cp->meta_nonce = tok->nonce;
+	cp->meta_trunc = tok->trunc;
+	pg_atomic_init_u32(&cp->gnext, ng);
+	pg_atomic_init_u32(&cp->unext, nu);
+	cp->m = info->m;
+	cp->vec_size = info->vec_size;
+	cp->node_size = info->node_size;
+	cp->npp = npp;
+	cp->slot_bits = info->slot_bits;
+	cp->mapcap = COPY_MAPCAP(nblocks);
+	cp->gcap = COPY_GCAP(ng);
+	cp->ucap = COPY_UCAP(nu);
+	cp->build_nblocks = nblocks;
+	cp->gstride = TYPEALIGN(64, (Size) npp * info->node_size);
+	cp->map_off = offs[0];
+	cp->gdesc_off = offs[1];
+	cp->udesc_off = offs[2];
+	cp->gdata_off = offs[3];
+	cp->udata_off = offs[4];
+	cp->total = size;
+	for (uint32 b = 0; b < cp->mapcap; b++)
+		pg_atomic_init_u32(&map[b], b < nblocks &&
+						   (types[b] == SHNSW_PAGE_GRAPH || types[b] == SHNSW_PAGE_UPPER)
+						   ? MAP_RESERVED : MAP_ABSENT);
+	for (uint32 i = 0; i < cp->gcap; i++)
+	{
+		pg_atomic_init_u32(&gd[i].seq, 0);
+		gd[i].nslots = 0;
+		gd[i].lsn = 0;
+	}
+	for (uint32 i = 0; i < cp->ucap; i++)
+	{
+		pg_atomic_init_u32(&ud[i].seq, 0);
+		ud[i].nslots = 0;
+		ud[i].lsn = 0;
+	}
+}
+
+/*
+ * copy_publish gives the laid-out segment its id and names it in the
+ * claimed entry: from now on writers copy the pages they change into it.
+ */
+static LocalCopy *
+copy_publish(int slot, dsm_segment *seg)
+{
+	CacheCopy   *cp = (CacheCopy *) dsm_segment_address(seg);
+	CacheEntry   *e;
+	LocalCopy *li;
+
+	LWLockAcquire(&cache_ctl->lock, LW_EXCLUSIVE);
+	e = &cache_ctl->entries[slot];
+	cp->copy_id = cache_ctl->next_copy_id++;
+	e->copy_id = cp->copy_id;
+	e->handle = dsm_segment_handle(seg);
+	cache_pending_copy_id = cp->copy_id;
+	pg_atomic_fetch_add_u32(&cache_ctl->ncopies, 1);
+	li = cache_local_add(seg);
+	LWLockRelease(&cache_ctl->lock);
+	return li;
+}
+
+/*
+ * copy_pages (pass 2) copies each graph and upper page of types
+ * into the copy under the page's share lock, publishing its map entry
+ * before releasing the lock. Returns the node slots copied; sets *yielded
+ * and stops if the build yields to a truncation (build_yields).
+ */
+static uint64
+copy_pages(Relation index, int slot, LocalCopy *li, const uint8 *types,
+		   BlockNumber nblocks, BufferAccessStrategy strategy, bool *yielded)
+{
+	BuildBlocks bb = {SHNSW_METAPAGE_BLKNO + 1, nblocks, types};
+	ReadStream *stream = build_stream(index, &bb, strategy);
+	uint32		gi = 0,
+				ui = 0;
+	uint64		nodes = 0;
+
+	for (BlockNumber blk = SHNSW_METAPAGE_BLKNO + 1; blk < nblocks; blk++)
+	{
+		Buffer		buf;
+		Page		page;
+		bool		ok;
+		uint32		idx;
+
+		if (types[blk] != SHNSW_PAGE_GRAPH && types[blk] != SHNSW_PAGE_UPPER)
+			continue;
+		buf = read_stream_next_buffer(stream, NULL);
+		Assert(BufferGetBlockNumber(buf) == blk);
+		LockBuffer(buf, BUFFER_LOCK_SHARE);
+		page = BufferGetPage(buf);
+		if (types[blk] == SHNSW_PAGE_GRAPH)
+		{
+			idx = gi++;
+			ok = copy_graph(li, idx, blk, page);
+			if (ok)
+				nodes += li->gdesc[idx].nslots;
+		}
+		else
+		{
+			idx = ui++;
+			ok = copy_upper(li, idx, page);
+		}
+		pg_write_barrier();
+		pg_atomic_write_u32(&li->map[blk], !ok ? MAP_ABSENT :
+							(types[blk] == SHNSW_PAGE_GRAPH ? MAP_GRAPH : MAP_UPPER) | idx);
+		UnlockReleaseBuffer(buf);
+		if ((blk & 63) == 0)
+		{
+			CHECK_FOR_INTERRUPTS();
+			if ((*yielded = build_yields(slot)))
+				break;
+		}
+	}
+	read_stream_end(stream);
+	return nodes;
+}
+
+/*
+ * copy_finish marks the entry ready (the copy's token was read before
+ * the copy: copy_layout). False if a writer dropped the copy meanwhile.
+ */
+static bool
+copy_finish(Relation index, int slot, LocalCopy *li, uint64 nodes, uint32 ng, uint32 nu)
+{
+	CacheCopy   *cp = li->cp;
+	CacheEntry   *e;
+	bool		ok;
+
+	LWLockAcquire(&cache_ctl->lock, LW_EXCLUSIVE);
+	e = &cache_ctl->entries[slot];
+	ok = e->copy_id == cp->copy_id && e->state == ENTRY_BUILDING;
+	if (ok)
+	{
+		e->state = ENTRY_READY;
+		e->builder_pid = 0;
+		e->builds++;
+		e->nodes = nodes;
+		e->gpages = ng;
+		e->upages = nu;
+		e->last_failure = 0;
+		if (!AmBackgroundWorkerProcess())
+			e->launched_at = 0; /* a worker clears it once its lock is gone */
+		pg_atomic_write_u64(&e->last_used, (uint64) GetCurrentTimestamp());
+	}
+	cache_pending_slot = -1;
+	LWLockRelease(&cache_ctl->lock);
+	return ok;
+}
+
+/*
+ * cache_build builds the index's copy in this backend (the caller has no
+ * usable copy). explicit: on request (evicts any copy, ignores recent
+ * failures). Returns the mapping, or NULL with *status saying why.
+ */
+LocalCopy *
+cache_build(Relation index, const ShnswIndexInfo *info, bool explicit, int *status)
+{
+	BlockNumber nblocks = RelationGetNumberOfBlocks(index);
+	int			npp = shnsw_nodes_per_page(info->node_size);
+	Size		gstride = TYPEALIGN(64, (Size) npp * info->node_size);
+	Size		budget = (Size) shnsw_shared_cache_size * 1024 * 1024;
+	ShnswMetaSnapshot snap;
+	int			slot;
+	uint8	   *types;
+	uint32		ng,
+				nu;
+	Size		offs[5],
+				size;
+	dsm_segment *seg;
+	LocalCopy *li;
+	BufferAccessStrategy strategy = NULL;
+	uint64		nodes;
+	bool		yielded = false;
+	CacheToken	tok;
+
+	slot = entry_claim(index, explicit, nblocks, status);
+	if (slot < 0)
+		return NULL;
+
+	/* a lower bound from what the metapage counts: skip hopeless attempts */
+	shnsw_read_meta(index, &snap);
+	if ((Size) (snap.node_count / Max(npp, 1)) * gstride > budget)
+	{
+		*status = SHNSW_CACHE_TOO_BIG;
+		entry_fail(slot, *status, nblocks);
+		return NULL;
+	}
+
+	if (shnsw_debug_image_build_delay > 0 && !build_delay(slot))
+		types = NULL;
+	else
+	{
+		strategy = GetAccessStrategy(BAS_BULKREAD);
+		types = scan_page_types(index, slot, nblocks, strategy, &ng, &nu);
+		if (types == NULL)
+			FreeAccessStrategy(strategy);
+	}
+	if (types == NULL)
+	{
+		/* a truncation waits for the lock: give the claim back, no failure noted */
+		cache_release_pending();
+		*status = SHNSW_CACHE_MISSING;
+		return NULL;
+	}
+	size = copy_size(COPY_MAPCAP(nblocks), COPY_GCAP(ng), COPY_UCAP(nu), gstride, offs);
+	if (!entry_reserve(slot, size, explicit, nblocks, status))
+		seg = NULL;
+	else if ((seg = cache_create_segment(size)) == NULL)
+	{
+		*status = SHNSW_CACHE_UNAVAILABLE;
+		entry_fail(slot, *status, nblocks);
+	}
+	if (seg == NULL)
+	{
+		FreeAccessStrategy(strategy);
+		pfree(types);
+		return NULL;
+	}
+
+	/* the token first, then the pages (hole 1 of issue 49: a standby) */
+	shnsw_read_meta(index, &snap);
+	tok = cache_token_of(&snap);
+	copy_layout(seg, info, types, nblocks, ng, nu, offs, size, &tok);
+	li = copy_publish(slot, seg);
+	nodes = copy_pages(index, slot, li, types, nblocks, strategy, &yielded);
+	FreeAccessStrategy(strategy);
+	pfree(types);
+	if (yielded)
+	{
+		cache_release_pending(); /* drops the half-made copy */
+		*status = SHNSW_CACHE_MISSING;
+		return NULL;
+	}
+	if (!copy_finish(index, slot, li, nodes, ng, nu))
+	{
+		/* a writer could not copy a change into it and dropped it */
+		*status = SHNSW_CACHE_STALE;
+		return NULL;
+	}
+	*status = SHNSW_CACHE_BUILT;
+	return li;
+}
+
+/*
+ * cache_refresh brings a copy that is behind the metapage up to date:
+ * recopies every page whose LSN differs from its copy's (a hot standby,
+ * where WAL replay runs no extension code, gets here after each replayed
+ * change of the metapage), and adds pages appended since the build. The
+ * caller has claimed the entry (REFRESHING).
+ */
+void
+cache_refresh(Relation index, LocalCopy *li)
+{
+	CacheCopy   *cp = li->cp;
+	ShnswMetaSnapshot snap;
+	CacheToken	tok;
+	BlockNumber nblocks;
+
+	shnsw_read_meta(index, &snap);
+	tok = cache_token_of(&snap);
+	if (tok.nonce != cp->meta_nonce || tok.trunc != cp->meta_trunc)
+	{
+		/* rebuilt or truncated since: blocks may have changed type; rebuild */
+		pg_atomic_write_u32(&cp->valid, 0);
+		return;
+	}
+	nblocks = Min(RelationGetNumberOfBlocks(index), cp->mapcap);
+	for (BlockNumber blk = SHNSW_METAPAGE_BLKNO + 1; blk < nblocks; blk++)
+	{
+		uint32		v = pg_atomic_read_u32(&li->map[blk]);
+		Buffer		buf;
+		Page		page;
+		CachePageDesc *d;
+
+		if (v == MAP_ABSENT && blk < cp->build_nblocks)
+			continue;			/* not graph or upper when built: pages keep their type */
+		if (v == MAP_RESERVED)
+			continue;
+		buf = ReadBuffer(index, blk);
+		LockBuffer(buf, BUFFER_LOCK_SHARE);
+		page = BufferGetPage(buf);
+		d = v == MAP_ABSENT ? NULL : MAP_KIND(v) == MAP_GRAPH ? &li->gdesc[MAP_INDEX(v)]
+			: &li->udesc[MAP_INDEX(v)];
+		if (d == NULL || d->lsn != PageGetLSN(page))
+			cache_copy_page(li, blk, page, true);
+		UnlockReleaseBuffer(buf);
+		if ((blk & 255) == 0)
+			CHECK_FOR_INTERRUPTS();
+	}
+	pg_atomic_write_u64(&cp->meta_lsn, tok.lsn);
+	pg_atomic_write_u64(&cp->meta_gen, tok.gen);
+}
+
+/* ---------- building in the background ---------- */
+
+/* what a scan hands its background builder (bgw_extra) */
+typedef struct CacheBuildRequest
+{
+	Oid			dbid;
+	Oid			relid;
+	int			cache_size_mb;	/* the requesting session's shared_cache_size */
+	int			delay_ms;		/* its debug_image_build_delay */
+} CacheBuildRequest;
+
+PGDLLEXPORT void streamhnsw_cache_worker(Datum arg);
+
+
+
+/*
+ * cache_request_build asks a dynamic background worker to build the index's
+ * copy, so that the scan that found none searches through buffers at
+ * once instead of paying for the build. At most one request per index is
+ * outstanding (the entry's launched_at, for CACHE_RETRY_SECS: a worker that
+ * never starts is asked for again after that). Returns true if the build
+ * is on its way, or should not be tried now (*status says why); false if
+ * no worker could be registered (max_worker_processes reached): the
+ * caller builds the copy itself, as before.
+ */
+bool
+cache_request_build(Relation index, int *status)
+{
+	BackgroundWorker bgw;
+	CacheBuildRequest req;
+	CacheEntry   *e;
+	dsm_handle	unpin[CACHE_MAX_ENTRIES + 1];
+	int			nunpin = 0;
+	TimestampTz now = GetCurrentTimestamp();
+	bool		launch = false;
+	int			slot = -1;
+
+	cache_sweep_dropped();
+	LWLockAcquire(&cache_ctl->lock, LW_EXCLUSIVE);
+	e = cache_find_entry(index);
+	if (e == NULL)
+		e = cache_entry_new(index, false, unpin, &nunpin);
+	if (e == NULL)
+		*status = SHNSW_CACHE_UNAVAILABLE;
+	else if (e->state >= ENTRY_BUILDING)
+		*status = SHNSW_CACHE_BUILDING;
+	else if (cache_entry_failed_recently(e, RelationGetNumberOfBlocks(index)))
+		*status = e->last_failure;
+	else if (e->launched_at != 0 &&
+			 !TimestampDifferenceExceeds(e->launched_at, now, CACHE_RETRY_SECS * 1000))
+		*status = SHNSW_CACHE_BUILDING;
+	else
+	{
+		e->launched_at = now;
+		launch = true;
+		slot = e - cache_ctl->entries;
+	}
+	LWLockRelease(&cache_ctl->lock);
+	cache_unpin(unpin, nunpin);
+	if (!launch)
+		return true;
+
+	memset(&bgw, 0, sizeof(bgw));
+	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	bgw.bgw_start_time = BgWorkerStart_ConsistentState;
+	bgw.bgw_restart_time = BGW_NEVER_RESTART;
+	strlcpy(bgw.bgw_library_name, "streamhnsw", BGW_MAXLEN);
+	strlcpy(bgw.bgw_function_name, "streamhnsw_cache_worker", BGW_MAXLEN);
+	snprintf(bgw.bgw_name, BGW_MAXLEN, "streamhnsw shared cache build for index %u", RelationGetRelid(index));
+	strlcpy(bgw.bgw_type, "streamhnsw shared cache build", BGW_MAXLEN);
+	req.dbid = MyDatabaseId;
+	req.relid = RelationGetRelid(index);
+	req.cache_size_mb = shnsw_shared_cache_size;
+	req.delay_ms = shnsw_debug_image_build_delay;
+	memcpy(bgw.bgw_extra, &req, sizeof(req));
+	bgw.bgw_notify_pid = 0;
+	if (RegisterDynamicBackgroundWorker(&bgw, NULL))
+	{
+		*status = SHNSW_CACHE_LAUNCHED;
+		return true;
+	}
+
+	/* no background worker slot: withdraw the request */
+	LWLockAcquire(&cache_ctl->lock, LW_EXCLUSIVE);
+	e = &cache_ctl->entries[slot];
+	if (e->relid == RelationGetRelid(index) && e->launched_at == now)
+		e->launched_at = 0;
+	LWLockRelease(&cache_ctl->lock);
+	return false;
+}
+
+/*
+ * worker_done clears the launch note of the index relid once the worker's
+ * transaction is over (its lock released): until then a VACUUM truncation
+ * may wait for it (shnsw_cache_cut_waiting), and no scan asks for another.
+ */
+static void
+worker_done(Oid relid)
+{
+	LWLockAcquire(&cache_ctl->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < CACHE_MAX_ENTRIES; i++)
+	{
+		CacheEntry   *e = &cache_ctl->entries[i];
+
+		if (e->state != ENTRY_FREE && e->relid == relid && e->dbid == MyDatabaseId)
+			e->launched_at = 0;
+	}
+	LWLockRelease(&cache_ctl->lock);
+}
+
+/*
+ * streamhnsw_cache_worker is the background worker cache_request_build starts:
+ * it connects to the index's database, builds the copy as a scan would
+ * (claiming the entry, so a scan or another worker never builds it twice)
+ * and exits. An error ends the worker only; its claim is given up by the
+ * abort and exit callbacks, the failure noted, and a later scan asks again.
+ *
+ * It holds no snapshot while it builds: it reads index pages only, and the
+ * catalog snapshot that opening the index took (relcache, syscache) is
+ * dropped before the build, so its transaction has no xmin and never holds
+ * back a VACUUM's horizon. Its AccessShareLock on the index it gives up
+ * early when a VACUUM truncation waits for the index (build_yields).
+ */
+void
+streamhnsw_cache_worker(Datum arg)
+{
+	CacheBuildRequest req;
+	Relation	index;
+	int			status;
+
+	memcpy(&req, MyBgworkerEntry->bgw_extra, sizeof(req));
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnectionByOid(req.dbid, InvalidOid, 0);
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	pgstat_report_activity(STATE_RUNNING, "streamhnsw: building a shared cache copy");
+	if (req.cache_size_mb >= 0)
+	{
+		char		val[32];
+
+		snprintf(val, sizeof(val), "%d", req.cache_size_mb);
+		SetConfigOption("streamhnsw.shared_cache_size", val, PGC_SUSET, PGC_S_SESSION);
+	}
+	shnsw_debug_image_build_delay = req.delay_ms;
+	cache_get_ctl();
+	index = try_relation_open(req.relid, AccessShareLock);
+	if (index != NULL)
+	{
+		if (index->rd_rel->relkind == RELKIND_INDEX &&
+			index->rd_rel->relam == get_index_am_oid("streamhnsw", true))
+		{
+			ShnswIndexInfo *info = shnsw_get_index_info(index);
+
+			/* no catalog access from here on: no snapshot, no xmin */
+			InvalidateCatalogSnapshot();
+			Assert(MyProc->xmin == InvalidTransactionId);
+			if (info->quant_trained)
+				(void) cache_build(index, info, false, &status);
+		}
+		relation_close(index, AccessShareLock);
+	}
+	CommitTransactionCommand();
+	worker_done(req.relid);
+	pgstat_report_activity(STATE_IDLE, NULL);
+	proc_exit(0);
+}
+
+/*
+ * shnsw_cache_cut_waiting is called by a VACUUM truncation whose conditional
+ * AccessExclusiveLock on the index failed: it asks a background build of
+ * the index's copy, if one is running, to give up its lock (for the next
+ * second: a truncation that stops asking, cancelled or done, stops
+ * holding builds back by itself), and returns true if one is running or
+ * launched (then waiting a moment for the lock is worthwhile); false if
+ * someone else holds the lock (a scan or insert, for its transaction).
+ */
+bool
+shnsw_cache_cut_waiting(Relation index)
+{
+	CacheEntry   *e;
+	bool		bg = false;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (!cache_registry_exists() || cache_try_get_ctl() == NULL)
+		return false;			/* no registry, no background build */
+	LWLockAcquire(&cache_ctl->lock, LW_SHARED);
+	e = cache_find_entry(index);
+	if (e != NULL && e->launched_at != 0 &&
+		!TimestampDifferenceExceeds(e->launched_at, now, CACHE_RETRY_SECS * 1000))
+	{
+		pg_atomic_write_u64(&e->cut_until, (uint64) TimestampTzPlusMilliseconds(now, 1000));
+		bg = true;
+	}
+	LWLockRelease(&cache_ctl->lock);
+	return bg;
+}

@@ -1,0 +1,252 @@
+/*-------------------------------------------------------------------------
+ *
+ * cache_int.h
+ *	  The shared cache's internals, shared by the cache_*.c files only: the
+ *	  registry's table, the layout of a cached copy in its segment, a
+ *	  backend's mappings, and the functions the files call of each other.
+ *
+ * Registry. A small named DSM segment (the DSM registry: no
+ * shared_preload_libraries) holds a fixed table of entries keyed by
+ * (database, index OID, relfilelocator), each naming the DSM segment of its
+ * copy, its state (building, ready, refreshing) and its counters, under
+ * one LWLock. A copy is one segment, pinned (dsm_pin_segment) so that it
+ * outlives the backend that built it; backends map it once and keep the
+ * mapping (dsm_pin_mapping). Dropping or evicting a copy unpins its
+ * segment: the memory is returned when the last backend that mapped it
+ * detaches, which each backend does at the first scan of a transaction
+ * after the drop (no scan of its own can be using it then), so a scan never
+ * reads unmapped memory and needs no reference count.
+ *
+ * Layout of a copy (CacheCopy, then at the offsets it records):
+ *
+ *	 map[block]		  per block of the index: absent, reserved (the build
+ *					  will copy it), or graph/upper + the page's slot
+ *	 gdesc[], udesc[]  per page slot: seqlock, slot count, page LSN
+ *	 gdata			  graph pages' node records, npp records per page slot:
+ *					  node number d = slot_index * npp + slot is at
+ *					  gdata + d * node_size
+ *	 udata			  upper pages, whole (their records are line-pointer items)
+ *
+ * Vector pages are not copied: re-ranking reads exact vectors through
+ * shared buffers (a few dozen pages per query).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef STREAMHNSW_CACHE_INT_H
+#define STREAMHNSW_CACHE_INT_H
+
+#include "datatype/timestamp.h"
+#include "port/atomics.h"
+#include "storage/block.h"
+#include "storage/dsm.h"
+#include "storage/lwlock.h"
+#include "storage/relfilelocator.h"
+
+#include "cache.h"
+#include "streamhnsw.h"
+
+#define CACHE_MAX_ENTRIES	64	/* registry entries (indexes) */
+#define CACHE_RETRY_SECS		10	/* after a failed build, retry lazily after */
+#define CACHE_IDLE_SECS		10	/* a lazy build evicts only copies idle this long */
+
+/* capacities of a copy built at nblocks, ng graph and nu upper pages: an
+ * eighth more, for the pages inserts add */
+#define COPY_MAPCAP(nblocks)	((nblocks) + (nblocks) / 8 + 64)
+#define COPY_GCAP(ng)			((ng) + (ng) / 8 + 8)
+#define COPY_UCAP(nu)			((nu) + (nu) / 8 + 2)
+
+/* entry states */
+#define ENTRY_FREE			0	/* unused table slot */
+#define ENTRY_EMPTY			1	/* known index, no copy (counters kept) */
+#define ENTRY_BUILDING		2
+#define ENTRY_READY			3
+#define ENTRY_REFRESHING	4
+
+/* map entries */
+#define MAP_ABSENT			0u
+#define MAP_RESERVED		0xFFFFFFFFu
+#define MAP_GRAPH			0x40000000u
+#define MAP_UPPER			0x80000000u
+#define MAP_KIND(v)			((v) & 0xC0000000u)
+#define MAP_INDEX(v)		((v) & 0x3FFFFFFFu)
+
+typedef struct CacheEntry
+{
+	uint8		state;
+	Oid			dbid;
+	Oid			relid;
+	Oid			owner;			/* the index's owner when last claimed: who
+								 * may evict the copy on request */
+	RelFileLocator locator;
+	dsm_handle	handle;			/* while BUILDING, READY, REFRESHING */
+	uint64		copy_id;
+	int			builder_pid;
+	bool		behind;			/* a write could not be copied into the
+								 * copy: refresh it (by page LSN) before use */
+	Size		bytes;
+	uint64		nodes;			/* node slots at the last build or refresh */
+	uint32		gpages;
+	uint32		upages;
+	int			last_failure;	/* SHNSW_CACHE_* of the last failed build */
+	TimestampTz failed_at;
+	BlockNumber failed_nblocks;
+	TimestampTz launched_at;	/* a scan asked for a background build then */
+	pg_atomic_uint64 last_used; /* TimestampTz of the last scan that used it:
+								 * the clock's, not the transaction's start,
+								 * so that a copy a long transaction keeps
+								 * using does not look idle to eviction */
+	pg_atomic_uint64 hits;		/* scans that searched the copy */
+	pg_atomic_uint64 misses;	/* scans that could not */
+	pg_atomic_uint64 insert_searches;	/* inserts whose neighbour search
+										 * read the copy */
+	pg_atomic_uint64 cut_until; /* a VACUUM truncation waits for the index's
+								 * lock until then: a background build gives
+								 * up (TimestampTz; 0: none) */
+	uint64		builds;
+	uint64		invalidations;
+	uint64		refreshes;
+	uint64		evictions;
+} CacheEntry;
+
+typedef struct CacheCtl
+{
+	LWLock		lock;
+	int			tranche;
+	pg_atomic_uint32 ncopies;	/* entries with a segment: writers' fast path */
+	uint64		next_copy_id;
+	uint64		epoch;			/* bumped whenever a segment is released */
+	Size		total_bytes;	/* of all segments held by entries */
+	CacheEntry	entries[CACHE_MAX_ENTRIES];
+} CacheCtl;
+
+typedef struct CachePageDesc
+{
+	pg_atomic_uint32 seq;		/* odd while a writer changes the page */
+	uint16		nslots;			/* graph pages: slots in use */
+	uint16		pad;
+	uint64		lsn;			/* page LSN of the copy */
+} CachePageDesc;
+
+typedef struct CacheCopy
+{
+	uint64		copy_id;
+	pg_atomic_uint32 valid;		/* 0: a write-through found something wrong */
+	pg_atomic_uint64 meta_lsn;	/* the metapage state this copy reflects */
+	pg_atomic_uint64 meta_gen;
+	uint64		meta_nonce;		/* the build and truncation of the index it
+								 * copies: fixed for the copy's life */
+	uint32		meta_trunc;
+	int			m;
+	int			vec_size;		/* bytes of a stored vector */
+	int			node_size;
+	int			npp;			/* node slots per page */
+	int			slot_bits;
+	uint32		mapcap;			/* blocks the map covers */
+	uint32		gcap;			/* graph page slots */
+	uint32		ucap;			/* upper page slots */
+	uint32		build_nblocks;	/* relation length when built */
+	Size		gstride;		/* bytes per graph page slot */
+	pg_atomic_uint32 gnext;		/* next free graph page slot */
+	pg_atomic_uint32 unext;
+	Size		map_off;
+	Size		gdesc_off;
+	Size		udesc_off;
+	Size		gdata_off;
+	Size		udata_off;
+	Size		total;
+} CacheCopy;
+
+/* A backend's mapping of a copy. */
+typedef struct LocalCopy
+{
+	uint64		copy_id;
+	dsm_segment *seg;
+	CacheCopy   *cp;
+	pg_atomic_uint32 *map;
+	CachePageDesc *gdesc;
+	CachePageDesc *udesc;
+	char	   *gdata;
+	char	   *udata;
+} LocalCopy;
+
+/*
+ * The metapage state a copy reflects: its LSN and cache generation,
+ * which only grow, and its build nonce and truncation count, which must be
+ * equal (src/README, "Shared cache", The validity token).
+ */
+typedef struct CacheToken
+{
+	uint64		lsn;
+	uint64		gen;
+	uint64		nonce;
+	uint32		trunc;
+} CacheToken;
+
+/* The token of a metapage snapshot. */
+static inline CacheToken
+cache_token_of(const ShnswMetaSnapshot *snap)
+{
+	CacheToken	tok = {snap->lsn, snap->cache_generation, snap->build_nonce, snap->truncations};
+
+	return tok;
+}
+
+/*
+ * Whose copies a request (streamhnsw_cache_load) may evict to make room,
+ * when they are in use: NULL for any (a superuser's request; lazy builds
+ * evict only idle copies anyway), else the owners the current user has
+ * the privileges of (cache_sql.c). cache_evict_refused is set when a copy
+ * was passed over for lack of them.
+ */
+typedef struct EvictRights
+{
+	int			n;
+	Oid			owners[CACHE_MAX_ENTRIES];
+} EvictRights;
+
+/* cache_registry.c */
+extern CacheCtl *cache_ctl;
+extern int	cache_active_scans;	/* cached scans begun in this transaction */
+extern const EvictRights *cache_evict_rights;
+extern bool cache_evict_refused;
+extern TimestampTz cache_registry_failed_at;
+
+/* a build or refresh this backend has claimed and not finished */
+extern int	cache_pending_slot;
+extern uint64 cache_pending_copy_id;
+extern bool cache_pending_refresh;
+
+extern CacheCtl *cache_get_ctl(void);
+extern CacheCtl *cache_try_get_ctl(void);
+extern bool cache_marker_present(void);
+extern bool cache_registry_exists(void);
+extern CacheEntry *cache_find_entry(Relation index);
+extern dsm_handle cache_drop_segment(CacheEntry *e);
+extern void cache_unpin(dsm_handle *h, int n);
+extern LocalCopy *cache_local_find(uint64 copy_id);
+extern LocalCopy *cache_local_add(dsm_segment *seg);
+extern dsm_segment *cache_create_segment(Size size);
+extern LocalCopy *cache_map_segment(dsm_handle h, uint64 copy_id, bool safe);
+extern LocalCopy *cache_local_map(Relation index, bool safe);
+extern void cache_local_sweep(void);
+extern bool cache_make_room(Size need, CacheEntry *self, bool idle_only,
+							dsm_handle *unpin, int *nunpin);
+extern void cache_release_pending(void);
+extern CacheEntry *cache_entry_new(Relation index, bool explicit, dsm_handle *unpin,
+								   int *nunpin);
+extern bool cache_entry_failed_recently(CacheEntry *e, BlockNumber nblocks);
+extern void cache_sweep_dropped(void);
+
+/* cache_build.c */
+extern void cache_copy_page(LocalCopy *li, BlockNumber blk, Page page, bool may_add);
+extern LocalCopy *cache_build(Relation index, const ShnswIndexInfo *info, bool explicit,
+							  int *status);
+extern void cache_refresh(Relation index, LocalCopy *li);
+extern bool cache_request_build(Relation index, int *status);
+
+/* cache_read.c */
+extern LocalCopy *cache_lookup(Relation index, const CacheToken *tok, int *status, bool scan);
+extern LocalCopy *cache_lookup_or_build(Relation index, const ShnswIndexInfo *info,
+										const CacheToken *tok, bool build, int *status);
+
+#endif							/* STREAMHNSW_CACHE_INT_H */
