@@ -63,7 +63,7 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
-#include "streamhnsw.h"
+#include "bound.h"
 
 /* One bound of a scan node: the value and the steps to invert. */
 typedef struct ShnswBoundValue

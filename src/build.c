@@ -51,7 +51,18 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
-#include "streamhnsw.h"
+#include "build.h"
+#include "buildgraph.h"
+#include "buildpar.h"
+#include "codebound.h"
+#include "format.h"
+#include "kernels.h"
+#include "layout.h"
+#include "meta.h"
+#include "options.h"
+#include "pages.h"
+#include "reachability.h"
+#include "vector.h"
 
 /* The graph's level generator's seed: builds are reproducible (serial ones). */
 #define SHNSW_BUILD_SEED 0x5EED5EEDULL

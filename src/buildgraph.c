@@ -20,7 +20,6 @@
 #include <string.h>
 
 #include "buildgraph.h"
-#include "host.h"
 #include "neighbors_select.h"
 
 size_t

@@ -67,8 +67,11 @@
 #include "utils/backend_progress.h"
 #include "utils/memutils.h"
 
+#include "buildgraph.h"
+#include "buildpar.h"
+#include "format.h"
+#include "insert.h"
 #include "pagewrite.h"
-#include "streamhnsw.h"
 
 #define SHNSW_PAR_KEY_SHARED	UINT64CONST(0xA000000000000001)
 #define SHNSW_PAR_KEY_INSERT	UINT64CONST(0xA000000000000002)

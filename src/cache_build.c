@@ -37,8 +37,13 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
+#include "cache.h"
 #include "cache_int.h"
+#include "format.h"
+#include "meta.h"
 #include "nodecheck.h"
+#include "pageaccess.h"
+#include "pages.h"
 
 /* ---------- copying pages into a copy ---------- */
 

@@ -42,8 +42,7 @@
 #include "storage/lwlock.h"
 #include "storage/relfilelocator.h"
 
-#include "cache.h"
-#include "streamhnsw.h"
+#include "meta.h"
 
 #define CACHE_MAX_ENTRIES	64	/* registry entries (indexes) */
 #define CACHE_RETRY_SECS		10	/* after a failed build, retry lazily after */

@@ -23,7 +23,14 @@
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
+#include "cache.h"
 #include "cache_int.h"
+#include "format.h"
+#include "meta.h"
+#include "nodesource.h"
+#include "options.h"
+#include "pages.h"
+#include "stats.h"
 
 #define CACHE_PREFETCH_AHEAD	2	/* records prefetched ahead of a read_nodes read */
 

@@ -30,8 +30,10 @@
 #include "utils/guc.h"
 #include "utils/rel.h"
 #include "utils/syscache.h"
+#include "utils/resowner.h"
 #include "utils/timestamp.h"
 
+#include "cache.h"
 #include "cache_int.h"
 
 bool		shnsw_shared_cache = true;

@@ -27,7 +27,9 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
+#include "cache.h"
 #include "cache_int.h"
+#include "meta.h"
 
 /*
  * open_cache_index opens (AccessShareLock) a streamhnsw index the caller

@@ -28,6 +28,7 @@
 #include "utils/rel.h"
 
 #include "cache_int.h"
+#include "pages.h"
 #include "pagewrite.h"
 
 /* a record in progress (pagewrite.h) */

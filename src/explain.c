@@ -19,7 +19,12 @@
 #include "nodes/execnodes.h"
 #include "utils/rel.h"
 
-#include "streamhnsw.h"
+#include "cache.h"
+#include "explain.h"
+#include "lookahead.h"
+#include "reader.h"
+#include "scan.h"
+#include "stats.h"
 
 static explain_per_node_hook_type prev_explain_per_node_hook = NULL;
 
@@ -57,14 +62,14 @@ explain_text_line(ExplainState *es, const char *fmt,...)
  * Names of the reasons a scan swept the index (ShnswSweepReason), as
  * EXPLAIN prints them.
  */
-const char *const shnsw_sweep_reason_names[SHNSW_SWEEP_NREASONS] = {
+static const char *const shnsw_sweep_reason_names[SHNSW_SWEEP_NREASONS] = {
 	"first round (sweep_threshold 0)",
 	"sweep_threshold reached",
 	"walk ended",
 };
 
 /* What the first round held rows against (ShnswFirstBound), as EXPLAIN prints it. */
-const char *const shnsw_first_bound_names[SHNSW_FIRST_NBOUNDS] = {
+static const char *const shnsw_first_bound_names[SHNSW_FIRST_NBOUNDS] = {
 	"none",
 	"typical error",
 	"typical error, marked rows by how far outside the range they lie",

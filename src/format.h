@@ -4,7 +4,7 @@
  *	  On-disk format of streamhnsw index pages, in plain C types.
  *
  * Pure code (graph search, unit tests) reads node records through these
- * definitions without PostgreSQL headers; streamhnsw.h adds the page-level
+ * definitions without PostgreSQL headers; pages.h adds the page-level
  * structs (metapage, special space). src/README draws the layout.
  *
  *-------------------------------------------------------------------------

@@ -22,7 +22,14 @@
 #include "utils/selfuncs.h"
 #include "utils/spccache.h"
 
-#include "streamhnsw.h"
+#include "bound.h"
+#include "build.h"
+#include "insert.h"
+#include "options.h"
+#include "scan.h"
+#include "vacuum.h"
+#include "validate.h"
+#include "vector.h"
 
 /* What a scan is expected to do, for shnsw_costestimate. */
 typedef struct ShnswScanCost
@@ -155,7 +162,7 @@ cost_scan_shape(ShnswScanCost *c, double tuples, int m, int ef_search)
  * fraction the planner expects to stop early at) the executor would read
  * every row through the index, so a sequential scan and sort is chosen.
  */
-void
+static void
 shnsw_costestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 				   Cost *indexStartupCost, Cost *indexTotalCost,
 				   Selectivity *indexSelectivity, double *indexCorrelation,

@@ -23,9 +23,22 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
+#include "buildgraph.h"
 #include "cache.h"
+#include "codebound.h"
+#include "format.h"
+#include "insert.h"
+#include "kernels.h"
+#include "meta.h"
+#include "neighbors_find.h"
+#include "neighbors_update.h"
+#include "options.h"
+#include "pageaccess.h"
+#include "pages.h"
 #include "pagewrite.h"
-#include "streamhnsw.h"
+#include "quantizer.h"
+#include "stats.h"
+#include "vector.h"
 
 typedef struct InsertState
 {

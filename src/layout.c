@@ -12,9 +12,7 @@
 #include <string.h>
 
 #include "buildgraph.h"
-#include "host.h"
 #include "layout.h"
-#include "pqueue.h"
 
 void
 shnsw_build_layout_order(const ShnswBuildGraph *g, uint32_t *order)

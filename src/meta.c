@@ -15,7 +15,11 @@
 #include "utils/relcache.h"
 #include "utils/rel.h"
 
-#include "streamhnsw.h"
+#include "format.h"
+#include "meta.h"
+#include "options.h"
+#include "pages.h"
+#include "vector.h"
 
 /*
  * shnsw_init_page formats an empty page of a type. Contents start right

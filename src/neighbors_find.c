@@ -14,7 +14,14 @@
 
 #include "utils/rel.h"
 
-#include "streamhnsw.h"
+#include "buildgraph.h"
+#include "format.h"
+#include "kernels.h"
+#include "meta.h"
+#include "neighbors_find.h"
+#include "nodesource.h"
+#include "pageaccess.h"
+#include "search.h"
 
 /*
  * shnsw_linker_init sets lk up to read, choose and change the lists of

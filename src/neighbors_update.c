@@ -32,9 +32,18 @@
 #include "storage/bufmgr.h"
 #include "utils/rel.h"
 
+#include "buildgraph.h"
+#include "format.h"
+#include "kernels.h"
+#include "meta.h"
+#include "neighbors_find.h"
 #include "neighbors_select.h"
+#include "neighbors_update.h"
+#include "options.h"
+#include "pageaccess.h"
+#include "pages.h"
 #include "pagewrite.h"
-#include "streamhnsw.h"
+#include "search.h"
 
 /* How much wider a repair's search may run again when deleted nodes crowd it. */
 #define SHNSW_REPAIR_WIDEN 8

@@ -8,7 +8,7 @@
  */
 #include "nodecheck.h"
 
-/* the metapage is block 0 (streamhnsw.h, SHNSW_METAPAGE_BLKNO) */
+/* the metapage is block 0 (pages.h, SHNSW_METAPAGE_BLKNO) */
 #define METAPAGE_BLOCK		0u
 #define NO_BLOCK			0xFFFFFFFFu
 

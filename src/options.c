@@ -14,7 +14,7 @@
 #include "utils/guc_tables.h"
 #include "utils/rel.h"
 
-#include "streamhnsw.h"
+#include "options.h"
 
 int			shnsw_ef_search = SHNSW_DEFAULT_EF_SEARCH;
 int			shnsw_max_scan_tuples = SHNSW_DEFAULT_MAX_SCAN_TUPLES;

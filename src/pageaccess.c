@@ -24,10 +24,17 @@
 #include <math.h>
 
 #include "storage/bufmgr.h"
+#include "varatt.h"
 #include "utils/rel.h"
 
+#include "format.h"
+#include "meta.h"
 #include "nodecheck.h"
-#include "streamhnsw.h"
+#include "nodesource.h"
+#include "options.h"
+#include "pageaccess.h"
+#include "pages.h"
+#include "reader.h"
 
 /*
  * shnsw_corrupt raises the error for a field read from block blk that is out

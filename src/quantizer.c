@@ -31,8 +31,15 @@
 #include "storage/bufmgr.h"
 #include "utils/rel.h"
 
+#include "codebound.h"
+#include "format.h"
+#include "kernels.h"
+#include "meta.h"
+#include "pageaccess.h"
+#include "pages.h"
 #include "pagewrite.h"
-#include "streamhnsw.h"
+#include "quantizer.h"
+#include "vector.h"
 
 /*
  * shnsw_train_from_first trains the quantizer of an index built empty on

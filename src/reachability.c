@@ -12,7 +12,6 @@
 #include <string.h>
 
 #include "buildgraph.h"
-#include "host.h"
 #include "neighbors_select.h"
 #include "reachability.h"
 

@@ -98,7 +98,9 @@
 #include "utils/rel.h"
 #include "utils/spccache.h"
 
-#include "streamhnsw.h"
+#include "lookahead.h"
+#include "options.h"
+#include "reader.h"
 
 /* a wait shorter than this means the read had already completed */
 #define SHNSW_STALL_NS	20000

@@ -13,8 +13,6 @@
 #ifndef STREAMHNSW_READER_H
 #define STREAMHNSW_READER_H
 
-#include "postgres.h"
-
 #include "storage/block.h"
 #include "storage/bufmgr.h"
 #include "storage/itemptr.h"

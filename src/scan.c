@@ -54,7 +54,22 @@
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
+#include "bound.h"
+#include "cache.h"
+#include "codebound.h"
+#include "format.h"
+#include "kernels.h"
+#include "meta.h"
+#include "options.h"
+#include "pageaccess.h"
+#include "pages.h"
+#include "pqueue.h"
+#include "reader.h"
+#include "scan.h"
 #include "scan_int.h"
+#include "search.h"
+#include "stats.h"
+#include "vector.h"
 
 /*
  * scan_search_free gives the search's arrays back (graph.c keeps them for

@@ -18,7 +18,15 @@
 #include "storage/bufmgr.h"
 #include "utils/float.h"
 
+#include "format.h"
+#include "meta.h"
+#include "options.h"
+#include "pageaccess.h"
+#include "pages.h"
+#include "pqueue.h"
+#include "reader.h"
 #include "scan_int.h"
+#include "search.h"
 
 /*
  * parked nodes whose vectors scan_take_ahead reads ahead, at most: those

@@ -16,10 +16,21 @@
 
 #include <math.h>
 
+#include "access/genam.h"
 #include "access/relscan.h"
+#include "fmgr.h"
 #include "utils/float.h"
 
-#include "streamhnsw.h"
+#include "codebound.h"
+#include "format.h"
+#include "kernels.h"
+#include "meta.h"
+#include "nodesource.h"
+#include "pageaccess.h"
+#include "pqueue.h"
+#include "reader.h"
+#include "search.h"
+#include "stats.h"
 
 /*
  * deferred nodes re-ranked at a time, at most (scan_take_deferred); the

@@ -21,7 +21,13 @@
 #include "miscadmin.h"
 #include "utils/float.h"
 
+#include "codebound.h"
+#include "options.h"
+#include "pqueue.h"
+#include "reader.h"
 #include "scan_int.h"
+#include "search.h"
+#include "stats.h"
 
 /*
  * scan_emit_bound: held rows at most this far may be returned now. Sets

@@ -13,6 +13,8 @@
 
 #include <math.h>
 
+#include "codebound.h"
+#include "reader.h"
 #include "scan_int.h"
 
 /* ---------- held rows ---------- */

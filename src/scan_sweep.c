@@ -23,7 +23,18 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
+#include "codebound.h"
+#include "format.h"
+#include "kernels.h"
+#include "meta.h"
+#include "options.h"
+#include "pageaccess.h"
+#include "pages.h"
+#include "pqueue.h"
+#include "reader.h"
 #include "scan_int.h"
+#include "search.h"
+#include "stats.h"
 
 /* qsort comparator of uint64 */
 static int
@@ -326,17 +337,17 @@ sweep_buffer_page(IndexScanDesc scan, SweepMap *map, BlockNumber blk, SweepSlot 
 }
 
 /*
- * shnsw_sweep_fits: whether a sweep of an index of `nodes` nodes may run
+ * sweep_fits: whether a sweep of an index of `nodes` nodes may run
  * when the budget does not cover the index. A sweep makes every node a
  * candidate of the search: its record (ShnswCand), its parked entry and
  * its visited slot, about 64 bytes a node. That must fit in
  * work_mem * hash_mem_multiplier, the memory a hash join may use (pgvector
  * bounds its iterative scans by work_mem too): 8 MB at the defaults, about
  * 130,000 nodes. A budget covering the index is the user's leave to sweep
- * it whatever its size. The planner (handler.c) asks the same question.
+ * it whatever its size.
  */
-bool
-shnsw_sweep_fits(double nodes)
+static bool
+sweep_fits(double nodes)
 {
 	double		per_node = sizeof(ShnswCand) + sizeof(ShnswPair) + 4 * sizeof(ShnswRef);
 
@@ -347,7 +358,7 @@ shnsw_sweep_fits(double nodes)
 bool
 scan_sweep_fits(ShnswScanOpaque so)
 {
-	return so->complete || shnsw_sweep_fits((double) so->node_count);
+	return so->complete || sweep_fits((double) so->node_count);
 }
 
 /*

@@ -14,7 +14,6 @@
 #include <math.h>
 #include <string.h>
 
-#include "host.h"
 #include "search.h"
 
 /*

@@ -25,7 +25,9 @@
 #include "utils/resowner.h"
 #include "utils/timestamp.h"
 
-#include "streamhnsw.h"
+#include "cache.h"
+#include "lookahead.h"
+#include "stats.h"
 
 /* The counters, in the order of streamhnsw_stats()'s columns. */
 const ShnswStatField shnsw_stat_fields[] =

@@ -12,6 +12,10 @@
  */
 #include "postgres.h"
 
+#if PG_VERSION_NUM < 180000
+#error "streamhnsw requires PostgreSQL 18 or later (read streams, asynchronous I/O)"
+#endif
+
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
@@ -19,7 +23,14 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 
-#include "streamhnsw.h"
+#include "bound.h"
+#include "cache.h"
+#include "explain.h"
+#include "kernels.h"
+#include "options.h"
+#include "search.h"
+
+#define STREAMHNSW_VERSION "0.1.0"
 
 PG_MODULE_MAGIC_EXT(.name = "streamhnsw", .version = STREAMHNSW_VERSION);
 

@@ -24,8 +24,12 @@
 #include "utils/wait_event.h"
 
 #include "cache.h"
+#include "format.h"
+#include "meta.h"
+#include "pageaccess.h"
+#include "pages.h"
 #include "pagewrite.h"
-#include "streamhnsw.h"
+#include "truncate.h"
 
 /* What the look before the lock found. */
 typedef struct TailPlan

@@ -21,9 +21,17 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
+#include "format.h"
+#include "kernels.h"
+#include "meta.h"
+#include "neighbors_find.h"
+#include "neighbors_update.h"
+#include "pageaccess.h"
+#include "pages.h"
 #include "pagewrite.h"
 #include "reachability.h"
-#include "streamhnsw.h"
+#include "truncate.h"
+#include "vacuum.h"
 
 typedef struct VacState
 {

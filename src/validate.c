@@ -28,7 +28,8 @@
 #include "utils/regproc.h"
 #include "utils/syscache.h"
 
-#include "streamhnsw.h"
+#include "validate.h"
+#include "vector.h"
 
 #define INVALID(...) \
 	do { \

@@ -20,7 +20,9 @@
 #include "fmgr.h"
 #include "utils/rel.h"
 
-#include "streamhnsw.h"
+#include "format.h"
+#include "kernels.h"
+#include "vector.h"
 
 typedef struct PgvectorHeader
 {

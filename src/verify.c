@@ -52,8 +52,14 @@
 #include "utils/syscache.h"
 #include "utils/tuplestore.h"
 
+#include "format.h"
+#include "meta.h"
+#include "neighbors_find.h"
 #include "nodecheck.h"
-#include "streamhnsw.h"
+#include "options.h"
+#include "pageaccess.h"
+#include "pages.h"
+#include "vector.h"
 
 /*
  * check_before_open raises an error unless relid is a streamhnsw index the
