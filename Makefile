@@ -31,6 +31,7 @@ OBJS = \
 	src/build.o \
 	src/buildpar.o \
 	src/insert.o \
+	src/insert_place.o \
 	src/neighbors_find.o \
 	src/neighbors_update.o \
 	src/scan.o \
