@@ -8,8 +8,8 @@
  * ExclusiveLock to insert into an empty index or train the quantizer;
  * buffer locks in the order graph -> vector -> upper -> metapage), its WAL
  * "WAL and crash safety". insert_node is the outline: insert_start,
- * shnsw_find_neighbors (neighbors_find.c), insert_place_in_free_slot (insert_place.c) or
- * append_node, link_back, insert_publish.
+ * shnsw_find_neighbors (neighbors_find.c), insert_place_in_free_slot
+ * (insert_place.c) or append_node, link_back, insert_publish.
  *
  *-------------------------------------------------------------------------
  */
