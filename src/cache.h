@@ -51,7 +51,7 @@ extern bool shnsw_shared_cache_background;
  * Debug settings: GUCs only in the assertion build (USE_ASSERT_CHECKING);
  * a release build keeps these at their defaults.
  */
-extern int	shnsw_debug_image_build_delay;
+extern int	shnsw_debug_cache_build_delay;
 extern bool shnsw_debug_dsm_fail;
 
 /*

@@ -336,7 +336,7 @@ build_yields(int slot)
 }
 
 /*
- * build_delay is streamhnsw.debug_image_build_delay for tests: a worker's
+ * build_delay is streamhnsw.debug_cache_build_delay for tests: a worker's
  * build waits that long after its claim, holding what a build holds (the
  * index's AccessShareLock, the claim), unless a truncation waits (then it
  * gives up: false).
@@ -345,7 +345,7 @@ static bool
 build_delay(int slot)
 {
 	TimestampTz end = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-												  shnsw_debug_image_build_delay);
+												  shnsw_debug_cache_build_delay);
 
 	while (AmBackgroundWorkerProcess() && GetCurrentTimestamp() < end)
 	{
@@ -648,7 +648,7 @@ cache_build(Relation index, const ShnswIndexInfo *info, bool explicit, int *stat
 		return NULL;
 	}
 
-	if (shnsw_debug_image_build_delay > 0 && !build_delay(slot))
+	if (shnsw_debug_cache_build_delay > 0 && !build_delay(slot))
 		types = NULL;
 	else
 	{
@@ -761,7 +761,7 @@ typedef struct CacheBuildRequest
 	Oid			dbid;
 	Oid			relid;
 	int			cache_size_mb;	/* the requesting session's shared_cache_size */
-	int			delay_ms;		/* its debug_image_build_delay */
+	int			delay_ms;		/* its debug_cache_build_delay */
 } CacheBuildRequest;
 
 PGDLLEXPORT void streamhnsw_cache_worker(Datum arg);
@@ -826,7 +826,7 @@ cache_request_build(Relation index, int *status)
 	req.dbid = MyDatabaseId;
 	req.relid = RelationGetRelid(index);
 	req.cache_size_mb = shnsw_shared_cache_size;
-	req.delay_ms = shnsw_debug_image_build_delay;
+	req.delay_ms = shnsw_debug_cache_build_delay;
 	memcpy(bgw.bgw_extra, &req, sizeof(req));
 	bgw.bgw_notify_pid = 0;
 	if (RegisterDynamicBackgroundWorker(&bgw, NULL))
@@ -897,7 +897,7 @@ streamhnsw_cache_worker(Datum arg)
 		snprintf(val, sizeof(val), "%d", req.cache_size_mb);
 		SetConfigOption("streamhnsw.shared_cache_size", val, PGC_SUSET, PGC_S_SESSION);
 	}
-	shnsw_debug_image_build_delay = req.delay_ms;
+	shnsw_debug_cache_build_delay = req.delay_ms;
 	cache_get_ctl();
 	index = try_relation_open(req.relid, AccessShareLock);
 	if (index != NULL)

@@ -39,7 +39,7 @@
 bool		shnsw_shared_cache = true;
 bool		shnsw_shared_cache_background = true;
 int			shnsw_shared_cache_size = -1;	/* MB; -1 until resolved (below) */
-int			shnsw_debug_image_build_delay = 0;	/* ms */
+int			shnsw_debug_cache_build_delay = 0;	/* ms */
 bool		shnsw_debug_dsm_fail = false;
 
 /*
@@ -859,10 +859,10 @@ shnsw_cache_init(void)
 							 PGC_USERSET, 0, NULL, NULL, NULL);
 #ifdef USE_ASSERT_CHECKING
 	/* debug settings: only in the assertion build, and hidden there */
-	DefineCustomIntVariable("streamhnsw.debug_image_build_delay",
+	DefineCustomIntVariable("streamhnsw.debug_cache_build_delay",
 							"Developer setting for tests: a background copy build waits this long before reading the index.",
 							"It holds the index's lock meanwhile, as a long build would, and gives up when a VACUUM truncation waits for the lock.",
-							&shnsw_debug_image_build_delay, 0, 0, 60000,
+							&shnsw_debug_cache_build_delay, 0, 0, 60000,
 							PGC_SUSET, GUC_UNIT_MS | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
 							NULL, NULL, NULL);
 	DefineCustomBoolVariable("streamhnsw.debug_dsm_fail",

@@ -17,7 +17,7 @@
  * use) or dropped.
  *
  * This file is the only caller of GenericXLogStart/Finish in the
- * extension (test_shmgraph.py checks the objects for it).
+ * extension (test_shared_cache.py checks the objects for it).
  *
  *-------------------------------------------------------------------------
  */

@@ -85,7 +85,7 @@ retrain_due(Relation index, bool far_out)
  * a scan at the default streamhnsw.ef_search, or ef_construction if that
  * is narrower. Checking at ef_construction (64) left rows that the next
  * scan at the default 40 missed: one of 150 rows inserted into another
- * cluster's region (test_shmgraph, the next search finds every inserted
+ * cluster's region (test_shared_cache, the next search finds every inserted
  * row), found at ef_search 64 and not at 40.
  */
 static inline int

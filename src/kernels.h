@@ -143,7 +143,7 @@ sq8_distance(const Sq8Query *sq, const uint8_t *code)
  * Batch kernels: out[j] = the kernel's value for the code at codes[j], j <
  * n; each bit-for-bit the one-code kernel's value (several codes share
  * each load of the query). The codes are wherever their records are: the
- * search over the shared image reads them there, without a copy.
+ * search over the shared cache reads them there, without a copy.
  */
 extern void (*sq8_l2_batch_kernel) (const float *qs, const float *w,
 									const uint8_t *const *codes, int n, int dim,

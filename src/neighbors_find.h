@@ -27,7 +27,7 @@ typedef struct ShnswLinker
 	ShnswPageCtx pctx;
 	ShnswNodeSource ops;		/* through shared buffers */
 	ShnswNodeSource search_ops; /* shnsw_find_neighbors' reads: ops, or an
-								 * insert's over the shared graph image
+								 * insert's over the shared cache
 								 * (shnsw_cache_insert_begin) */
 	int			dims;
 	int			m;

@@ -4,10 +4,10 @@
  *	  The node source: how the disk search (search.c) gets node records and
  *	  upper-layer lists. Pure code.
  *
- * The search never touches pages itself. Implementations today:
- * pageaccess.c over shared buffers (with reader.c's read-ahead behind it)
- * and test/unit/run_unit.c over plain memory; a decoded shared-memory image
- * of the graph is meant to be another one, not another search.
+ * The search never touches pages itself. Implementations: pageaccess.c
+ * over shared buffers (with reader.c's read-ahead behind it), cache_read.c
+ * over the shared cache, and test/unit/run_unit.c over plain memory: one
+ * search, several sources.
  *
  * Contract:
  *
@@ -95,7 +95,7 @@ typedef struct ShnswNodeSource
 	bool		speculative;	/* prefetch takes speculative requests too
 								 * (false: the search does not look for them) */
 	bool		reread_cheap;	/* reading a record again costs plain loads
-								 * (the shared image): the search reads a
+								 * (the shared cache): the search reads a
 								 * node's neighbour list when it expands it,
 								 * instead of copying every list it sees */
 	int			(*page_records) (void *ctx, uint32_t blk, ShnswRecordsFn fn, void *arg);

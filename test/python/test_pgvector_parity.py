@@ -888,7 +888,7 @@ pgvector 0.8 HNSW scenario -> what it asserts -> where we run it
 test/t/010_hnsw_wal.pl: a standby answers as the primary after the build
   and after each of 10 cycles of DELETE, VACUUM and INSERT
   -> test_durability.py::test_standby_returns_what_the_primary_returns,
-     test_shmgraph.py::test_standby_identical_and_refreshed
+     test_shared_cache.py::test_standby_identical_and_refreshed
 test/t/011_hnsw_vacuum.pl: delete all, VACUUM, insert the same 10,000 rows:
   size at most 1.02x; delete all but one: the scan returns it
   -> test_churn.py::test_delete_all_vacuum_reinsert_keeps_the_size

@@ -4,7 +4,7 @@ streamhnsw_verify and streamhnsw_metapage are revoked from PUBLIC; a role
 granted EXECUTE must still own the index or be a member of pg_monitor. An
 OID that is not a streamhnsw index gets an error before any lock is taken:
 with another session holding AccessExclusiveLock on the relation, the call
-errors at once instead of waiting for it. The shared graph cache's
+errors at once instead of waiting for it. The shared cache's
 functions check the same way before locking, streamhnsw_cache_list shows a
 plain role only what it may read, and debug settings are superuser-only.
 """
@@ -120,7 +120,7 @@ def test_other_relations_error_before_locking(cluster, objects, target):
         holder.rollback()
 
 
-# ---------- the shared graph cache's functions (issue 49, hole 9) ----------
+# ---------- the shared cache's functions (issue 49, hole 9) ----------
 
 CACHE_FUNCS = ["streamhnsw_cache_load(%s)", "streamhnsw_cache_drop(%s)"]
 

@@ -81,7 +81,7 @@ def test_default_query_cost(cluster, name):
                              "WITH (m = 16, ef_construction = 64)")
                 conn.execute(f"VACUUM ANALYZE {t}")
             rb.load_queries(conn, "rob_q", shape, queries)
-            # the shared graph image now, not in the background of the first queries
+            # the shared cache now, not in the background of the first queries
             conn.execute("SELECT streamhnsw_cache_load('rob_shnsw_idx'::regclass)")
             conn.execute("SET enable_seqscan = off")
             ef = int(conn.execute("SHOW streamhnsw.ef_search").fetchone()[0])

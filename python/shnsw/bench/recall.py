@@ -210,7 +210,7 @@ def sweep(conn, table, am, op, lits, truth, efs):
 
 def cold_reads(conn, table, idx, op, lits, n):
     """Median buffers read per query after evicting the index and the table
-    (streamhnsw's shared graph image off: it survives the eviction)."""
+    (streamhnsw's shared cache off: it survives the eviction)."""
     conn.execute("SET enable_seqscan = off")
     conn.execute("SET streamhnsw.shared_cache = off")
     reads = []

@@ -8,7 +8,7 @@ CREATE EXTENSION IF NOT EXISTS streamhnsw CASCADE;
 RESET client_min_messages;
 
 SET enable_seqscan = off;
--- A scan that finds no shared graph image builds it itself here. With a
+-- A scan that finds no shared cache builds it itself here. With a
 -- background build, the discard-caches run still saw a VACUUM below keep
 -- the last rows (30/27/27 instead of 0/0/0) although the worker drops its
 -- snapshot and gives up its lock to a truncation: not yet understood.

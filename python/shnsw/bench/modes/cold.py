@@ -28,7 +28,7 @@ class ColdModes:
         sql = self.sql(eng)
         pg.apply_gucs(c, {eng.ef_guc: ef})
         if eng.am == "streamhnsw":
-            # Cold means the index pages are not in memory: the shared graph
+            # Cold means the index pages are not in memory: the shared cache
             # image survives the eviction of shared buffers and the OS cache,
             # so it is off here and the scan reads pages (its first build
             # after a restart is a different cost, not measured by this mode).
@@ -154,7 +154,7 @@ class ColdModes:
         suite's server runs 8): with io_method = worker each I/O worker reads
         one block at a time, so io_workers bounds a scan's reads in flight
         whatever effective_io_concurrency allows. The setting is reloaded
-        (no restart: the shared graph image and the tables stay) and put
+        (no restart: the shared cache and the tables stay) and put
         back afterwards. Same queries as the eic sweep, each engine at ef*."""
         cfg, log = self.cfg, self.log
         delay = cfg["delay_us"]

@@ -1,4 +1,4 @@
-"""The shared graph image (issue 16, src/README "Shared graph image").
+"""The shared cache (issue 16, src/README "Shared cache").
 
 Results must be identical with the image and without it (streamhnsw.shared_cache
 off reads every node through shared buffers), on built, insert-built and
@@ -533,7 +533,7 @@ def test_background_build_scans_meanwhile(cluster):
 
 def build_worker(conn, timeout=60):
     """The pid and backend_xmin of the background image build waiting in its
-    streamhnsw.debug_image_build_delay (so in its build, holding its lock)."""
+    streamhnsw.debug_cache_build_delay (so in its build, holding its lock)."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         rows = conn.execute("SELECT pid, backend_xmin::text FROM pg_stat_activity "
@@ -550,11 +550,11 @@ def test_background_build_does_not_hold_back_vacuum(cluster):
     removes every dead row) and gives the index's lock up when VACUUM's
     truncation waits for it (the free pages at the end are cut), instead of
     making that VACUUM keep rows and skip its cut. The worker is kept in its
-    build for 30 s (streamhnsw.debug_image_build_delay)."""
+    build for 30 s (streamhnsw.debug_cache_build_delay)."""
     rows, queries = data.clustered(3000, 16, seed=97, n_queries=3)
     with cluster.connect() as c:
         indexed_table(c, "sg_vac", rows)
-        c.execute("SET streamhnsw.debug_image_build_delay = '30s'")
+        c.execute("SET streamhnsw.debug_cache_build_delay = '30s'")
         assert explain_shared(c, "sg_vac", queries[0]).startswith(BACKGROUND)
         pid, xmin = build_worker(c)
         assert xmin is None, f"the image build holds back the xmin horizon at {xmin}"
@@ -577,7 +577,7 @@ def test_background_build_does_not_hold_back_vacuum(cluster):
             assert time.time() < deadline, "the build did not give up"
             time.sleep(0.05)
         # no failure noted: the next scan asks for a build again, which succeeds
-        c.execute("RESET streamhnsw.debug_image_build_delay")
+        c.execute("RESET streamhnsw.debug_cache_build_delay")
         data.load(c, "sg_vac", rows[:500], create=False)
         assert explain_shared(c, "sg_vac", queries[1]).startswith(BACKGROUND)
         wait_ready(c, "sg_vac_idx")
@@ -654,7 +654,7 @@ def test_insert_found_by_next_search_from_image(cluster):
 
 def finds_own_rows(conn, table, rows, ids):
     """Each row is found by a search for its own vector (ef 200: not a
-    question of recall) through the shared graph image."""
+    question of recall) through the shared cache."""
     conn.execute("SET streamhnsw.ef_search = 200")
     for i, v in zip(ids, rows):
         assert i in [r[0] for r in knn(conn, table, v)], (table, i)

@@ -1,4 +1,4 @@
-"""The shared graph image at its edges (issue 49; src/README "Shared graph
+"""The shared cache at its edges (issue 49; src/README "Shared graph
 image"): dynamic shared memory that cannot be had is a fallback for scans,
 inserts and VACUUM, never an error; writes to an index with no image do not
 create the cache's registry; an index rebuilt in place never reaches the
