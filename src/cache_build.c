@@ -125,10 +125,14 @@ cache_copy_page(LocalCopy *li, BlockNumber blk, Page page, bool may_add)
 	uint32		v;
 	uint16		type;
 
-	if (blk >= cp->mapcap)
-		return;
 	type = PageIsNew(page) || ShnswPageGetOpaque(page)->magic != SHNSW_MAGIC ? 0 :
 		ShnswPageGetOpaque(page)->page_type;
+	if (blk >= cp->mapcap)
+	{
+		if (type == SHNSW_PAGE_GRAPH || type == SHNSW_PAGE_UPPER)
+			pg_atomic_write_u32(&cp->outgrown, 1);
+		return;
+	}
 	v = pg_atomic_read_u32(&li->map[blk]);
 	if (v == MAP_RESERVED)
 		return;					/* the build copies it later, under its lock */
@@ -159,11 +163,14 @@ cache_copy_page(LocalCopy *li, BlockNumber blk, Page page, bool may_add)
 		uint32		idx;
 		bool		ok;
 
-		if (!may_add || pg_atomic_read_u32(next) >= cap)
+		if (!may_add)
 			return;
-		idx = pg_atomic_fetch_add_u32(next, 1);
-		if (idx >= cap)
+		if (pg_atomic_read_u32(next) >= cap ||
+			(idx = pg_atomic_fetch_add_u32(next, 1)) >= cap)
+		{
+			pg_atomic_write_u32(&cp->outgrown, 1);
 			return;
+		}
 		ok = type == SHNSW_PAGE_GRAPH ? copy_graph(li, idx, blk, page)
 			: copy_upper(li, idx, page);
 		if (!ok)
@@ -447,8 +454,8 @@ entry_reserve(int slot, Size size, bool explicit, BlockNumber nblocks, int *stat
  */
 static void
 copy_layout(dsm_segment *seg, const ShnswIndexInfo *info, const uint8 *types,
-			 BlockNumber nblocks, uint32 ng, uint32 nu, const Size *offs, Size size,
-			 const CacheToken *tok)
+			 BlockNumber nblocks, uint32 ng, uint32 nu, bool grown, const Size *offs,
+			 Size size, const CacheToken *tok)
 {
 	CacheCopy   *cp = (CacheCopy *) dsm_segment_address(seg);
 	pg_atomic_uint32 *map = (pg_atomic_uint32 *) ((char *) cp + offs[0]);
@@ -458,6 +465,7 @@ copy_layout(dsm_segment *seg, const ShnswIndexInfo *info, const uint8 *types,
 
 	memset(cp, 0, offs[0]);
 	pg_atomic_init_u32(&cp->valid, 1);
+	pg_atomic_init_u32(&cp->outgrown, 0);
 	pg_atomic_init_u64(&cp->meta_lsn, tok->lsn);
 	pg_atomic_init_u64(&cp->meta_gen, tok->gen);
 	cp->meta_nonce = tok->nonce;
@@ -469,9 +477,9 @@ copy_layout(dsm_segment *seg, const ShnswIndexInfo *info, const uint8 *types,
 	cp->node_size = info->node_size;
 	cp->npp = npp;
 	cp->slot_bits = info->slot_bits;
-	cp->mapcap = COPY_MAPCAP(nblocks);
-	cp->gcap = COPY_GCAP(ng);
-	cp->ucap = COPY_UCAP(nu);
+	cp->mapcap = COPY_MAPCAP(nblocks, grown);
+	cp->gcap = COPY_GCAP(ng, grown);
+	cp->ucap = COPY_UCAP(nu, grown);
 	cp->build_nblocks = nblocks;
 	cp->gstride = TYPEALIGN(64, (Size) npp * info->node_size);
 	cp->map_off = offs[0];
@@ -633,6 +641,7 @@ cache_build(Relation index, const ShnswIndexInfo *info, bool explicit, int *stat
 	BufferAccessStrategy strategy = NULL;
 	uint64		nodes;
 	bool		yielded = false;
+	bool		grown;
 	CacheToken	tok;
 
 	slot = entry_claim(index, explicit, nblocks, status);
@@ -664,7 +673,11 @@ cache_build(Relation index, const ShnswIndexInfo *info, bool explicit, int *stat
 		*status = SHNSW_CACHE_MISSING;
 		return NULL;
 	}
-	size = copy_size(COPY_MAPCAP(nblocks), COPY_GCAP(ng), COPY_UCAP(nu), gstride, offs);
+	LWLockAcquire(&cache_ctl->lock, LW_SHARED);
+	grown = cache_ctl->entries[slot].outgrown > 0;
+	LWLockRelease(&cache_ctl->lock);
+	size = copy_size(COPY_MAPCAP(nblocks, grown), COPY_GCAP(ng, grown), COPY_UCAP(nu, grown),
+					 gstride, offs);
 	if (!entry_reserve(slot, size, explicit, nblocks, status))
 		seg = NULL;
 	else if ((seg = cache_create_segment(size)) == NULL)
@@ -682,7 +695,7 @@ cache_build(Relation index, const ShnswIndexInfo *info, bool explicit, int *stat
 	/* the token first, then the pages (hole 1 of issue 49: a standby) */
 	shnsw_read_meta(index, &snap);
 	tok = cache_token_of(&snap);
-	copy_layout(seg, info, types, nblocks, ng, nu, offs, size, &tok);
+	copy_layout(seg, info, types, nblocks, ng, nu, grown, offs, size, &tok);
 	li = copy_publish(slot, seg);
 	nodes = copy_pages(index, slot, li, types, nblocks, strategy, &yielded);
 	FreeAccessStrategy(strategy);
@@ -726,7 +739,12 @@ cache_refresh(Relation index, LocalCopy *li)
 		pg_atomic_write_u32(&cp->valid, 0);
 		return;
 	}
-	nblocks = Min(RelationGetNumberOfBlocks(index), cp->mapcap);
+	nblocks = RelationGetNumberOfBlocks(index);
+	if (nblocks > cp->mapcap)
+	{
+		pg_atomic_write_u32(&cp->outgrown, 1);
+		nblocks = cp->mapcap;
+	}
 	for (BlockNumber blk = SHNSW_METAPAGE_BLKNO + 1; blk < nblocks; blk++)
 	{
 		uint32		v = pg_atomic_read_u32(&li->map[blk]);

@@ -48,11 +48,17 @@
 #define CACHE_RETRY_SECS		10	/* after a failed build, retry lazily after */
 #define CACHE_IDLE_SECS		10	/* a lazy build evicts only copies idle this long */
 
-/* capacities of a copy built at nblocks, ng graph and nu upper pages: an
- * eighth more, for the pages inserts add */
-#define COPY_MAPCAP(nblocks)	((nblocks) + (nblocks) / 8 + 64)
-#define COPY_GCAP(ng)			((ng) + (ng) / 8 + 8)
-#define COPY_UCAP(nu)			((nu) + (nu) / 8 + 2)
+/*
+ * Capacities of a copy built at nblocks, ng graph and nu upper pages: an
+ * eighth more, for the pages inserts add; half more once an earlier copy of
+ * the index was outgrown (grown), so that an index that keeps growing is
+ * recopied a number of times logarithmic in its growth, its total copying
+ * a few times its final size.
+ */
+#define COPY_SPARE(n, grown)	((grown) ? (n) / 2 : (n) / 8)
+#define COPY_MAPCAP(nblocks, grown)	((nblocks) + COPY_SPARE(nblocks, grown) + 64)
+#define COPY_GCAP(ng, grown)		((ng) + COPY_SPARE(ng, grown) + 8)
+#define COPY_UCAP(nu, grown)		((nu) + COPY_SPARE(nu, grown) + 2)
 
 /* entry states */
 #define ENTRY_FREE			0	/* unused table slot */
@@ -105,6 +111,8 @@ typedef struct CacheEntry
 	uint64		invalidations;
 	uint64		refreshes;
 	uint64		evictions;
+	uint32		outgrown;		/* copies of this index dropped because
+								 * inserts had filled their spare room */
 } CacheEntry;
 
 typedef struct CacheCtl
@@ -130,6 +138,9 @@ typedef struct CacheCopy
 {
 	uint64		copy_id;
 	pg_atomic_uint32 valid;		/* 0: a write-through found something wrong */
+	pg_atomic_uint32 outgrown;	/* 1: a graph or upper page found no room in
+								 * it (scans read it through buffers); the
+								 * next scan has the copy rebuilt larger */
 	pg_atomic_uint64 meta_lsn;	/* the metapage state this copy reflects */
 	pg_atomic_uint64 meta_gen;
 	uint64		meta_nonce;		/* the build and truncation of the index it

@@ -764,6 +764,30 @@ refresh_or_drop(Relation index, const ShnswIndexInfo *info, const CacheToken *to
 }
 
 /*
+ * drop_outgrown drops the index's copy copy_id, which inserts have outgrown
+ * (pages it had no room for are read through buffers), and notes that the
+ * index grows: the build that follows (the caller's) gives the new copy
+ * half again its size as room instead of an eighth. Until the new copy is
+ * ready, scans read through buffers.
+ */
+static void
+drop_outgrown(Relation index, uint64 copy_id)
+{
+	CacheEntry *e;
+	dsm_handle	h = DSM_HANDLE_INVALID;
+
+	LWLockAcquire(&cache_ctl->lock, LW_EXCLUSIVE);
+	e = cache_find_entry(index);
+	if (e != NULL && e->state == ENTRY_READY && e->copy_id == copy_id)
+	{
+		e->outgrown++;
+		h = cache_drop_segment(e);
+	}
+	LWLockRelease(&cache_ctl->lock);
+	cache_unpin(&h, 1);
+}
+
+/*
  * cache_lookup_or_build: the usable copy of the index for a scan that read
  * metapage state (lsn, gen), refreshing it if this backend can, and, when
  * there is none and build is set, starting a background build
@@ -777,6 +801,14 @@ cache_lookup_or_build(Relation index, const ShnswIndexInfo *info, const CacheTok
 	LocalCopy *li = cache_lookup(index, tok, status, true);
 	bool		rebuild = false;
 
+	if (li != NULL && pg_atomic_read_u32(&li->cp->outgrown) != 0 && build &&
+		!IsInParallelMode())
+	{
+		/* inserts filled its room: have it rebuilt larger */
+		drop_outgrown(index, li->cp->copy_id);
+		li = NULL;
+		*status = SHNSW_CACHE_MISSING;
+	}
 	if (li != NULL || !build || IsInParallelMode())
 		return li;
 	if (*status == SHNSW_CACHE_STALE)

@@ -47,10 +47,10 @@ bool		shnsw_debug_dsm_fail = false;
  * (registry_name): a library with another layout (an upgrade installed
  * without a restart) gets its own registry instead of an error from
  * GetNamedDSMSegment for a size that differs. Bump the version when the
- * layout changes (5: CacheEntry's owner and behind); the size in the name
+ * layout changes (6: CacheEntry's outgrown); the size in the name
  * catches a change that forgot to.
  */
-#define CACHE_REGISTRY_NAME	"streamhnsw_cache_5"
+#define CACHE_REGISTRY_NAME	"streamhnsw_cache_6"
 
 CacheCtl   *cache_ctl = NULL;
 int			cache_active_scans = 0;
@@ -712,6 +712,7 @@ cache_entry_new(Relation index, bool explicit, dsm_handle *unpin, int *nunpin)
 	pg_atomic_write_u64(&e->insert_searches, 0);
 	pg_atomic_write_u64(&e->cut_until, 0);
 	e->builds = e->invalidations = e->refreshes = e->evictions = 0;
+	e->outgrown = 0;
 	e->dbid = MyDatabaseId;
 	e->relid = RelationGetRelid(index);
 	e->owner = index->rd_rel->relowner;

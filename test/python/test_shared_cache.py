@@ -8,6 +8,7 @@ VACUUM and searches with the image never miss a committed row nor return a
 deleted one; the size limit, eviction and fallbacks hold.
 """
 
+import re
 import threading
 import time
 
@@ -154,8 +155,51 @@ def test_insert_built_index(conn):
     # retraining (the index doubles) re-encodes every page: written through
     data.load(conn, "sg_ins", rows[50:], start_id=50, create=False)
     same_on_off(conn, "sg_ins", queries)
-    st = cache_row(conn, "sg_ins_idx")
-    assert st["invalidations"] == 0 and st["builds"] == 1, st
+    # 60 times the rows it was built on: the first scan has the copy rebuilt
+    # larger (test_copy_grows_with_inserts), never invalidated
+    st = wait_ready(conn, "sg_ins_idx")
+    assert st["invalidations"] == 0 and st["builds"] == 2, st
+    same_on_off(conn, "sg_ins", queries)
+
+
+def fallback_nodes(line):
+    """(nodes read from the cache, nodes read through buffers) of an EXPLAIN line."""
+    m = re.search(r"nodes from cache=(\d+) through buffers=(\d+)", line)
+    assert m, line
+    return int(m.group(1)), int(m.group(2))
+
+
+def test_copy_grows_with_inserts(conn):
+    """An index built small, then grown by inserts (how an application
+    usually starts): once inserts fill a copy's spare room, the next scan
+    has it rebuilt with half again its size as room, and scans read every
+    node from the cache again; growth within that room needs no rebuild.
+    Before, pages past the first eighth of room were read through buffers
+    for good (issue 49, hole 5)."""
+    rows, queries = data.clustered(9000, 16, seed=23, n_queries=10)
+    conn.execute("DROP TABLE IF EXISTS sg_grow")
+    indexed_table(conn, "sg_grow", rows[:2000])
+    conn.execute("SET streamhnsw.shared_cache_background = off")
+    try:
+        line = explain_shared(conn, "sg_grow", queries[0])
+        assert "used" in line and fallback_nodes(line)[1] == 0, line
+        assert cache_row(conn, "sg_grow_idx")["builds"] == 1
+        # three times the rows: far past an eighth of room
+        data.load(conn, "sg_grow", rows[2000:6000], start_id=2000, create=False)
+        line = explain_shared(conn, "sg_grow", queries[1])
+        cached, through = fallback_nodes(line)
+        assert "used" in line and cached > 0 and through == 0, line
+        assert cache_row(conn, "sg_grow_idx")["builds"] == 2
+        # 40 % more fits in the half of room the rebuilt copy has
+        data.load(conn, "sg_grow", rows[6000:8400], start_id=6000, create=False)
+        for q in queries[2:5]:
+            line = explain_shared(conn, "sg_grow", q)
+            assert "used" in line and fallback_nodes(line)[1] == 0, line
+        st = cache_row(conn, "sg_grow_idx")
+        assert st["builds"] == 2 and st["invalidations"] == 0, st
+        same_on_off(conn, "sg_grow", queries)
+    finally:
+        conn.execute("RESET streamhnsw.shared_cache_background")
 
 
 def test_list_load_drop_reindex(conn):
