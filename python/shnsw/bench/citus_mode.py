@@ -139,15 +139,17 @@ def _memory(cc, table):
     out = []
     for w in cc.workers:
         with w.connect() as conn:
-            idx = conn.execute(
-                "SELECT coalesce(sum(pg_relation_size(c.oid)), 0) FROM pg_class c "
-                "WHERE c.relkind = 'i' AND c.relname LIKE %s", (f"{table}_idx%",)).fetchone()[0]
+            # the shard tables are table_<shardid>, each with its index;
+            # Citus hides shards from pg_class unless asked
+            conn.execute("SET citus.override_table_visibility = off")
+            idx, shards = conn.execute(
+                "SELECT coalesce(sum(pg_relation_size(i.indexrelid)), 0), count(*) "
+                "FROM pg_index i JOIN pg_class t ON t.oid = i.indrelid "
+                "WHERE t.relname ~ %s", (f"^{table}_[0-9]+$",)).fetchone()
             cache = 0
             if "streamhnsw" in table:
                 cache = conn.execute("SELECT coalesce(sum(bytes), 0) FROM streamhnsw_cache_list()"
                                      ).fetchone()[0]
-            shards = conn.execute("SELECT count(*) FROM pg_class WHERE relkind = 'i' AND "
-                                  "relname LIKE %s", (f"{table}_idx%",)).fetchone()[0]
         out.append({"worker": w.port, "index_bytes": int(idx), "cache_bytes": int(cache),
                     "shard_indexes": int(shards)})
     return out
