@@ -598,9 +598,28 @@ reader_ring_find(ShnswReader *r, BlockNumber blk, bool take)
 	return false;
 }
 
-/* Drop the oldest speculative slot to make room; false if there is none. */
-static bool
-reader_evict_speculative(ShnswReader *r)
+/* Which slots reader_oldest looks among (each a page in a slot). */
+static inline bool
+slot_speculative(const ShnswInflight *s)
+{
+	return s->speculative;
+}
+
+static inline bool
+slot_pending(const ShnswInflight *s)
+{
+	return !s->started;
+}
+
+static inline bool
+slot_awaited(const ShnswInflight *s)
+{
+	return s->inflight && !s->speculative;
+}
+
+/* The slot of the oldest page for which want holds, or -1. */
+static inline int
+reader_oldest(ShnswReader *r, bool (*want) (const ShnswInflight *))
 {
 	int			oldest = -1;
 
@@ -608,10 +627,19 @@ reader_evict_speculative(ShnswReader *r)
 	{
 		ShnswInflight *s = &r->slots[i];
 
-		if (s->blk != InvalidBlockNumber && s->speculative &&
+		if (s->blk != InvalidBlockNumber && want(s) &&
 			(oldest < 0 || (int32) (s->seq - r->slots[oldest].seq) < 0))
 			oldest = i;
 	}
+	return oldest;
+}
+
+/* Drop the oldest speculative slot to make room; false if there is none. */
+static bool
+reader_evict_speculative(ShnswReader *r)
+{
+	int			oldest = reader_oldest(r, slot_speculative);
+
 	if (oldest < 0)
 		return false;
 	reader_leave_batch(r);
@@ -621,37 +649,12 @@ reader_evict_speculative(ShnswReader *r)
 	return true;
 }
 
-/* The slot of the oldest known page not started yet, or -1. */
-static int
-reader_oldest_pending(ShnswReader *r)
-{
-	int			oldest = -1;
-
-	for (int i = 0; i < r->max_pins; i++)
-	{
-		ShnswInflight *s = &r->slots[i];
-
-		if (s->blk != InvalidBlockNumber && !s->started &&
-			(oldest < 0 || (int32) (s->seq - r->slots[oldest].seq) < 0))
-			oldest = i;
-	}
-	return oldest;
-}
-
 /* Wait for the oldest known read in flight; false if none is. */
 static bool
 reader_wait_oldest(ShnswReader *r)
 {
-	int			oldest = -1;
+	int			oldest = reader_oldest(r, slot_awaited);
 
-	for (int i = 0; i < r->max_pins; i++)
-	{
-		ShnswInflight *s = &r->slots[i];
-
-		if (s->blk != InvalidBlockNumber && s->inflight && !s->speculative &&
-			(oldest < 0 || (int32) (s->seq - r->slots[oldest].seq) < 0))
-			oldest = i;
-	}
 	if (oldest < 0)
 		return false;
 	reader_wait(r, &r->slots[oldest]);
@@ -715,7 +718,7 @@ reader_pump(ShnswReader *r, bool wait_for_known)
 				break;
 			continue;
 		}
-		i = reader_oldest_pending(r);
+		i = reader_oldest(r, slot_pending);
 		if (i < 0)
 			break;
 		reader_start(r, &r->slots[i]);
