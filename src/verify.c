@@ -181,14 +181,21 @@ problem(VerifyState *vs, const char *fmt,...)
 	tuplestore_putvalues(vs->ts, vs->desc, &value, &isnull);
 }
 
+/* Is blk a block of the index, of page type `type` (pass 1)? */
+static inline bool
+block_is(const VerifyState *vs, BlockNumber blk, uint8 type)
+{
+	return blk < vs->nblocks && vs->types[blk] == type;
+}
+
 /* Is ref a used node slot? */
 static bool
-ref_ok(ShnswRef ref, int slot_bits, BlockNumber nblocks, const uint8 *types, const uint16 *nslots)
+ref_ok(const VerifyState *vs, ShnswRef ref)
 {
-	BlockNumber blk = shnsw_ref_block(ref, slot_bits);
+	BlockNumber blk = shnsw_ref_block(ref, vs->meta.slot_bits);
 
-	return ref != SHNSW_INVALID_REF && blk < nblocks && types[blk] == SHNSW_PAGE_GRAPH &&
-		shnsw_ref_slot(ref, slot_bits) < nslots[blk];
+	return ref != SHNSW_INVALID_REF && block_is(vs, blk, SHNSW_PAGE_GRAPH) &&
+		shnsw_ref_slot(ref, vs->meta.slot_bits) < vs->nslots[blk];
 }
 
 /*
@@ -324,14 +331,9 @@ check_quant(VerifyState *vs, Relation index, const ShnswMetaPageData *meta, uint
 static bool
 verify_pages(VerifyState *vs)
 {
-	Relation	index = vs->index;
-	BlockNumber nblocks = vs->nblocks;
-	uint8	   *types = vs->types;
-	uint16	   *nslots = vs->nslots;
-
-	for (BlockNumber blk = 0; blk < nblocks; blk++)
+	for (BlockNumber blk = 0; blk < vs->nblocks; blk++)
 	{
-		Buffer		buf = ReadBuffer(index, blk);
+		Buffer		buf = ReadBuffer(vs->index, blk);
 		Page		page;
 		ShnswPageOpaque op;
 
@@ -352,8 +354,8 @@ verify_pages(VerifyState *vs)
 				problem(vs, "block %u has page type %u", blk, op->page_type);
 			else
 			{
-				types[blk] = op->page_type;
-				nslots[blk] = op->nslots;
+				vs->types[blk] = op->page_type;
+				vs->nslots[blk] = op->nslots;
 			}
 			if (blk == SHNSW_METAPAGE_BLKNO)
 				memcpy(&vs->meta, ShnswPageGetMeta(page), sizeof(vs->meta));
@@ -361,7 +363,7 @@ verify_pages(VerifyState *vs)
 		UnlockReleaseBuffer(buf);
 		CHECK_FOR_INTERRUPTS();
 	}
-	return types[0] == SHNSW_PAGE_META;
+	return vs->types[0] == SHNSW_PAGE_META;
 }
 
 /*
@@ -413,17 +415,13 @@ verify_meta_sizes(VerifyState *vs)
 static void
 verify_meta_places(VerifyState *vs)
 {
-	Relation	index = vs->index;
-	BlockNumber nblocks = vs->nblocks;
-	uint8	   *types = vs->types;
-	uint16	   *nslots = vs->nslots;
 	const ShnswMetaPageData *meta = &vs->meta;
 
 	for (uint32 q = 0; q < meta->quant_nblocks; q++)
-		if (meta->quant_start + q >= nblocks || types[meta->quant_start + q] != SHNSW_PAGE_QUANT)
+		if (!block_is(vs, meta->quant_start + q, SHNSW_PAGE_QUANT))
 			problem(vs, "quantizer block %u is missing or of the wrong type", meta->quant_start + q);
 		else if (meta->quant_trained)
-			check_quant(vs, index, meta, q);
+			check_quant(vs, vs->index, meta, q);
 	if (meta->ef_construction < SHNSW_MIN_EF_CONSTRUCTION || meta->ef_construction > SHNSW_MAX_EF_CONSTRUCTION)
 		problem(vs, "metapage (block 0) has ef_construction %u", meta->ef_construction);
 	if (meta->entry_level < -1 || meta->entry_level > SHNSW_MAX_LEVEL)
@@ -435,22 +433,21 @@ verify_meta_places(VerifyState *vs)
 
 		for (int k = 0; k < 3; k++)
 			if (blks[k] != InvalidBlockNumber &&
-				(blks[k] >= nblocks || types[blks[k]] != want[k]))
+				!block_is(vs, blks[k], want[k]))
 				problem(vs, "metapage (block 0) names block %u for new %s records, not a %s page",
 						blks[k], names[k], names[k]);
 	}
 	if (meta->free_head != SHNSW_INVALID_REF &&
-		(shnsw_ref_block(meta->free_head, meta->slot_bits) >= nblocks ||
-		 types[shnsw_ref_block(meta->free_head, meta->slot_bits)] != SHNSW_PAGE_GRAPH))
+		!block_is(vs, shnsw_ref_block(meta->free_head, meta->slot_bits), SHNSW_PAGE_GRAPH))
 		problem(vs, "metapage (block 0) free list head %u is not on a graph page", meta->free_head);
 
 	/* slot counts beyond the page: the slots that fit are checked */
-	for (BlockNumber blk = 0; blk < nblocks; blk++)
+	for (BlockNumber blk = 0; blk < vs->nblocks; blk++)
 	{
-		if (types[blk] == SHNSW_PAGE_GRAPH && nslots[blk] > meta->nodes_per_page)
+		if (vs->types[blk] == SHNSW_PAGE_GRAPH && vs->nslots[blk] > meta->nodes_per_page)
 		{
-			problem(vs, "block %u has %u node slots, more than %u", blk, nslots[blk], meta->nodes_per_page);
-			nslots[blk] = meta->nodes_per_page;
+			problem(vs, "block %u has %u node slots, more than %u", blk, vs->nslots[blk], meta->nodes_per_page);
+			vs->nslots[blk] = meta->nodes_per_page;
 		}
 	}
 }
@@ -494,19 +491,15 @@ verify_upper_tids(VerifyState *vs, BlockNumber blk, int s, const ShnswNodeHeader
 static void
 verify_upper(VerifyState *vs, BlockNumber blk, int s, ShnswNodeHeader *h)
 {
-	Relation	index = vs->index;
-	BlockNumber nblocks = vs->nblocks;
-	uint8	   *types = vs->types;
-	uint16	   *nslots = vs->nslots;
 	const ShnswMetaPageData *meta = &vs->meta;
 	ShnswRef	self = shnsw_make_ref(blk, s, meta->slot_bits);
 	ShnswUpperLoc uloc = shnsw_node_upper_loc(h);
 
-	if (uloc.block >= nblocks || types[uloc.block] != SHNSW_PAGE_UPPER)
+	if (!block_is(vs, uloc.block, SHNSW_PAGE_UPPER))
 		problem(vs, "node (%u,%d) of level %u has no upper record", blk, s, h->level);
 	else
 	{
-		Buffer		ubuf = ReadBuffer(index, uloc.block);
+		Buffer		ubuf = ReadBuffer(vs->index, uloc.block);
 		Page		upage;
 
 		LockBuffer(ubuf, BUFFER_LOCK_SHARE);
@@ -539,7 +532,7 @@ verify_upper(VerifyState *vs, BlockNumber blk, int s, ShnswNodeHeader *h)
 						problem(vs, "upper record of node (%u,%d) has %u neighbours on layer %d",
 								blk, s, shnsw_upper_counts(u)[l - 1], l);
 					for (int k = 0; k < Min(shnsw_upper_counts(u)[l - 1], meta->m); k++)
-						if (!ref_ok(un[k], meta->slot_bits, nblocks, types, nslots))
+						if (!ref_ok(vs, un[k]))
 							problem(vs, "node (%u,%d) layer %d neighbour %d references %u, not a node",
 									blk, s, l, k, un[k]);
 				}
@@ -558,9 +551,6 @@ static void
 verify_node(VerifyState *vs, Page page, BlockNumber blk, int s, int *nvec, int *vec_slot,
 			BlockNumber *vec_blk, uint16 *vec_off)
 {
-	BlockNumber nblocks = vs->nblocks;
-	uint8	   *types = vs->types;
-	uint16	   *nslots = vs->nslots;
 	const ShnswMetaPageData *meta = &vs->meta;
 	ShnswNodeHeader *h = shnsw_page_node(page, s, meta->node_size);
 	ShnswRef	self = shnsw_make_ref(blk, s, meta->slot_bits);
@@ -571,7 +561,7 @@ verify_node(VerifyState *vs, Page page, BlockNumber blk, int s, int *nvec, int *
 	const char *field;
 
 	/* the fields every reader checks (nodecheck.h), then what verify adds */
-	shnsw_node_limits(&lim, meta->m, meta->slot_bits, meta->vec_size, nblocks);
+	shnsw_node_limits(&lim, meta->m, meta->slot_bits, meta->vec_size, vs->nblocks);
 	field = shnsw_node_problem(h, self, &lim, &fault);
 	if (field != NULL)
 		problem(vs, "node (%u,%d) has an invalid %s: %llu", blk, s, field,
@@ -613,12 +603,12 @@ verify_node(VerifyState *vs, Page page, BlockNumber blk, int s, int *nvec, int *
 	}
 	/* where the neighbours point: at node slots (beyond the validator) */
 	for (int k = 0; k < Min(h->nneighbors, 2 * meta->m); k++)
-		if (!ref_ok(nb[k], meta->slot_bits, nblocks, types, nslots))
+		if (!ref_ok(vs, nb[k]))
 			problem(vs, "node (%u,%d) neighbour %d references %u, not a node", blk, s, k, nb[k]);
 	/* exact vector: on vector pages, possibly continuing on the next */
 	for (BlockNumber vb = h->vec_block; vend > 0; vb++)
 	{
-		if (vb >= nblocks || types[vb] != SHNSW_PAGE_VECTOR)
+		if (!block_is(vs, vb, SHNSW_PAGE_VECTOR))
 		{
 			problem(vs, "node (%u,%d) has its vector at block %u, not a vector page", blk, s, vb);
 			break;
@@ -680,10 +670,6 @@ verify_nodes(VerifyState *vs)
 static void
 verify_counts(VerifyState *vs)
 {
-	Relation	index = vs->index;
-	BlockNumber nblocks = vs->nblocks;
-	uint8	   *types = vs->types;
-	uint16	   *nslots = vs->nslots;
 	const ShnswMetaPageData *meta = &vs->meta;
 
 	/* entry point and counts */
@@ -693,11 +679,11 @@ verify_counts(VerifyState *vs)
 			problem(vs, "index has %llu live vs->nodes but no entry point",
 					(unsigned long long) (vs->nodes - vs->deleted));
 	}
-	else if (!ref_ok(meta->entry, meta->slot_bits, nblocks, types, nslots))
+	else if (!ref_ok(vs, meta->entry))
 		problem(vs, "entry point %u is not a node", meta->entry);
 	else
 	{
-		Buffer		buf = ReadBuffer(index, shnsw_ref_block(meta->entry, meta->slot_bits));
+		Buffer		buf = ReadBuffer(vs->index, shnsw_ref_block(meta->entry, meta->slot_bits));
 		ShnswNodeHeader *h;
 
 		LockBuffer(buf, BUFFER_LOCK_SHARE);
