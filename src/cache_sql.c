@@ -6,7 +6,7 @@
  *	  (shnsw_cache_drop_index).
  *
  * load and drop check the index's kind and the caller's privilege in the
- * catalog before they lock it (as verify.c does); list shows a plain role
+ * catalog before they lock it (indexopen.c); list shows a plain role
  * only this database's indexes it may read.
  *
  *-------------------------------------------------------------------------
@@ -29,45 +29,8 @@
 
 #include "cache.h"
 #include "cache_int.h"
+#include "indexopen.h"
 #include "meta.h"
-
-/*
- * open_cache_index opens (AccessShareLock) a streamhnsw index the caller
- * may load or drop the copy of: SELECT on the index, as pg_prewarm asks
- * (its owner, or a superuser: an index has no grants of its own). The kind
- * and the privilege are checked in the catalog first, so no lock is ever
- * queued on a relation the caller has no rights on (as verify.c does).
- */
-static Relation
-open_cache_index(Oid indexoid)
-{
-	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(indexoid));
-	Form_pg_class cls;
-	Relation	index;
-
-	if (!HeapTupleIsValid(tup))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("relation with OID %u does not exist", indexoid)));
-	cls = (Form_pg_class) GETSTRUCT(tup);
-	if (cls->relkind != RELKIND_INDEX ||
-		cls->relam != get_index_am_oid("streamhnsw", false))
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("\"%s\" is not a streamhnsw index", NameStr(cls->relname))));
-	if (pg_class_aclcheck(indexoid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
-		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_INDEX, NameStr(cls->relname));
-	ReleaseSysCache(tup);
-
-	index = relation_open(indexoid, AccessShareLock);
-	/* the OID named another relation by the time the lock was granted */
-	if (index->rd_rel->relkind != RELKIND_INDEX ||
-		index->rd_rel->relam != get_index_am_oid("streamhnsw", false))
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("\"%s\" is not a streamhnsw index", RelationGetRelationName(index))));
-	return index;
-}
 
 /*
  * evict_rights_collect fills r with the owners of ready copies whose
@@ -113,7 +76,7 @@ PG_FUNCTION_INFO_V1(streamhnsw_cache_load);
 Datum
 streamhnsw_cache_load(PG_FUNCTION_ARGS)
 {
-	Relation	index = open_cache_index(PG_GETARG_OID(0));
+	Relation	index = shnsw_index_open(PG_GETARG_OID(0), AccessShareLock, SHNSW_RIGHT_SELECT);
 	ShnswIndexInfo *info;
 	ShnswMetaSnapshot snap;
 	LocalCopy *li = NULL;
@@ -207,7 +170,7 @@ PG_FUNCTION_INFO_V1(streamhnsw_cache_drop);
 Datum
 streamhnsw_cache_drop(PG_FUNCTION_ARGS)
 {
-	Relation	index = open_cache_index(PG_GETARG_OID(0));
+	Relation	index = shnsw_index_open(PG_GETARG_OID(0), AccessShareLock, SHNSW_RIGHT_SELECT);
 	bool		dropped = shnsw_cache_drop_index(index);
 
 	relation_close(index, AccessShareLock);

@@ -53,6 +53,7 @@
 #include "utils/tuplestore.h"
 
 #include "format.h"
+#include "indexopen.h"
 #include "meta.h"
 #include "neighbors_find.h"
 #include "nodecheck.h"
@@ -60,70 +61,6 @@
 #include "pageaccess.h"
 #include "pages.h"
 #include "vector.h"
-
-/*
- * check_before_open raises an error unless relid is a streamhnsw index the
- * current user may inspect (its owner, a member of pg_monitor or a
- * superuser), reading only the catalog: no lock is taken on a relation that
- * is not one.
- */
-static void
-check_before_open(Oid relid)
-{
-	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	Form_pg_class cls;
-	bool		ours;
-
-	if (!HeapTupleIsValid(tup))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("relation with OID %u does not exist", relid)));
-	cls = (Form_pg_class) GETSTRUCT(tup);
-	ours = (cls->relkind == RELKIND_INDEX || cls->relkind == RELKIND_PARTITIONED_INDEX) &&
-		cls->relam == get_index_am_oid("streamhnsw", false);
-	if (!ours)
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("\"%s\" is not a streamhnsw index", NameStr(cls->relname))));
-	if (!object_ownercheck(RelationRelationId, relid, GetUserId()) &&
-		!has_privs_of_role(GetUserId(), ROLE_PG_MONITOR))
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied for index %s", NameStr(cls->relname)),
-				 errdetail("Only the owner of the index, members of pg_monitor and superusers may inspect it.")));
-	ReleaseSysCache(tup);
-}
-
-/*
- * Open an index with lockmode, insisting that it is ours and that the user
- * may inspect it (checked before the lock is taken, and again after).
- */
-static Relation
-open_streamhnsw_index(Oid relid, LOCKMODE lockmode)
-{
-	Relation	index;
-
-	check_before_open(relid);
-	index = relation_open(relid, lockmode);
-
-	if (index->rd_rel->relkind == RELKIND_PARTITIONED_INDEX &&
-		index->rd_rel->relam == get_index_am_oid("streamhnsw", false))
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("\"%s\" is a partitioned streamhnsw index, which has no pages of its own",
-						RelationGetRelationName(index)),
-				 errhint("Name the index of one of its partitions.")));
-	if (index->rd_rel->relkind != RELKIND_INDEX ||
-		index->rd_rel->relam != get_index_am_oid("streamhnsw", false))
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("\"%s\" is not a streamhnsw index", RelationGetRelationName(index))));
-	if (index->rd_rel->relpersistence == RELPERSISTENCE_TEMP && !RELATION_IS_LOCAL(index))
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("cannot access temporary indexes of other sessions")));
-	return index;
-}
 
 typedef struct VerifyState
 {
@@ -785,11 +722,11 @@ streamhnsw_verify(PG_FUNCTION_ARGS)
 
 	/* a standby allows no lock above RowExclusiveLock, nor takes inserts */
 	lockmode = RecoveryInProgress() ? AccessShareLock : ShareLock;
-	check_before_open(relid);
+	shnsw_index_check(relid, SHNSW_RIGHT_INSPECT);
 	/* the table first (as amcheck): its length bounds the row pointers */
 	heapoid = IndexGetRelation(relid, false);
 	heap = relation_open(heapoid, AccessShareLock);
-	vs.index = open_streamhnsw_index(relid, lockmode);
+	vs.index = shnsw_index_open(relid, lockmode, SHNSW_RIGHT_INSPECT);
 	vs.heap_nblocks = InvalidBlockNumber;	/* read before pass 2 (below) */
 	vs.nblocks = RelationGetNumberOfBlocks(vs.index);
 	if (vs.nblocks == 0)
@@ -823,7 +760,7 @@ Datum
 streamhnsw_metapage(PG_FUNCTION_ARGS)
 {
 	Oid			relid = PG_GETARG_OID(0);
-	Relation	index = open_streamhnsw_index(relid, AccessShareLock);
+	Relation	index = shnsw_index_open(relid, AccessShareLock, SHNSW_RIGHT_INSPECT);
 	TupleDesc	desc;
 	Buffer		buf;
 	ShnswMetaPageData meta;
