@@ -196,6 +196,32 @@ cache_list_visible(Oid relid)
 }
 
 /*
+ * cache_list_row fills the columns of streamhnsw_cache_list's row for entry
+ * e (the state's text is made later, with no lock held). Caller holds
+ * cache_ctl->lock.
+ */
+static void
+cache_list_row(CacheEntry *e, Datum *values)
+{
+	/* the bigint columns, in the function's order */
+	int64		counts[] = {
+		e->bytes, e->nodes, e->gpages, e->upages,
+		pg_atomic_read_u64(&e->hits), pg_atomic_read_u64(&e->misses),
+		e->builds, e->invalidations, e->refreshes, e->evictions,
+		pg_atomic_read_u64(&e->insert_searches)
+	};
+	int			n = 0;
+
+	values[n++] = ObjectIdGetDatum(e->relid);
+	values[n++] = ObjectIdGetDatum(e->dbid);
+	values[n++] = (Datum) 0;
+	for (int k = 0; k < lengthof(counts); k++)
+		values[n++] = Int64GetDatum(counts[k]);
+	values[n++] = TimestampTzGetDatum((TimestampTz) pg_atomic_read_u64(&e->last_used));
+	Assert(n == 15);
+}
+
+/*
  * streamhnsw_cache_list() returns one row per index the cache knows: its
  * state, the size of its copy and the counters. Superusers and members
  * of pg_monitor or pg_read_all_stats see every database's; other roles
@@ -225,27 +251,12 @@ streamhnsw_cache_list(PG_FUNCTION_ARGS)
 	{
 		CacheEntry   *e = &cache_ctl->entries[i];
 		Datum	   *values = rows[nrows];
-		int			n = 0;
 
 		if (e->state == ENTRY_FREE || (!all && e->dbid != MyDatabaseId))
 			continue;
 		relids[nrows] = e->relid;
 		state[nrows++] = e->state;
-		values[n++] = ObjectIdGetDatum(e->relid);
-		values[n++] = ObjectIdGetDatum(e->dbid);
-		values[n++] = (Datum) 0;	/* state: text made with no lock held */
-		values[n++] = Int64GetDatum((int64) e->bytes);
-		values[n++] = Int64GetDatum((int64) e->nodes);
-		values[n++] = Int64GetDatum((int64) e->gpages);
-		values[n++] = Int64GetDatum((int64) e->upages);
-		values[n++] = Int64GetDatum((int64) pg_atomic_read_u64(&e->hits));
-		values[n++] = Int64GetDatum((int64) pg_atomic_read_u64(&e->misses));
-		values[n++] = Int64GetDatum((int64) e->builds);
-		values[n++] = Int64GetDatum((int64) e->invalidations);
-		values[n++] = Int64GetDatum((int64) e->refreshes);
-		values[n++] = Int64GetDatum((int64) e->evictions);
-		values[n++] = Int64GetDatum((int64) pg_atomic_read_u64(&e->insert_searches));
-		values[n++] = TimestampTzGetDatum((TimestampTz) pg_atomic_read_u64(&e->last_used));
+		cache_list_row(e, values);
 	}
 	LWLockRelease(&cache_ctl->lock);
 
