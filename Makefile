@@ -43,6 +43,7 @@ OBJS = \
 	src/vacuum.o \
 	src/truncate.o \
 	src/verify.o \
+	src/indexopen.o \
 	src/quantizer.o \
 	src/lookahead.o \
 	src/reader.o \

@@ -770,6 +770,19 @@ build_state_init(ShnswBuildState *bs, Relation heap, Relation index, int nworker
 }
 
 /*
+ * build_reread_nav reads row i's exact vector back from the temporary file
+ * into img (vec_size bytes) and its navigation form into bs->navbuf.
+ */
+static void
+build_reread_nav(ShnswBuildState *bs, uint32 i, char *img)
+{
+	if ((i & 255) == 0)
+		CHECK_FOR_INTERRUPTS();
+	build_read_exact(bs, i, img);
+	shnsw_vector_to_nav((struct varlena *) img, bs->elemtype, bs->metric, bs->dims, bs->navbuf);
+}
+
+/*
  * build_graph adds the in-memory rows to g (their float vectors, already
  * the graph's, or codes re-derived from the temporary file), links them and
  * makes every node reachable.
@@ -790,10 +803,7 @@ build_graph(ShnswBuildState *bs, ShnswBuildGraph *g, const float *lo, const floa
 
 		for (uint32 i = 0; i < bs->nmem; i++)
 		{
-			if ((i & 1023) == 0)
-				CHECK_FOR_INTERRUPTS();
-			build_read_exact(bs, i, img);
-			shnsw_vector_to_nav((struct varlena *) img, bs->elemtype, bs->metric, bs->dims, bs->navbuf);
+			build_reread_nav(bs, i, img);
 			if (bs->use_halves)
 			{
 				(void) shnsw_build_add_in_place(g);
@@ -812,10 +822,7 @@ build_graph(ShnswBuildState *bs, ShnswBuildGraph *g, const float *lo, const floa
 
 		for (uint32 i = 0; i < bs->nmem; i++)
 		{
-			if ((i & 255) == 0)
-				CHECK_FOR_INTERRUPTS();
-			build_read_exact(bs, i, img);
-			shnsw_vector_to_nav((struct varlena *) img, bs->elemtype, bs->metric, bs->dims, bs->navbuf);
+			build_reread_nav(bs, i, img);
 			sq8_encode(lo, scale, bs->navbuf, code, bs->dims);
 			bs->max_residual = Max(bs->max_residual,
 								   shnsw_code_residual(lo, scale, bs->navbuf, code, bs->dims));

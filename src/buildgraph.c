@@ -285,6 +285,29 @@ shnsw_build_neighbors(const ShnswBuildGraph *g, uint32_t i, int layer, int *coun
 	}
 }
 
+uint32_t
+shnsw_build_walk(const ShnswBuildGraph *g, uint32_t *parent, uint32_t *queue, uint32_t head,
+				 uint32_t tail)
+{
+	while (head < tail)
+	{
+		uint32_t	c = queue[head++];
+		int			cnt;
+		ShnswRef   *nb = shnsw_build_neighbors(g, c, 0, &cnt);
+
+		shnsw_check_interrupts();
+		for (int k = 0; k < cnt; k++)
+		{
+			if (parent[nb[k]] == SHNSW_BUILD_UNREACHED)
+			{
+				parent[nb[k]] = c;
+				queue[tail++] = nb[k];
+			}
+		}
+	}
+	return tail;
+}
+
 static inline void
 build_set_count(ShnswBuildGraph *g, uint32_t i, int layer, int count)
 {

@@ -192,6 +192,18 @@ extern void shnsw_build_relink(ShnswBuildGraph *g, uint32_t i);
 extern ShnswRef *shnsw_build_neighbors(const ShnswBuildGraph *g, uint32_t i, int layer,
 									   int *count);
 
+/* parent[v] of a node no walk has reached (shnsw_build_walk) */
+#define SHNSW_BUILD_UNREACHED UINT32_MAX
+
+/*
+ * Walk layer 0 breadth-first from queue[head..tail-1]: each node found
+ * with parent SHNSW_BUILD_UNREACHED gets as its parent the node whose list
+ * named it, and joins the queue. Returns the new tail (layout.c's page
+ * order, reachability.c's tree).
+ */
+extern uint32_t shnsw_build_walk(const ShnswBuildGraph *g, uint32_t *parent,
+								 uint32_t *queue, uint32_t head, uint32_t tail);
+
 /*
  * The form of the SQ8 distance inserts and VACUUM navigate and choose
  * neighbours with, for an index of metric: L2 for cosine (the navigation

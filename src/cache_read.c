@@ -51,6 +51,13 @@ typedef struct CacheScan
 								 * buffers, kept until flush */
 } CacheScan;
 
+/* Block blk's entry in the copy's map; MAP_ABSENT beyond the map. */
+static inline uint32
+copy_map_entry(const LocalCopy *li, uint32 blk)
+{
+	return blk < li->cp->mapcap ? pg_atomic_read_u32(&li->map[blk]) : MAP_ABSENT;
+}
+
 /*
  * The copy's record of node ref and (if desc) its page's descriptor, or
  * NULL if the copy lacks the node. No seqlock: the caller reads the record
@@ -62,7 +69,7 @@ cached_record_addr(CacheScan *ss, ShnswRef ref, CachePageDesc **desc)
 {
 	LocalCopy *li = ss->li;
 	uint32		blk = shnsw_ref_block(ref, ss->slot_bits);
-	uint32		v = blk < li->cp->mapcap ? pg_atomic_read_u32(&li->map[blk]) : MAP_ABSENT;
+	uint32		v = copy_map_entry(li, blk);
 
 	if (MAP_KIND(v) != MAP_GRAPH || v == MAP_RESERVED)
 		return NULL;
@@ -482,10 +489,9 @@ cached_read_upper(void *vctx, ShnswUpperLoc loc, int layer, ShnswRef *out)
 {
 	CacheScan  *ss = (CacheScan *) vctx;
 	LocalCopy  *li = ss->li;
-	uint32		v;
+	uint32		v = copy_map_entry(li, loc.block);
 
-	if (loc.block < li->cp->mapcap &&
-		MAP_KIND(v = pg_atomic_read_u32(&li->map[loc.block])) == MAP_UPPER && v != MAP_RESERVED)
+	if (MAP_KIND(v) == MAP_UPPER && v != MAP_RESERVED)
 	{
 		UpperRead	r = {li->udata + (Size) MAP_INDEX(v) * BLCKSZ, loc, layer, ss->m, out};
 		int			cnt = seq_read(&li->udesc[MAP_INDEX(v)], upper_read, &r);
@@ -579,21 +585,13 @@ cached_page_records(void *vctx, uint32 blk, ShnswRecordsFn fn, void *arg)
 {
 	CacheScan  *ss = (CacheScan *) vctx;
 	LocalCopy  *li = ss->li;
-	RecordsRead r;
-	uint32		v;
+	uint32		v = copy_map_entry(li, blk);
+	RecordsRead r = {li, blk, v, fn, arg};
 
-	if (blk >= li->cp->mapcap)
-		return -1;
-	v = pg_atomic_read_u32(&li->map[blk]);
 	if (v == MAP_RESERVED || MAP_KIND(v) == MAP_ABSENT)
 		return -1;
 	if (MAP_KIND(v) != MAP_GRAPH || fn == NULL)
 		return 0;
-	r.li = li;
-	r.blk = blk;
-	r.v = v;
-	r.fn = fn;
-	r.arg = arg;
 	return seq_read(&li->gdesc[MAP_INDEX(v)], records_read, &r);
 }
 

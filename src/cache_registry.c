@@ -564,6 +564,37 @@ cache_local_sweep(void)
 
 
 /*
+ * lru_copy: the least recently used ready copy other than self's that may
+ * go: one idle for CACHE_IDLE_SECS, or (in_use_too) one in use that the
+ * request may evict (cache_evict_rights). NULL if none. Caller holds
+ * cache_ctl->lock.
+ */
+static CacheEntry *
+lru_copy(const CacheEntry *self, bool in_use_too)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	CacheEntry *victim = NULL;
+
+	for (int i = 0; i < CACHE_MAX_ENTRIES; i++)
+	{
+		CacheEntry *e = &cache_ctl->entries[i];
+		bool		idle;
+
+		if (e == self || e->state != ENTRY_READY)
+			continue;
+		idle = TimestampDifferenceExceeds((TimestampTz) pg_atomic_read_u64(&e->last_used),
+										  now, CACHE_IDLE_SECS * 1000);
+		/* a copy in use goes on request only if the caller may evict it */
+		if (!idle && (!in_use_too || !may_evict(e)))
+			continue;
+		if (victim == NULL ||
+			pg_atomic_read_u64(&e->last_used) < pg_atomic_read_u64(&victim->last_used))
+			victim = e;
+	}
+	return victim;
+}
+
+/*
  * Evict until `need` more bytes fit: least recently used first, copies
  * idle for CACHE_IDLE_SECS only if idle_only, else also copies in use that
  * the request may evict (cache_evict_rights). Caller holds cache_ctl->lock exclusively.
@@ -572,31 +603,11 @@ bool
 cache_make_room(Size need, CacheEntry *self, bool idle_only, dsm_handle *unpin, int *nunpin)
 {
 	Size		budget = (Size) shnsw_shared_cache_size * 1024 * 1024;
-	TimestampTz now = GetCurrentTimestamp();
 
 	while (cache_ctl->total_bytes + need > budget)
 	{
-		CacheEntry   *victim = NULL;
+		CacheEntry *victim = lru_copy(self, !idle_only);
 
-		for (int i = 0; i < CACHE_MAX_ENTRIES; i++)
-		{
-			CacheEntry   *e = &cache_ctl->entries[i];
-
-			bool		idle;
-
-			if (e == self || e->state != ENTRY_READY)
-				continue;
-			idle = TimestampDifferenceExceeds((TimestampTz) pg_atomic_read_u64(&e->last_used),
-											  now, CACHE_IDLE_SECS * 1000);
-			if (idle_only && !idle)
-				continue;
-			/* a copy in use goes on request only if the caller may evict it */
-			if (!idle && !may_evict(e))
-				continue;
-			if (victim == NULL ||
-				pg_atomic_read_u64(&e->last_used) < pg_atomic_read_u64(&victim->last_used))
-				victim = e;
-		}
 		if (victim == NULL)
 			return false;
 		victim->evictions++;
@@ -684,22 +695,7 @@ cache_entry_new(Relation index, bool explicit, dsm_handle *unpin, int *nunpin)
 		e = lru;
 	if (e == NULL)
 	{
-		for (int i = 0; i < CACHE_MAX_ENTRIES; i++)
-		{
-			CacheEntry   *o = &cache_ctl->entries[i];
-
-			bool		idle;
-
-			if (o->state != ENTRY_READY)
-				continue;
-			idle = TimestampDifferenceExceeds((TimestampTz) pg_atomic_read_u64(&o->last_used),
-											  GetCurrentTimestamp(), CACHE_IDLE_SECS * 1000);
-			if (!idle && (!explicit || !may_evict(o)))
-				continue;
-			if (lru == NULL ||
-				pg_atomic_read_u64(&o->last_used) < pg_atomic_read_u64(&lru->last_used))
-				lru = o;
-		}
+		lru = lru_copy(NULL, explicit);
 		if (lru == NULL)
 			return NULL;
 		unpin[(*nunpin)++] = cache_drop_segment(lru);

@@ -6,7 +6,7 @@
  *	  (shnsw_cache_drop_index).
  *
  * load and drop check the index's kind and the caller's privilege in the
- * catalog before they lock it (as verify.c does); list shows a plain role
+ * catalog before they lock it (indexopen.c); list shows a plain role
  * only this database's indexes it may read.
  *
  *-------------------------------------------------------------------------
@@ -29,45 +29,8 @@
 
 #include "cache.h"
 #include "cache_int.h"
+#include "indexopen.h"
 #include "meta.h"
-
-/*
- * open_cache_index opens (AccessShareLock) a streamhnsw index the caller
- * may load or drop the copy of: SELECT on the index, as pg_prewarm asks
- * (its owner, or a superuser: an index has no grants of its own). The kind
- * and the privilege are checked in the catalog first, so no lock is ever
- * queued on a relation the caller has no rights on (as verify.c does).
- */
-static Relation
-open_cache_index(Oid indexoid)
-{
-	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(indexoid));
-	Form_pg_class cls;
-	Relation	index;
-
-	if (!HeapTupleIsValid(tup))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("relation with OID %u does not exist", indexoid)));
-	cls = (Form_pg_class) GETSTRUCT(tup);
-	if (cls->relkind != RELKIND_INDEX ||
-		cls->relam != get_index_am_oid("streamhnsw", false))
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("\"%s\" is not a streamhnsw index", NameStr(cls->relname))));
-	if (pg_class_aclcheck(indexoid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
-		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_INDEX, NameStr(cls->relname));
-	ReleaseSysCache(tup);
-
-	index = relation_open(indexoid, AccessShareLock);
-	/* the OID named another relation by the time the lock was granted */
-	if (index->rd_rel->relkind != RELKIND_INDEX ||
-		index->rd_rel->relam != get_index_am_oid("streamhnsw", false))
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("\"%s\" is not a streamhnsw index", RelationGetRelationName(index))));
-	return index;
-}
 
 /*
  * evict_rights_collect fills r with the owners of ready copies whose
@@ -113,7 +76,7 @@ PG_FUNCTION_INFO_V1(streamhnsw_cache_load);
 Datum
 streamhnsw_cache_load(PG_FUNCTION_ARGS)
 {
-	Relation	index = open_cache_index(PG_GETARG_OID(0));
+	Relation	index = shnsw_index_open(PG_GETARG_OID(0), AccessShareLock, SHNSW_RIGHT_SELECT);
 	ShnswIndexInfo *info;
 	ShnswMetaSnapshot snap;
 	LocalCopy *li = NULL;
@@ -207,7 +170,7 @@ PG_FUNCTION_INFO_V1(streamhnsw_cache_drop);
 Datum
 streamhnsw_cache_drop(PG_FUNCTION_ARGS)
 {
-	Relation	index = open_cache_index(PG_GETARG_OID(0));
+	Relation	index = shnsw_index_open(PG_GETARG_OID(0), AccessShareLock, SHNSW_RIGHT_SELECT);
 	bool		dropped = shnsw_cache_drop_index(index);
 
 	relation_close(index, AccessShareLock);
@@ -230,6 +193,32 @@ cache_list_visible(Oid relid)
 		return false;			/* dropped meanwhile */
 	return pg_class_aclcheck(heapoid, GetUserId(), ACL_SELECT) == ACLCHECK_OK ||
 		object_ownercheck(RelationRelationId, relid, GetUserId());
+}
+
+/*
+ * cache_list_row fills the columns of streamhnsw_cache_list's row for entry
+ * e (the state's text is made later, with no lock held). Caller holds
+ * cache_ctl->lock.
+ */
+static void
+cache_list_row(CacheEntry *e, Datum *values)
+{
+	/* the bigint columns, in the function's order */
+	int64		counts[] = {
+		e->bytes, e->nodes, e->gpages, e->upages,
+		pg_atomic_read_u64(&e->hits), pg_atomic_read_u64(&e->misses),
+		e->builds, e->invalidations, e->refreshes, e->evictions,
+		pg_atomic_read_u64(&e->insert_searches)
+	};
+	int			n = 0;
+
+	values[n++] = ObjectIdGetDatum(e->relid);
+	values[n++] = ObjectIdGetDatum(e->dbid);
+	values[n++] = (Datum) 0;
+	for (int k = 0; k < lengthof(counts); k++)
+		values[n++] = Int64GetDatum(counts[k]);
+	values[n++] = TimestampTzGetDatum((TimestampTz) pg_atomic_read_u64(&e->last_used));
+	Assert(n == 15);
 }
 
 /*
@@ -262,27 +251,12 @@ streamhnsw_cache_list(PG_FUNCTION_ARGS)
 	{
 		CacheEntry   *e = &cache_ctl->entries[i];
 		Datum	   *values = rows[nrows];
-		int			n = 0;
 
 		if (e->state == ENTRY_FREE || (!all && e->dbid != MyDatabaseId))
 			continue;
 		relids[nrows] = e->relid;
 		state[nrows++] = e->state;
-		values[n++] = ObjectIdGetDatum(e->relid);
-		values[n++] = ObjectIdGetDatum(e->dbid);
-		values[n++] = (Datum) 0;	/* state: text made with no lock held */
-		values[n++] = Int64GetDatum((int64) e->bytes);
-		values[n++] = Int64GetDatum((int64) e->nodes);
-		values[n++] = Int64GetDatum((int64) e->gpages);
-		values[n++] = Int64GetDatum((int64) e->upages);
-		values[n++] = Int64GetDatum((int64) pg_atomic_read_u64(&e->hits));
-		values[n++] = Int64GetDatum((int64) pg_atomic_read_u64(&e->misses));
-		values[n++] = Int64GetDatum((int64) e->builds);
-		values[n++] = Int64GetDatum((int64) e->invalidations);
-		values[n++] = Int64GetDatum((int64) e->refreshes);
-		values[n++] = Int64GetDatum((int64) e->evictions);
-		values[n++] = Int64GetDatum((int64) pg_atomic_read_u64(&e->insert_searches));
-		values[n++] = TimestampTzGetDatum((TimestampTz) pg_atomic_read_u64(&e->last_used));
+		cache_list_row(e, values);
 	}
 	LWLockRelease(&cache_ctl->lock);
 

@@ -186,6 +186,15 @@ shnsw_write_abort(ShnswWriteState *state)
 	pfree(state);
 }
 
+ShnswMetaPage
+shnsw_write_meta(Relation index, Buffer *metabuf, ShnswWriteState **state)
+{
+	*metabuf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
+	LockBuffer(*metabuf, BUFFER_LOCK_EXCLUSIVE);
+	*state = shnsw_write_start(index);
+	return ShnswPageGetMeta(shnsw_write_buffer(*state, *metabuf, 0));
+}
+
 /*
  * write_meta_through carries the metapage's new state (page) over to the
  * copy cp, if cp had the one before this change: the metapage is

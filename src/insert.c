@@ -156,10 +156,7 @@ insert_start(InsertState *is, const float *nav, ItemPointer heap_tid, InsertStar
 		ShnswWriteState *state;
 
 		shnsw_train_from_first(index, is->info, nav);
-		metabuf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
-		LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
-		state = shnsw_write_start(index);
-		meta = ShnswPageGetMeta(shnsw_write_buffer(state, metabuf, 0));
+		meta = shnsw_write_meta(index, &metabuf, &state);
 		meta->quant_trained = true;
 		meta->quant_rows = 1;
 		shnsw_write_finish(state);
@@ -680,13 +677,10 @@ static bool
 insert_publish(Relation index, bool far_out)
 {
 	ShnswWriteState *state;
-	Buffer		metabuf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
-	ShnswMetaPage meta;
+	Buffer		metabuf;
+	ShnswMetaPage meta = shnsw_write_meta(index, &metabuf, &state);
 	bool		retrain;
 
-	LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
-	state = shnsw_write_start(index);
-	meta = ShnswPageGetMeta(shnsw_write_buffer(state, metabuf, 0));
 	meta->cache_generation++;
 	retrain = meta_retrain_due(meta, far_out);
 	shnsw_write_finish(state);

@@ -46,15 +46,6 @@ extern ShnswSimdLevel shnsw_kernels_init(ShnswSimdLevel max);
 extern float (*shnsw_l2sq_f32) (const float *a, const float *b, int dim);
 extern float (*shnsw_dot_f32) (const float *a, const float *b, int dim);
 
-/* Navigation distance between two float vectors for a metric (smaller is closer). */
-static inline float
-shnsw_float_distance(ShnswMetric metric, const float *a, const float *b, int dim)
-{
-	if (metric == SHNSW_METRIC_L2)
-		return shnsw_l2sq_f32(a, b, dim);
-	return -shnsw_dot_f32(a, b, dim);
-}
-
 /* IEEE half (as stored by pgvector's halfvec) to float. */
 extern float shnsw_half_to_float(uint16_t h);
 extern void shnsw_halves_to_floats(const uint16_t *h, float *out, int dim);
@@ -74,16 +65,25 @@ extern float shnsw_half_scale(const float *mins, const float *maxs, int dim);
 extern void (*shnsw_floats_to_halves) (const float *v, float scale, uint16_t *out, int dim);
 extern void (*shnsw_halves_to_floats_nav) (const uint16_t *h, float *out, int dim);
 
-/* Distances from a float vector a to a half vector b (smaller is closer). */
+/* Distances from a float vector a to a half vector b. */
 extern float (*shnsw_l2sq_f32_f16) (const float *a, const uint16_t *b, int dim);
 extern float (*shnsw_dot_f32_f16) (const float *a, const uint16_t *b, int dim);
+
+/*
+ * Navigation distances for a metric (smaller is closer): L2 squared, else
+ * the negative inner product; between two float vectors, and from a float
+ * vector a to a half vector b.
+ */
+static inline float
+shnsw_float_distance(ShnswMetric metric, const float *a, const float *b, int dim)
+{
+	return metric == SHNSW_METRIC_L2 ? shnsw_l2sq_f32(a, b, dim) : -shnsw_dot_f32(a, b, dim);
+}
 
 static inline float
 shnsw_half_distance(ShnswMetric metric, const float *a, const uint16_t *b, int dim)
 {
-	if (metric == SHNSW_METRIC_L2)
-		return shnsw_l2sq_f32_f16(a, b, dim);
-	return -shnsw_dot_f32_f16(a, b, dim);
+	return metric == SHNSW_METRIC_L2 ? shnsw_l2sq_f32_f16(a, b, dim) : -shnsw_dot_f32_f16(a, b, dim);
 }
 
 /* Scale v to unit length in place; returns false (and leaves v) if its norm is 0. */

@@ -17,49 +17,28 @@
 void
 shnsw_build_layout_order(const ShnswBuildGraph *g, uint32_t *order)
 {
-	uint8_t    *seen = shnsw_alloc0(g->n ? g->n : 1);
-	uint32_t	head = 0,
-				tail = 0;
+	uint32_t   *parent;
+	uint32_t	tail = 0;
 
 	if (g->n == 0)
-	{
-		shnsw_free(seen);
 		return;
-	}
+	parent = shnsw_alloc(sizeof(uint32_t) * g->n);
+	for (uint32_t i = 0; i < g->n; i++)
+		parent[i] = SHNSW_BUILD_UNREACHED;
+	parent[g->entry] = g->entry;
 	order[tail++] = g->entry;
-	seen[g->entry] = 1;
-	for (;;)
+	tail = shnsw_build_walk(g, parent, order, 0, tail);
+	/* an unreached node (rare): start a new walk from it */
+	for (uint32_t i = 0; i < g->n && tail < g->n; i++)
 	{
-		while (head < tail)
+		if (parent[i] == SHNSW_BUILD_UNREACHED)
 		{
-			uint32_t	c = order[head++];
-			int			cnt;
-			ShnswRef   *nb = shnsw_build_neighbors(g, c, 0, &cnt);
-
-			shnsw_check_interrupts();
-			for (int k = 0; k < cnt; k++)
-			{
-				if (!seen[nb[k]])
-				{
-					seen[nb[k]] = 1;
-					order[tail++] = nb[k];
-				}
-			}
-		}
-		if (tail == g->n)
-			break;
-		/* an unreached node (rare): start a new walk from it */
-		for (uint32_t i = 0; i < g->n; i++)
-		{
-			if (!seen[i])
-			{
-				seen[i] = 1;
-				order[tail++] = i;
-				break;
-			}
+			parent[i] = i;
+			order[tail] = i;
+			tail = shnsw_build_walk(g, parent, order, tail, tail + 1);
 		}
 	}
-	shnsw_free(seen);
+	shnsw_free(parent);
 }
 
 /*

@@ -230,16 +230,18 @@ shnsw_read_meta(Relation index, ShnswMetaSnapshot *snap)
 	Buffer		buf;
 	ShnswMetaPage meta = lock_meta(index, &buf);
 
-	snap->entry = meta->entry;
-	snap->entry_level = meta->entry_level;
-	snap->node_count = meta->node_count;
-	snap->cache_generation = meta->cache_generation;
-	snap->quant_version = meta->quant_version;
-	snap->truncations = meta->truncations;
-	snap->build_nonce = meta->build_nonce;
-	snap->max_residual = (meta->flags & SHNSW_META_RESIDUAL) ? meta->max_residual : -1.0;
-	snap->clamps_marked = (meta->flags & SHNSW_META_CLAMPS) != 0;
-	snap->lsn = PageGetLSN(BufferGetPage(buf));
+	*snap = (ShnswMetaSnapshot) {
+		.entry = meta->entry,
+		.entry_level = meta->entry_level,
+		.node_count = meta->node_count,
+		.cache_generation = meta->cache_generation,
+		.quant_version = meta->quant_version,
+		.truncations = meta->truncations,
+		.build_nonce = meta->build_nonce,
+		.max_residual = (meta->flags & SHNSW_META_RESIDUAL) ? meta->max_residual : -1.0,
+		.clamps_marked = (meta->flags & SHNSW_META_CLAMPS) != 0,
+		.lsn = PageGetLSN(BufferGetPage(buf)),
+	};
 	UnlockReleaseBuffer(buf);
 
 	/* the quantizer was retrained: drop our cached description */

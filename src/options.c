@@ -48,42 +48,119 @@ static relopt_kind shnsw_relopt_kind;
 static struct config_generic *ef_search_guc = NULL;
 
 /*
- * define_debug_settings registers the developer settings: test hooks and
- * A/B switches that only the assertion build (make DEV=1, which make test
- * uses) has, there superuser-only and hidden from SHOW ALL and
- * postgresql.conf.sample. A release build has none of them; their variables
- * keep the defaults above.
+ * A setting as DefineCustom*Variable takes it: its type says which
+ * (PGC_BOOL, PGC_INT, PGC_REAL or PGC_ENUM), boot, min and max are its
+ * default and range (a bool's default: 0 or 1), options an enum's values.
  */
-static void
-define_debug_settings(void)
+typedef struct ShnswSetting
 {
+	const char *name;
+	const char *short_desc;
+	const char *long_desc;
+	enum config_type type;
+	void	   *var;
+	double		boot;
+	double		min;
+	double		max;
+	const struct config_enum_entry *options;
+} ShnswSetting;
+
+/* What a user may set; PGC_USERSET. */
+static const ShnswSetting user_settings[] = {
+	{"streamhnsw.ef_search",
+		"Size of the dynamic candidate list of a search.",
+		"Larger values give better recall and slower searches. Where this setting is not set (SET, ALTER ROLE/DATABASE, postgresql.conf, connection options), an index's ef_search option applies.",
+	PGC_INT, &shnsw_ef_search, SHNSW_DEFAULT_EF_SEARCH, SHNSW_MIN_EF_SEARCH, SHNSW_MAX_EF_SEARCH},
+	{"streamhnsw.max_scan_tuples",
+		"Maximum number of nodes a scan examines once its first round is done.",
+		"Bounds iterative scans that keep searching for rows a WHERE clause filters out.",
+	PGC_INT, &shnsw_max_scan_tuples, SHNSW_DEFAULT_MAX_SCAN_TUPLES, SHNSW_MIN_MAX_SCAN_TUPLES, INT_MAX},
+	{"streamhnsw.sweep_threshold",
+		"Share of the index a strict scan's walk sees before it reads the whole index (1: never).",
+		"An opt-in for exact answers: when max_scan_tuples covers every node, a strict_order scan that has seen this share of the nodes reads every graph page once instead of running another round, so that no later row is returned on the graph's premise; 0 sweeps right after the first round, before any row is returned (exact and complete, at the cost of reading the index in every scan). The default, 1, never sweeps a scan by itself.",
+	PGC_REAL, &shnsw_sweep_threshold, SHNSW_DEFAULT_SWEEP_THRESHOLD, 0.0, 1.0},
+	{"streamhnsw.iterative_scan",
+		"Order in which an iterative scan returns rows.",
+		"strict_order returns rows in exact distance order, holding each back while a bounded extra search can still find a closer one, and skips a row found after a farther one was returned; relaxed_order returns each round's rows as soon as they are re-ranked, rows found late out of order.",
+	PGC_ENUM, &shnsw_iterative_scan, SHNSW_ITERATIVE_STRICT, 0, 0, iterative_scan_options},
+	{"streamhnsw.io_mode",
+		"How scans read index pages.",
+		"sync reads one page at a time; stream keeps asynchronous reads in flight.",
+	PGC_ENUM, &shnsw_io_mode, SHNSW_IO_STREAM, 0, 0, io_mode_options},
+	{"streamhnsw.max_read_ahead",
+		"Maximum number of pages a scan keeps pinned for read-ahead.",
+		"Also bounded by the backend's share of shared buffers.",
+	PGC_INT, &shnsw_max_read_ahead, SHNSW_DEFAULT_MAX_READ_AHEAD, 1, 1024},
+	{"streamhnsw.heap_prefetch",
+		"Number of result rows whose heap blocks a scan reads ahead of the executor (0: none).",
+		"The first rows a scan returns have their heap blocks read together; the window doubles as rows are consumed, within effective_io_concurrency.",
+	PGC_INT, &shnsw_heap_prefetch, SHNSW_DEFAULT_HEAP_PREFETCH, 0, 1024},
+	{"streamhnsw.lookahead_window",
+		"Number of page accesses the read-ahead controller averages its miss rate over.",
+		NULL,
+	PGC_INT, &shnsw_lookahead_window, SHNSW_DEFAULT_LOOKAHEAD_WINDOW, 1, 4096},
+};
+
 #ifdef USE_ASSERT_CHECKING
-	DefineCustomBoolVariable("streamhnsw.debug_discard_caches",
-							 "Discards the index's cached description at every access-method call (developer setting, for tests).",
-							 "Wipes and frees rd_amcache through a relcache invalidation, as debug_discard_caches does in servers built with assertions.",
-							 &shnsw_debug_discard_caches, false,
-							 PGC_SUSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
-	DefineCustomBoolVariable("streamhnsw.debug_list_conflicts",
-							 "Makes every neighbour-list change find its list changed, until it runs out of retries (developer setting, for tests).",
-							 NULL,
-							 &shnsw_debug_list_conflicts, false,
-							 PGC_SUSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
-	DefineCustomIntVariable("streamhnsw.debug_io_cap",
-							"Caps a scan's reads in flight (developer setting, for A/B measurements).",
-							"-1: from io_method and io_workers (reader.c); 0: no cap beyond effective_io_concurrency.",
-							&shnsw_debug_io_cap, -1, -1, 1024,
-							PGC_SUSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
-	DefineCustomBoolVariable("streamhnsw.debug_keep_lists",
-							 "Keeps the neighbour list of every node a search over the shared cache sees, as the buffer path does (developer setting, for A/B measurements).",
-							 "Off: the list is read from the cache when the node is expanded.",
-							 &shnsw_debug_keep_lists, false,
-							 PGC_SUSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
-	DefineCustomBoolVariable("streamhnsw.debug_build_floats",
-							 "Builds the in-memory graph on float vectors where it would link on half-precision ones (developer setting, for A/B measurements).",
-							 "Off: a graph on floats of 64 dimensions or more links on halves; the index written is the same format either way.",
-							 &shnsw_debug_build_floats, false,
-							 PGC_SUSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
+/*
+ * The developer settings: test hooks and A/B switches that only the
+ * assertion build (make DEV=1, which make test uses) has, there
+ * superuser-only and hidden from SHOW ALL and postgresql.conf.sample. A
+ * release build has none of them; their variables keep the defaults above.
+ */
+static const ShnswSetting debug_settings[] = {
+	{"streamhnsw.debug_discard_caches",
+		"Discards the index's cached description at every access-method call (developer setting, for tests).",
+		"Wipes and frees rd_amcache through a relcache invalidation, as debug_discard_caches does in servers built with assertions.",
+	PGC_BOOL, &shnsw_debug_discard_caches, false},
+	{"streamhnsw.debug_list_conflicts",
+		"Makes every neighbour-list change find its list changed, until it runs out of retries (developer setting, for tests).",
+		NULL,
+	PGC_BOOL, &shnsw_debug_list_conflicts, false},
+	{"streamhnsw.debug_io_cap",
+		"Caps a scan's reads in flight (developer setting, for A/B measurements).",
+		"-1: from io_method and io_workers (reader.c); 0: no cap beyond effective_io_concurrency.",
+	PGC_INT, &shnsw_debug_io_cap, -1, -1, 1024},
+	{"streamhnsw.debug_keep_lists",
+		"Keeps the neighbour list of every node a search over the shared cache sees, as the buffer path does (developer setting, for A/B measurements).",
+		"Off: the list is read from the cache when the node is expanded.",
+	PGC_BOOL, &shnsw_debug_keep_lists, false},
+	{"streamhnsw.debug_build_floats",
+		"Builds the in-memory graph on float vectors where it would link on half-precision ones (developer setting, for A/B measurements).",
+		"Off: a graph on floats of 64 dimensions or more links on halves; the index written is the same format either way.",
+	PGC_BOOL, &shnsw_debug_build_floats, false},
+};
 #endif
+
+/* define_settings registers the n settings of set with context and flags. */
+static void
+define_settings(const ShnswSetting *set, int n, GucContext context, int flags)
+{
+	for (const ShnswSetting *s = set; s < set + n; s++)
+	{
+		switch (s->type)
+		{
+			case PGC_BOOL:
+				DefineCustomBoolVariable(s->name, s->short_desc, s->long_desc, (bool *) s->var,
+										 s->boot != 0, context, flags, NULL, NULL, NULL);
+				break;
+			case PGC_INT:
+				DefineCustomIntVariable(s->name, s->short_desc, s->long_desc, (int *) s->var,
+										(int) s->boot, (int) s->min, (int) s->max,
+										context, flags, NULL, NULL, NULL);
+				break;
+			case PGC_REAL:
+				DefineCustomRealVariable(s->name, s->short_desc, s->long_desc, (double *) s->var,
+										 s->boot, s->min, s->max, context, flags, NULL, NULL, NULL);
+				break;
+			case PGC_ENUM:
+				DefineCustomEnumVariable(s->name, s->short_desc, s->long_desc, (int *) s->var,
+										 (int) s->boot, s->options, context, flags, NULL, NULL, NULL);
+				break;
+			default:
+				elog(ERROR, "setting \"%s\" has an unknown type", s->name);
+		}
+	}
 }
 
 /*
@@ -115,50 +192,12 @@ shnsw_init_options(void)
 					  -1, SHNSW_MIN_EF_SEARCH, SHNSW_MAX_EF_SEARCH,
 					  ShareUpdateExclusiveLock);
 
-	DefineCustomIntVariable("streamhnsw.ef_search",
-							"Size of the dynamic candidate list of a search.",
-							"Larger values give better recall and slower searches. Where this setting is not set (SET, ALTER ROLE/DATABASE, postgresql.conf, connection options), an index's ef_search option applies.",
-							&shnsw_ef_search, SHNSW_DEFAULT_EF_SEARCH,
-							SHNSW_MIN_EF_SEARCH, SHNSW_MAX_EF_SEARCH,
-							PGC_USERSET, 0, NULL, NULL, NULL);
+	define_settings(user_settings, lengthof(user_settings), PGC_USERSET, 0);
 	ef_search_guc = find_option("streamhnsw.ef_search", false, false, ERROR);
-	DefineCustomIntVariable("streamhnsw.max_scan_tuples",
-							"Maximum number of nodes a scan examines once its first round is done.",
-							"Bounds iterative scans that keep searching for rows a WHERE clause filters out.",
-							&shnsw_max_scan_tuples, SHNSW_DEFAULT_MAX_SCAN_TUPLES,
-							SHNSW_MIN_MAX_SCAN_TUPLES, INT_MAX,
-							PGC_USERSET, 0, NULL, NULL, NULL);
-	DefineCustomRealVariable("streamhnsw.sweep_threshold",
-							 "Share of the index a strict scan's walk sees before it reads the whole index (1: never).",
-							 "An opt-in for exact answers: when max_scan_tuples covers every node, a strict_order scan that has seen this share of the nodes reads every graph page once instead of running another round, so that no later row is returned on the graph's premise; 0 sweeps right after the first round, before any row is returned (exact and complete, at the cost of reading the index in every scan). The default, 1, never sweeps a scan by itself.",
-							 &shnsw_sweep_threshold, SHNSW_DEFAULT_SWEEP_THRESHOLD, 0.0, 1.0,
-							 PGC_USERSET, 0, NULL, NULL, NULL);
-	DefineCustomEnumVariable("streamhnsw.iterative_scan",
-							 "Order in which an iterative scan returns rows.",
-							 "strict_order returns rows in exact distance order, holding each back while a bounded extra search can still find a closer one, and skips a row found after a farther one was returned; relaxed_order returns each round's rows as soon as they are re-ranked, rows found late out of order.",
-							 &shnsw_iterative_scan, SHNSW_ITERATIVE_STRICT, iterative_scan_options,
-							 PGC_USERSET, 0, NULL, NULL, NULL);
-	DefineCustomEnumVariable("streamhnsw.io_mode",
-							 "How scans read index pages.",
-							 "sync reads one page at a time; stream keeps asynchronous reads in flight.",
-							 &shnsw_io_mode, SHNSW_IO_STREAM, io_mode_options,
-							 PGC_USERSET, 0, NULL, NULL, NULL);
-	DefineCustomIntVariable("streamhnsw.max_read_ahead",
-							"Maximum number of pages a scan keeps pinned for read-ahead.",
-							"Also bounded by the backend's share of shared buffers.",
-							&shnsw_max_read_ahead, SHNSW_DEFAULT_MAX_READ_AHEAD, 1, 1024,
-							PGC_USERSET, 0, NULL, NULL, NULL);
-	DefineCustomIntVariable("streamhnsw.heap_prefetch",
-							"Number of result rows whose heap blocks a scan reads ahead of the executor (0: none).",
-							"The first rows a scan returns have their heap blocks read together; the window doubles as rows are consumed, within effective_io_concurrency.",
-							&shnsw_heap_prefetch, SHNSW_DEFAULT_HEAP_PREFETCH, 0, 1024,
-							PGC_USERSET, 0, NULL, NULL, NULL);
-	DefineCustomIntVariable("streamhnsw.lookahead_window",
-							"Number of page accesses the read-ahead controller averages its miss rate over.",
-							NULL,
-							&shnsw_lookahead_window, SHNSW_DEFAULT_LOOKAHEAD_WINDOW, 1, 4096,
-							PGC_USERSET, 0, NULL, NULL, NULL);
-	define_debug_settings();
+#ifdef USE_ASSERT_CHECKING
+	define_settings(debug_settings, lengthof(debug_settings), PGC_SUSET,
+					GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE);
+#endif
 	MarkGUCPrefixReserved("streamhnsw");
 }
 

@@ -32,6 +32,8 @@
 #include "storage/bufpage.h"
 #include "utils/relcache.h"
 
+#include "pages.h"
+
 /* one record in progress; palloc'd by start, freed by finish or abort */
 typedef struct ShnswWriteState ShnswWriteState;
 
@@ -39,6 +41,15 @@ extern ShnswWriteState *shnsw_write_start(Relation index);
 extern Page shnsw_write_buffer(ShnswWriteState *state, Buffer buffer, int flags);
 extern XLogRecPtr shnsw_write_finish(ShnswWriteState *state);
 extern void shnsw_write_abort(ShnswWriteState *state);
+
+/*
+ * shnsw_write_meta starts a record of the metapage alone: reads and locks
+ * it exclusively (*metabuf), starts *state, registers the metapage and
+ * returns its writable copy. The caller finishes the record, then unlocks
+ * and releases *metabuf.
+ */
+extern ShnswMetaPage shnsw_write_meta(Relation index, Buffer *metabuf,
+									  ShnswWriteState **state);
 
 /*
  * shnsw_write_direct: this backend's changes of index relid (a build's

@@ -237,13 +237,10 @@ shnsw_retrain(Relation index)
 
 	/* publish */
 	{
-		Buffer		metabuf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
+		Buffer		metabuf;
 		ShnswWriteState *state;
-		ShnswMetaPage meta;
+		ShnswMetaPage meta = shnsw_write_meta(index, &metabuf, &state);
 
-		LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
-		state = shnsw_write_start(index);
-		meta = ShnswPageGetMeta(shnsw_write_buffer(state, metabuf, 0));
 		meta->quant_rows = rows;
 		if (meta->flags & SHNSW_META_RESIDUAL)
 			meta->max_residual = max_residual;	/* every code is new */

@@ -41,7 +41,7 @@ shnsw_reach_all(int64_t n, int64_t entry, const ShnswReachOps *ops, void *arg)
 }
 
 /*
- * Reachability repair. The walk below keeps a breadth-first tree of layer 0
+ * Reachability repair. The walk (shnsw_build_walk) keeps a breadth-first tree of layer 0
  * from the entry point: parent[v] is the reached node whose list gave v its
  * tree link (the entry is its own parent; REACH_NONE: not reached yet). The
  * reached set is closed under layer-0 links, and tree links are never
@@ -54,32 +54,8 @@ shnsw_reach_all(int64_t n, int64_t entry, const ShnswReachOps *ops, void *arg)
  * clustered 16-d vectors, m = 8, ef_search 10); with the cap, recall stays
  * within half a point of the unrepaired graph's.
  */
-#define REACH_NONE UINT32_MAX
+#define REACH_NONE SHNSW_BUILD_UNREACHED
 #define REACH_MAX_REPLACED 1
-
-/* Walk layer 0 from queue[head..tail-1], adopting unreached nodes; returns the new tail. */
-static uint32_t
-reach_walk(const ShnswBuildGraph *g, uint32_t *parent, uint32_t *queue, uint32_t head,
-		   uint32_t tail)
-{
-	while (head < tail)
-	{
-		uint32_t	c = queue[head++];
-		int			cnt;
-		ShnswRef   *nb = shnsw_build_neighbors(g, c, 0, &cnt);
-
-		shnsw_check_interrupts();
-		for (int k = 0; k < cnt; k++)
-		{
-			if (parent[nb[k]] == REACH_NONE)
-			{
-				parent[nb[k]] = c;
-				queue[tail++] = nb[k];
-			}
-		}
-	}
-	return tail;
-}
 
 /* Whether reached node p can take a link: a free slot, or an entry not its tree child. */
 static bool
@@ -258,7 +234,7 @@ build_reach_walk(void *arg, int64_t i)
 	if (r->parent[i] == REACH_NONE)
 		r->parent[i] = (uint32_t) i;	/* the entry point: its own root */
 	r->queue[r->tail] = (uint32_t) i;
-	r->tail = reach_walk(r->g, r->parent, r->queue, r->tail, r->tail + 1);
+	r->tail = shnsw_build_walk(r->g, r->parent, r->queue, r->tail, r->tail + 1);
 }
 
 static bool

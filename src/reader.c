@@ -177,24 +177,42 @@ shnsw_reader_init(ShnswReader *r, Relation rel)
 	r->heap_nblocks = 0;
 }
 
+/* The slot holding blk (InvalidBlockNumber: a free slot), or -1. */
 static inline int
-reader_find(ShnswReader *r, BlockNumber blk)
+reader_slot_of(ShnswReader *r, BlockNumber blk)
 {
-	if (r->nslots == 0)
-		return -1;
 	for (int i = 0; i < r->max_pins; i++)
 		if (r->slots[i].blk == blk)
 			return i;
 	return -1;
 }
 
+/* The slot of page blk, or -1 if no slot holds it. */
 static inline int
-reader_free_slot(ShnswReader *r)
+reader_find(ShnswReader *r, BlockNumber blk)
 {
-	for (int i = 0; i < r->max_pins; i++)
-		if (r->slots[i].blk == InvalidBlockNumber)
-			return i;
-	return -1;
+	return r->nslots == 0 ? -1 : reader_slot_of(r, blk);
+}
+
+/*
+ * reader_claim takes a free slot (there is one) for page blk, its read not
+ * started yet, the newest request; landed: read speculatively before.
+ */
+static ShnswInflight *
+reader_claim(ShnswReader *r, BlockNumber blk, bool speculative, bool landed)
+{
+	ShnswInflight *s = &r->slots[reader_slot_of(r, InvalidBlockNumber)];
+
+	r->nslots++;
+	s->blk = blk;
+	s->buf = InvalidBuffer;
+	s->started = false;
+	s->io = false;
+	s->inflight = false;
+	s->landed = landed;
+	s->speculative = speculative;
+	s->seq = r->seq++;
+	return s;
 }
 
 static inline void
@@ -598,32 +616,28 @@ reader_ring_find(ShnswReader *r, BlockNumber blk, bool take)
 	return false;
 }
 
-/* Drop the oldest speculative slot to make room; false if there is none. */
-static bool
-reader_evict_speculative(ShnswReader *r)
+/* Which slots reader_oldest looks among (each a page in a slot). */
+static inline bool
+slot_speculative(const ShnswInflight *s)
 {
-	int			oldest = -1;
-
-	for (int i = 0; i < r->max_pins; i++)
-	{
-		ShnswInflight *s = &r->slots[i];
-
-		if (s->blk != InvalidBlockNumber && s->speculative &&
-			(oldest < 0 || (int32) (s->seq - r->slots[oldest].seq) < 0))
-			oldest = i;
-	}
-	if (oldest < 0)
-		return false;
-	reader_leave_batch(r);
-	reader_drop(r, oldest);
-	r->stats.spec_wasted++;
-	r->stats.spec_evicted++;
-	return true;
+	return s->speculative;
 }
 
-/* The slot of the oldest known page not started yet, or -1. */
-static int
-reader_oldest_pending(ShnswReader *r)
+static inline bool
+slot_pending(const ShnswInflight *s)
+{
+	return !s->started;
+}
+
+static inline bool
+slot_awaited(const ShnswInflight *s)
+{
+	return s->inflight && !s->speculative;
+}
+
+/* The slot of the oldest page for which want holds, or -1. */
+static inline int
+reader_oldest(ShnswReader *r, bool (*want) (const ShnswInflight *))
 {
 	int			oldest = -1;
 
@@ -631,30 +645,25 @@ reader_oldest_pending(ShnswReader *r)
 	{
 		ShnswInflight *s = &r->slots[i];
 
-		if (s->blk != InvalidBlockNumber && !s->started &&
+		if (s->blk != InvalidBlockNumber && want(s) &&
 			(oldest < 0 || (int32) (s->seq - r->slots[oldest].seq) < 0))
 			oldest = i;
 	}
 	return oldest;
 }
 
-/* Wait for the oldest known read in flight; false if none is. */
+/* Drop the oldest speculative slot to make room; false if there is none. */
 static bool
-reader_wait_oldest(ShnswReader *r)
+reader_evict_speculative(ShnswReader *r)
 {
-	int			oldest = -1;
+	int			oldest = reader_oldest(r, slot_speculative);
 
-	for (int i = 0; i < r->max_pins; i++)
-	{
-		ShnswInflight *s = &r->slots[i];
-
-		if (s->blk != InvalidBlockNumber && s->inflight && !s->speculative &&
-			(oldest < 0 || (int32) (s->seq - r->slots[oldest].seq) < 0))
-			oldest = i;
-	}
 	if (oldest < 0)
 		return false;
-	reader_wait(r, &r->slots[oldest]);
+	reader_leave_batch(r);
+	reader_drop(r, oldest);
+	r->stats.spec_wasted++;
+	r->stats.spec_evicted++;
 	return true;
 }
 
@@ -710,12 +719,15 @@ reader_pump(ShnswReader *r, bool wait_for_known)
 		{
 			if (!wait_for_known)
 				break;
+			/* wait for the oldest known read in flight, if one is */
 			reader_leave_batch(r);
-			if (!reader_wait_oldest(r))
+			i = reader_oldest(r, slot_awaited);
+			if (i < 0)
 				break;
+			reader_wait(r, &r->slots[i]);
 			continue;
 		}
-		i = reader_oldest_pending(r);
+		i = reader_oldest(r, slot_pending);
 		if (i < 0)
 			break;
 		reader_start(r, &r->slots[i]);
@@ -738,16 +750,7 @@ reader_pump(ShnswReader *r, bool wait_for_known)
 		if (reader_find(r, blk) >= 0 || reader_ring_find(r, blk, false) ||
 			reader_range_find(r, blk) >= 0)
 			continue;
-		s = &r->slots[reader_free_slot(r)];
-		r->nslots++;
-		s->blk = blk;
-		s->buf = InvalidBuffer;
-		s->started = false;
-		s->io = false;
-		s->inflight = false;
-		s->landed = false;
-		s->speculative = true;
-		s->seq = r->seq++;
+		s = reader_claim(r, blk, true, false);
 		r->spec_pins++;
 		r->stats.spec_issued++;
 		reader_start(r, s);
@@ -803,7 +806,6 @@ shnsw_reader_request(ShnswReader *r, const BlockNumber *blocks, int n, bool spec
 	{
 		BlockNumber blk = blocks[k];
 		int			i;
-		ShnswInflight *s;
 
 		if (k > 0 && blocks[k - 1] == blk)
 			continue;
@@ -825,17 +827,8 @@ shnsw_reader_request(ShnswReader *r, const BlockNumber *blocks, int n, bool spec
 		}
 		if (r->nslots >= r->max_pins && !reader_evict_speculative(r))
 			break;				/* the rest is asked for again as pages are read */
-		s = &r->slots[reader_free_slot(r)];
-		r->nslots++;
-		s->blk = blk;
 		/* read speculatively and released: cached now, but it was our read */
-		s->landed = reader_ring_find(r, blk, true);
-		s->buf = InvalidBuffer;
-		s->started = false;
-		s->io = false;
-		s->inflight = false;
-		s->speculative = false;
-		s->seq = r->seq++;
+		(void) reader_claim(r, blk, false, reader_ring_find(r, blk, true));
 		r->npending++;
 	}
 	reader_pump(r, true);

@@ -317,6 +317,16 @@ scan_take(IndexScanDesc scan)
 	return true;
 }
 
+/* Re-rank the n nodes taken into so->outbuf; false if none was taken. */
+static bool
+rerank_taken(IndexScanDesc scan, int n)
+{
+	if (n == 0)
+		return false;
+	scan_rerank(scan, n);
+	return true;
+}
+
 /* parked nodes a swept scan re-ranks at a time, at most */
 #define SHNSW_SWEPT_BATCH	64
 
@@ -349,10 +359,7 @@ scan_take_batch(IndexScanDesc scan)
 		if (!(so->search.cands[idx].node_flags & SHNSW_NODE_DELETED))
 			so->stats.parked_reranked++;
 	}
-	if (n == 0)
-		return false;
-	scan_rerank(scan, n);
-	return true;
+	return rerank_taken(scan, n);
 }
 
 /*
@@ -379,10 +386,7 @@ scan_take_deferred(IndexScanDesc scan, bool all)
 		so->outbuf[n++] = (uint32) shnsw_heap_pop(&so->deferred).id;
 	}
 	so->take_deferred = false;
-	if (n == 0)
-		return false;
-	scan_rerank(scan, n);
-	return true;
+	return rerank_taken(scan, n);
 }
 
 /*

@@ -30,6 +30,18 @@
 #include "stats.h"
 
 /*
+ * least_not_done: the least key in h of a candidate whose state lacks done
+ * (those that have it are popped on the way), or +inf if h has none.
+ */
+static float
+least_not_done(ShnswScanOpaque so, ShnswHeap *h, uint8 done)
+{
+	while (h->n > 0 && (so->search.cands[shnsw_heap_top(h).id].state & done))
+		shnsw_heap_pop(h);
+	return h->n > 0 ? shnsw_heap_top(h).d : INFINITY;
+}
+
+/*
  * scan_emit_bound: held rows at most this far may be returned now. Sets
  * *parked if the bound is that of the nearest parked node (scan_take can
  * raise it). any_order: the bound strict order holds rows to, also when
@@ -53,19 +65,16 @@ scan_emit_bound_base(ShnswScanOpaque so, bool *parked, bool any_order)
 	 */
 	if (so->swept)
 	{
-		ShnswHeap  *e = &so->edge;
-
 		f = shnsw_search_frontier(&so->search);
 		*parked = true;
 		so->take_edge = false;
 		if (!(isinf(f) && f > 0))
 			bound = scan_lower_bound(so, f);
 		/* and the box bound of codes that may stand for clamped values */
-		while (e->n > 0 && (so->search.cands[shnsw_heap_top(e).id].state & SHNSW_CAND_EMITTED))
-			shnsw_heap_pop(e);
-		if (e->n > 0 && shnsw_heap_top(e).d < bound)
+		f = least_not_done(so, &so->edge, SHNSW_CAND_EMITTED);
+		if (f < bound)
 		{
-			bound = shnsw_heap_top(e).d;
+			bound = f;
 			so->take_edge = true;
 		}
 		return bound;
@@ -106,13 +115,10 @@ scan_emit_bound_base(ShnswScanOpaque so, bool *parked, bool any_order)
 	 */
 	if (!so->search.budget_spent)
 	{
-		ShnswHeap  *u = &so->unexpanded;
-
-		while (u->n > 0 && (so->search.cands[shnsw_heap_top(u).id].state & SHNSW_CAND_EXPANDED))
-			shnsw_heap_pop(u);
-		if (u->n > 0 && shnsw_heap_top(u).d < bound)
+		f = least_not_done(so, &so->unexpanded, SHNSW_CAND_EXPANDED);
+		if (f < bound)
 		{
-			bound = shnsw_heap_top(u).d;
+			bound = f;
 			*parked = false;
 			so->take_clamped = false;
 		}

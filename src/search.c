@@ -137,14 +137,15 @@ void
 shnsw_search_init(ShnswSearch *s, const Sq8Query *q, const ShnswNodeSource *ops, int m,
 				  uint32_t max_discovered)
 {
-	memset(s, 0, sizeof(*s));
-	s->q = q;
-	s->ops = ops;
-	s->m = m;
-	s->max_discovered = max_discovered;
-	s->target = SHNSW_INVALID_REF;
-	s->round_floor = INFINITY;
-	s->park_least = -1;
+	*s = (ShnswSearch) {
+		.q = q,
+		.ops = ops,
+		.m = m,
+		.max_discovered = max_discovered,
+		.target = SHNSW_INVALID_REF,
+		.round_floor = INFINITY,
+		.park_least = -1,
+	};
 	if (!pool.in_use)
 		pool_take(s, m);
 	else

@@ -299,13 +299,10 @@ relink_free_list(Relation index, const ShnswIndexInfo *info, ShnswRef head, uint
 static void
 cut_meta(Relation index, const TailPlan *plan, ShnswRef newhead, uint64 kept)
 {
-	Buffer		metabuf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
+	Buffer		metabuf;
 	ShnswWriteState *state;
-	ShnswMetaPage meta;
+	ShnswMetaPage meta = shnsw_write_meta(index, &metabuf, &state);
 
-	LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
-	state = shnsw_write_start(index);
-	meta = ShnswPageGetMeta(shnsw_write_buffer(state, metabuf, 0));
 	meta->free_head = newhead;
 	meta->free_count = kept;
 	meta->node_count = plan->slots_below;

@@ -148,6 +148,34 @@ validate_procs(Oid opfamilyoid, Oid opcintype, const char *opclassname, Oid *pro
 }
 
 /*
+ * check_operator checks one operator of the family: one of the class's type
+ * must be the ORDER BY operator (strategy 1), sorted by a btree family and
+ * returning float8; sets *orderop to it if so.
+ */
+static bool
+check_operator(Form_pg_amop oprform, Oid opcintype, const char *opclassname, Oid *orderop)
+{
+	bool		result = true;
+
+	if (oprform->amoplefttype != opcintype || oprform->amoprighttype != opcintype)
+		return true;			/* another type's: not the class's concern */
+	if (oprform->amopstrategy != 1)
+		INVALID("streamhnsw operator class \"%s\" contains operator %s with invalid strategy number %d",
+				opclassname, format_operator(oprform->amopopr), oprform->amopstrategy);
+	else if (oprform->amoppurpose != AMOP_ORDER ||
+			 !OidIsValid(oprform->amopsortfamily) ||
+			 get_opfamily_method(oprform->amopsortfamily) != BTREE_AM_OID)
+		INVALID("streamhnsw operator class \"%s\" contains operator %s that is not an ORDER BY operator sorted by a btree family",
+				opclassname, format_operator(oprform->amopopr));
+	else if (!check_amop_signature(oprform->amopopr, FLOAT8OID, opcintype, opcintype))
+		INVALID("streamhnsw operator class \"%s\" contains operator %s with wrong signature",
+				opclassname, format_operator(oprform->amopopr));
+	else
+		*orderop = oprform->amopopr;
+	return result;
+}
+
+/*
  * validate_operators checks the class's operators: one ORDER BY operator
  * (strategy 1) sorted by a btree family, returning float8; sets *orderop.
  */
@@ -155,37 +183,12 @@ static bool
 validate_operators(Oid opfamilyoid, Oid opcintype, const char *opclassname, Oid *orderop)
 {
 	bool		result = true;
-	CatCList   *oprlist;
+	CatCList   *oprlist = SearchSysCacheList1(AMOPSTRATEGY, ObjectIdGetDatum(opfamilyoid));
 
-	oprlist = SearchSysCacheList1(AMOPSTRATEGY, ObjectIdGetDatum(opfamilyoid));
 	for (int i = 0; i < oprlist->n_members; i++)
-	{
-		Form_pg_amop oprform = (Form_pg_amop) GETSTRUCT(&oprlist->members[i]->tuple);
-
-		if (oprform->amoplefttype != opcintype || oprform->amoprighttype != opcintype)
-			continue;
-		if (oprform->amopstrategy != 1)
-		{
-			INVALID("streamhnsw operator class \"%s\" contains operator %s with invalid strategy number %d",
-					opclassname, format_operator(oprform->amopopr), oprform->amopstrategy);
-			continue;
-		}
-		if (oprform->amoppurpose != AMOP_ORDER ||
-			!OidIsValid(oprform->amopsortfamily) ||
-			get_opfamily_method(oprform->amopsortfamily) != BTREE_AM_OID)
-		{
-			INVALID("streamhnsw operator class \"%s\" contains operator %s that is not an ORDER BY operator sorted by a btree family",
-					opclassname, format_operator(oprform->amopopr));
-			continue;
-		}
-		if (!check_amop_signature(oprform->amopopr, FLOAT8OID, opcintype, opcintype))
-		{
-			INVALID("streamhnsw operator class \"%s\" contains operator %s with wrong signature",
-					opclassname, format_operator(oprform->amopopr));
-			continue;
-		}
-		*orderop = oprform->amopopr;
-	}
+		if (!check_operator((Form_pg_amop) GETSTRUCT(&oprlist->members[i]->tuple),
+							opcintype, opclassname, orderop))
+			result = false;
 	ReleaseSysCacheList(oprlist);
 	if (!OidIsValid(*orderop))
 		INVALID("streamhnsw operator class \"%s\" is missing its ORDER BY operator (strategy 1)",

@@ -53,6 +53,7 @@
 #include "utils/tuplestore.h"
 
 #include "format.h"
+#include "indexopen.h"
 #include "meta.h"
 #include "neighbors_find.h"
 #include "nodecheck.h"
@@ -60,70 +61,6 @@
 #include "pageaccess.h"
 #include "pages.h"
 #include "vector.h"
-
-/*
- * check_before_open raises an error unless relid is a streamhnsw index the
- * current user may inspect (its owner, a member of pg_monitor or a
- * superuser), reading only the catalog: no lock is taken on a relation that
- * is not one.
- */
-static void
-check_before_open(Oid relid)
-{
-	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	Form_pg_class cls;
-	bool		ours;
-
-	if (!HeapTupleIsValid(tup))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("relation with OID %u does not exist", relid)));
-	cls = (Form_pg_class) GETSTRUCT(tup);
-	ours = (cls->relkind == RELKIND_INDEX || cls->relkind == RELKIND_PARTITIONED_INDEX) &&
-		cls->relam == get_index_am_oid("streamhnsw", false);
-	if (!ours)
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("\"%s\" is not a streamhnsw index", NameStr(cls->relname))));
-	if (!object_ownercheck(RelationRelationId, relid, GetUserId()) &&
-		!has_privs_of_role(GetUserId(), ROLE_PG_MONITOR))
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied for index %s", NameStr(cls->relname)),
-				 errdetail("Only the owner of the index, members of pg_monitor and superusers may inspect it.")));
-	ReleaseSysCache(tup);
-}
-
-/*
- * Open an index with lockmode, insisting that it is ours and that the user
- * may inspect it (checked before the lock is taken, and again after).
- */
-static Relation
-open_streamhnsw_index(Oid relid, LOCKMODE lockmode)
-{
-	Relation	index;
-
-	check_before_open(relid);
-	index = relation_open(relid, lockmode);
-
-	if (index->rd_rel->relkind == RELKIND_PARTITIONED_INDEX &&
-		index->rd_rel->relam == get_index_am_oid("streamhnsw", false))
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("\"%s\" is a partitioned streamhnsw index, which has no pages of its own",
-						RelationGetRelationName(index)),
-				 errhint("Name the index of one of its partitions.")));
-	if (index->rd_rel->relkind != RELKIND_INDEX ||
-		index->rd_rel->relam != get_index_am_oid("streamhnsw", false))
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("\"%s\" is not a streamhnsw index", RelationGetRelationName(index))));
-	if (index->rd_rel->relpersistence == RELPERSISTENCE_TEMP && !RELATION_IS_LOCAL(index))
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("cannot access temporary indexes of other sessions")));
-	return index;
-}
 
 typedef struct VerifyState
 {
@@ -181,14 +118,21 @@ problem(VerifyState *vs, const char *fmt,...)
 	tuplestore_putvalues(vs->ts, vs->desc, &value, &isnull);
 }
 
+/* Is blk a block of the index, of page type `type` (pass 1)? */
+static inline bool
+block_is(const VerifyState *vs, BlockNumber blk, uint8 type)
+{
+	return blk < vs->nblocks && vs->types[blk] == type;
+}
+
 /* Is ref a used node slot? */
 static bool
-ref_ok(ShnswRef ref, int slot_bits, BlockNumber nblocks, const uint8 *types, const uint16 *nslots)
+ref_ok(const VerifyState *vs, ShnswRef ref)
 {
-	BlockNumber blk = shnsw_ref_block(ref, slot_bits);
+	BlockNumber blk = shnsw_ref_block(ref, vs->meta.slot_bits);
 
-	return ref != SHNSW_INVALID_REF && blk < nblocks && types[blk] == SHNSW_PAGE_GRAPH &&
-		shnsw_ref_slot(ref, slot_bits) < nslots[blk];
+	return ref != SHNSW_INVALID_REF && block_is(vs, blk, SHNSW_PAGE_GRAPH) &&
+		shnsw_ref_slot(ref, vs->meta.slot_bits) < vs->nslots[blk];
 }
 
 /*
@@ -324,14 +268,9 @@ check_quant(VerifyState *vs, Relation index, const ShnswMetaPageData *meta, uint
 static bool
 verify_pages(VerifyState *vs)
 {
-	Relation	index = vs->index;
-	BlockNumber nblocks = vs->nblocks;
-	uint8	   *types = vs->types;
-	uint16	   *nslots = vs->nslots;
-
-	for (BlockNumber blk = 0; blk < nblocks; blk++)
+	for (BlockNumber blk = 0; blk < vs->nblocks; blk++)
 	{
-		Buffer		buf = ReadBuffer(index, blk);
+		Buffer		buf = ReadBuffer(vs->index, blk);
 		Page		page;
 		ShnswPageOpaque op;
 
@@ -352,8 +291,8 @@ verify_pages(VerifyState *vs)
 				problem(vs, "block %u has page type %u", blk, op->page_type);
 			else
 			{
-				types[blk] = op->page_type;
-				nslots[blk] = op->nslots;
+				vs->types[blk] = op->page_type;
+				vs->nslots[blk] = op->nslots;
 			}
 			if (blk == SHNSW_METAPAGE_BLKNO)
 				memcpy(&vs->meta, ShnswPageGetMeta(page), sizeof(vs->meta));
@@ -361,7 +300,7 @@ verify_pages(VerifyState *vs)
 		UnlockReleaseBuffer(buf);
 		CHECK_FOR_INTERRUPTS();
 	}
-	return types[0] == SHNSW_PAGE_META;
+	return vs->types[0] == SHNSW_PAGE_META;
 }
 
 /*
@@ -413,17 +352,13 @@ verify_meta_sizes(VerifyState *vs)
 static void
 verify_meta_places(VerifyState *vs)
 {
-	Relation	index = vs->index;
-	BlockNumber nblocks = vs->nblocks;
-	uint8	   *types = vs->types;
-	uint16	   *nslots = vs->nslots;
 	const ShnswMetaPageData *meta = &vs->meta;
 
 	for (uint32 q = 0; q < meta->quant_nblocks; q++)
-		if (meta->quant_start + q >= nblocks || types[meta->quant_start + q] != SHNSW_PAGE_QUANT)
+		if (!block_is(vs, meta->quant_start + q, SHNSW_PAGE_QUANT))
 			problem(vs, "quantizer block %u is missing or of the wrong type", meta->quant_start + q);
 		else if (meta->quant_trained)
-			check_quant(vs, index, meta, q);
+			check_quant(vs, vs->index, meta, q);
 	if (meta->ef_construction < SHNSW_MIN_EF_CONSTRUCTION || meta->ef_construction > SHNSW_MAX_EF_CONSTRUCTION)
 		problem(vs, "metapage (block 0) has ef_construction %u", meta->ef_construction);
 	if (meta->entry_level < -1 || meta->entry_level > SHNSW_MAX_LEVEL)
@@ -435,22 +370,21 @@ verify_meta_places(VerifyState *vs)
 
 		for (int k = 0; k < 3; k++)
 			if (blks[k] != InvalidBlockNumber &&
-				(blks[k] >= nblocks || types[blks[k]] != want[k]))
+				!block_is(vs, blks[k], want[k]))
 				problem(vs, "metapage (block 0) names block %u for new %s records, not a %s page",
 						blks[k], names[k], names[k]);
 	}
 	if (meta->free_head != SHNSW_INVALID_REF &&
-		(shnsw_ref_block(meta->free_head, meta->slot_bits) >= nblocks ||
-		 types[shnsw_ref_block(meta->free_head, meta->slot_bits)] != SHNSW_PAGE_GRAPH))
+		!block_is(vs, shnsw_ref_block(meta->free_head, meta->slot_bits), SHNSW_PAGE_GRAPH))
 		problem(vs, "metapage (block 0) free list head %u is not on a graph page", meta->free_head);
 
 	/* slot counts beyond the page: the slots that fit are checked */
-	for (BlockNumber blk = 0; blk < nblocks; blk++)
+	for (BlockNumber blk = 0; blk < vs->nblocks; blk++)
 	{
-		if (types[blk] == SHNSW_PAGE_GRAPH && nslots[blk] > meta->nodes_per_page)
+		if (vs->types[blk] == SHNSW_PAGE_GRAPH && vs->nslots[blk] > meta->nodes_per_page)
 		{
-			problem(vs, "block %u has %u node slots, more than %u", blk, nslots[blk], meta->nodes_per_page);
-			nslots[blk] = meta->nodes_per_page;
+			problem(vs, "block %u has %u node slots, more than %u", blk, vs->nslots[blk], meta->nodes_per_page);
+			vs->nslots[blk] = meta->nodes_per_page;
 		}
 	}
 }
@@ -494,19 +428,15 @@ verify_upper_tids(VerifyState *vs, BlockNumber blk, int s, const ShnswNodeHeader
 static void
 verify_upper(VerifyState *vs, BlockNumber blk, int s, ShnswNodeHeader *h)
 {
-	Relation	index = vs->index;
-	BlockNumber nblocks = vs->nblocks;
-	uint8	   *types = vs->types;
-	uint16	   *nslots = vs->nslots;
 	const ShnswMetaPageData *meta = &vs->meta;
 	ShnswRef	self = shnsw_make_ref(blk, s, meta->slot_bits);
 	ShnswUpperLoc uloc = shnsw_node_upper_loc(h);
 
-	if (uloc.block >= nblocks || types[uloc.block] != SHNSW_PAGE_UPPER)
+	if (!block_is(vs, uloc.block, SHNSW_PAGE_UPPER))
 		problem(vs, "node (%u,%d) of level %u has no upper record", blk, s, h->level);
 	else
 	{
-		Buffer		ubuf = ReadBuffer(index, uloc.block);
+		Buffer		ubuf = ReadBuffer(vs->index, uloc.block);
 		Page		upage;
 
 		LockBuffer(ubuf, BUFFER_LOCK_SHARE);
@@ -539,7 +469,7 @@ verify_upper(VerifyState *vs, BlockNumber blk, int s, ShnswNodeHeader *h)
 						problem(vs, "upper record of node (%u,%d) has %u neighbours on layer %d",
 								blk, s, shnsw_upper_counts(u)[l - 1], l);
 					for (int k = 0; k < Min(shnsw_upper_counts(u)[l - 1], meta->m); k++)
-						if (!ref_ok(un[k], meta->slot_bits, nblocks, types, nslots))
+						if (!ref_ok(vs, un[k]))
 							problem(vs, "node (%u,%d) layer %d neighbour %d references %u, not a node",
 									blk, s, l, k, un[k]);
 				}
@@ -558,9 +488,6 @@ static void
 verify_node(VerifyState *vs, Page page, BlockNumber blk, int s, int *nvec, int *vec_slot,
 			BlockNumber *vec_blk, uint16 *vec_off)
 {
-	BlockNumber nblocks = vs->nblocks;
-	uint8	   *types = vs->types;
-	uint16	   *nslots = vs->nslots;
 	const ShnswMetaPageData *meta = &vs->meta;
 	ShnswNodeHeader *h = shnsw_page_node(page, s, meta->node_size);
 	ShnswRef	self = shnsw_make_ref(blk, s, meta->slot_bits);
@@ -571,7 +498,7 @@ verify_node(VerifyState *vs, Page page, BlockNumber blk, int s, int *nvec, int *
 	const char *field;
 
 	/* the fields every reader checks (nodecheck.h), then what verify adds */
-	shnsw_node_limits(&lim, meta->m, meta->slot_bits, meta->vec_size, nblocks);
+	shnsw_node_limits(&lim, meta->m, meta->slot_bits, meta->vec_size, vs->nblocks);
 	field = shnsw_node_problem(h, self, &lim, &fault);
 	if (field != NULL)
 		problem(vs, "node (%u,%d) has an invalid %s: %llu", blk, s, field,
@@ -613,12 +540,12 @@ verify_node(VerifyState *vs, Page page, BlockNumber blk, int s, int *nvec, int *
 	}
 	/* where the neighbours point: at node slots (beyond the validator) */
 	for (int k = 0; k < Min(h->nneighbors, 2 * meta->m); k++)
-		if (!ref_ok(nb[k], meta->slot_bits, nblocks, types, nslots))
+		if (!ref_ok(vs, nb[k]))
 			problem(vs, "node (%u,%d) neighbour %d references %u, not a node", blk, s, k, nb[k]);
 	/* exact vector: on vector pages, possibly continuing on the next */
 	for (BlockNumber vb = h->vec_block; vend > 0; vb++)
 	{
-		if (vb >= nblocks || types[vb] != SHNSW_PAGE_VECTOR)
+		if (!block_is(vs, vb, SHNSW_PAGE_VECTOR))
 		{
 			problem(vs, "node (%u,%d) has its vector at block %u, not a vector page", blk, s, vb);
 			break;
@@ -680,10 +607,6 @@ verify_nodes(VerifyState *vs)
 static void
 verify_counts(VerifyState *vs)
 {
-	Relation	index = vs->index;
-	BlockNumber nblocks = vs->nblocks;
-	uint8	   *types = vs->types;
-	uint16	   *nslots = vs->nslots;
 	const ShnswMetaPageData *meta = &vs->meta;
 
 	/* entry point and counts */
@@ -693,11 +616,11 @@ verify_counts(VerifyState *vs)
 			problem(vs, "index has %llu live vs->nodes but no entry point",
 					(unsigned long long) (vs->nodes - vs->deleted));
 	}
-	else if (!ref_ok(meta->entry, meta->slot_bits, nblocks, types, nslots))
+	else if (!ref_ok(vs, meta->entry))
 		problem(vs, "entry point %u is not a node", meta->entry);
 	else
 	{
-		Buffer		buf = ReadBuffer(index, shnsw_ref_block(meta->entry, meta->slot_bits));
+		Buffer		buf = ReadBuffer(vs->index, shnsw_ref_block(meta->entry, meta->slot_bits));
 		ShnswNodeHeader *h;
 
 		LockBuffer(buf, BUFFER_LOCK_SHARE);
@@ -799,11 +722,11 @@ streamhnsw_verify(PG_FUNCTION_ARGS)
 
 	/* a standby allows no lock above RowExclusiveLock, nor takes inserts */
 	lockmode = RecoveryInProgress() ? AccessShareLock : ShareLock;
-	check_before_open(relid);
+	shnsw_index_check(relid, SHNSW_RIGHT_INSPECT);
 	/* the table first (as amcheck): its length bounds the row pointers */
 	heapoid = IndexGetRelation(relid, false);
 	heap = relation_open(heapoid, AccessShareLock);
-	vs.index = open_streamhnsw_index(relid, lockmode);
+	vs.index = shnsw_index_open(relid, lockmode, SHNSW_RIGHT_INSPECT);
 	vs.heap_nblocks = InvalidBlockNumber;	/* read before pass 2 (below) */
 	vs.nblocks = RelationGetNumberOfBlocks(vs.index);
 	if (vs.nblocks == 0)
@@ -837,7 +760,7 @@ Datum
 streamhnsw_metapage(PG_FUNCTION_ARGS)
 {
 	Oid			relid = PG_GETARG_OID(0);
-	Relation	index = open_streamhnsw_index(relid, AccessShareLock);
+	Relation	index = shnsw_index_open(relid, AccessShareLock, SHNSW_RIGHT_INSPECT);
 	TupleDesc	desc;
 	Buffer		buf;
 	ShnswMetaPageData meta;
