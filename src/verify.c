@@ -613,7 +613,7 @@ verify_counts(VerifyState *vs)
 	if (meta->entry == SHNSW_INVALID_REF)
 	{
 		if (vs->nodes > vs->deleted)
-			problem(vs, "index has %llu live vs->nodes but no entry point",
+			problem(vs, "index has %llu live nodes but no entry point",
 					(unsigned long long) (vs->nodes - vs->deleted));
 	}
 	else if (!ref_ok(vs, meta->entry))
@@ -633,14 +633,14 @@ verify_counts(VerifyState *vs)
 		UnlockReleaseBuffer(buf);
 	}
 	if (vs->nodes != meta->node_count)
-		problem(vs, "index holds %llu vs->nodes, metapage counts %llu",
+		problem(vs, "index holds %llu nodes, metapage counts %llu",
 				(unsigned long long) vs->nodes, (unsigned long long) meta->node_count);
 	if (vs->deleted != meta->deleted_count)
-		problem(vs, "index holds %llu vs->deleted vs->nodes, metapage counts %llu",
+		problem(vs, "index holds %llu deleted nodes, metapage counts %llu",
 				(unsigned long long) vs->deleted, (unsigned long long) meta->deleted_count);
 
 	if (vs->nfree != meta->free_count)
-		problem(vs, "index holds %llu free vs->nodes, metapage counts %llu",
+		problem(vs, "index holds %llu free nodes, metapage counts %llu",
 				(unsigned long long) vs->nfree, (unsigned long long) meta->free_count);
 
 	/* a search finds nothing without a trained quantizer (no codes to read) */
@@ -687,14 +687,14 @@ verify_free_list(VerifyState *vs)
 			}
 			if (walked >= have)
 			{
-				problem(vs, "free list is longer than the %llu free vs->nodes (a cycle)",
+				problem(vs, "free list is longer than the %llu free nodes (a cycle)",
 						(unsigned long long) have);
 				break;
 			}
 			r = vs->free_next[at - vs->free_refs];
 		}
 		if (walked < have)
-			problem(vs, "free list links %llu of %llu free vs->nodes",
+			problem(vs, "free list links %llu of %llu free nodes",
 					(unsigned long long) walked, (unsigned long long) have);
 	}
 }
