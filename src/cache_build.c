@@ -825,17 +825,6 @@ cache_refresh(Relation index, LocalCopy *li)
 
 /* ---------- building in the background ---------- */
 
-/* what a scan hands its background builder (bgw_extra) */
-typedef struct CacheBuildRequest
-{
-	Oid			dbid;
-	Oid			relid;
-	int			cache_size_mb;	/* the requesting session's shared_cache_size */
-	int			capped_from;	/* what its default was capped from (log) */
-	int			shm_mb;
-	int			delay_ms;		/* its debug_cache_build_delay */
-} CacheBuildRequest;
-
 PGDLLEXPORT void streamhnsw_cache_worker(Datum arg);
 
 
@@ -972,6 +961,8 @@ streamhnsw_cache_worker(Datum arg)
 		cache_size_set_capped(req.capped_from, req.shm_mb);
 	}
 	shnsw_debug_cache_build_delay = req.delay_ms;
+	/* a copy rebuilt after a restart fits, or waits for a scan to ask */
+	cache_evict_none = req.last_used != 0;
 	cache_get_ctl();
 	index = try_relation_open(req.relid, AccessShareLock);
 	if (index != NULL)
@@ -984,8 +975,18 @@ streamhnsw_cache_worker(Datum arg)
 			/* no catalog access from here on: no snapshot, no xmin */
 			InvalidateCatalogSnapshot();
 			Assert(MyProc->xmin == InvalidTransactionId);
-			if (info->quant_trained)
-				(void) cache_build(index, info, false, &status);
+			if (info->quant_trained &&
+				cache_build(index, info, false, &status) != NULL && req.last_used != 0)
+			{
+				CacheEntry *e;
+
+				/* rebuilt after a restart: its last use is the one before */
+				LWLockAcquire(&cache_ctl->lock, LW_SHARED);
+				e = cache_find_entry(index);
+				if (e != NULL)
+					pg_atomic_write_u64(&e->last_used, (uint64) req.last_used);
+				LWLockRelease(&cache_ctl->lock);
+			}
 		}
 		relation_close(index, AccessShareLock);
 	}

@@ -236,10 +236,25 @@ typedef struct EvictRights
 	Oid			owners[CACHE_MAX_ENTRIES];
 } EvictRights;
 
+/* what a scan (or the warmer) hands a background builder (bgw_extra) */
+typedef struct CacheBuildRequest
+{
+	Oid			dbid;
+	Oid			relid;
+	int			cache_size_mb;	/* the requesting session's shared_cache_size
+								 * (-1: the server's) */
+	int			capped_from;	/* what its default was capped from (log) */
+	int			shm_mb;
+	int			delay_ms;		/* its debug_cache_build_delay */
+	TimestampTz last_used;		/* the warmer's: when the copy was last used
+								 * before the restart (0: now) */
+} CacheBuildRequest;
+
 /* cache_registry.c */
 extern CacheCtl *cache_ctl;
 extern int	cache_active_scans;	/* cached scans begun in this transaction */
 extern const EvictRights *cache_evict_rights;
+extern bool cache_evict_none;	/* the warmer's builds: never evict */
 extern bool cache_evict_refused;
 extern TimestampTz cache_registry_failed_at;
 

@@ -57,6 +57,7 @@ bool		shnsw_debug_dsm_fail = false;
 CacheCtl   *cache_ctl = NULL;
 int			cache_active_scans = 0;
 const EvictRights *cache_evict_rights = NULL;
+bool		cache_evict_none = false;
 bool		cache_evict_refused = false;
 int			cache_pending_slot = -1;
 uint64		cache_pending_copy_id = 0;
@@ -723,7 +724,7 @@ cache_make_room(Size need, CacheEntry *self, bool idle_only, dsm_handle *unpin, 
 	{
 		CacheEntry   *victim = NULL;
 
-		for (int i = 0; i < CACHE_MAX_ENTRIES; i++)
+		for (int i = 0; i < CACHE_MAX_ENTRIES && !cache_evict_none; i++)
 		{
 			CacheEntry   *e = &cache_ctl->entries[i];
 
@@ -827,6 +828,8 @@ cache_entry_new(Relation index, bool explicit, dsm_handle *unpin, int *nunpin)
 	}
 	if (e == NULL)
 		e = lru;
+	if (e == NULL && cache_evict_none)
+		return NULL;
 	if (e == NULL)
 	{
 		for (int i = 0; i < CACHE_MAX_ENTRIES; i++)
