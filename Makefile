@@ -54,7 +54,8 @@ OBJS = \
 	src/cache_build.o \
 	src/cache_read.o \
 	src/cache_write.o \
-	src/cache_sql.o
+	src/cache_sql.o \
+	src/cache_warm.o
 
 DATA = sql/streamhnsw--$(EXTVERSION).sql
 

@@ -110,6 +110,8 @@ CREATE FUNCTION streamhnsw_stats(
 	OUT lookahead_histogram bigint[])
 	AS 'MODULE_PATHNAME' LANGUAGE C STRICT VOLATILE PARALLEL SAFE;
 COMMENT ON FUNCTION streamhnsw_stats() IS 'cumulative figures of all streamhnsw scans since the last reset';
+-- Readable by any role: one row of server-wide sums that names no database,
+-- index or query, as pg_stat_io and pg_stat_wal (src/README, Privileges).
 
 CREATE FUNCTION streamhnsw_stats_reset() RETURNS void
 	AS 'MODULE_PATHNAME' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;

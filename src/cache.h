@@ -12,6 +12,8 @@
  *	  cache_read.c		the node source over a cached copy; choosing it
  *	  cache_write.c		write-through: the page-write API (pagewrite.h)
  *	  cache_sql.c		streamhnsw_cache_load/drop/list
+ *	  cache_warm.c		warm after a restart (preloaded): the list of
+ *						copies written at shutdown, rebuilt at start
  *
  * Every page change of an index goes through pagewrite.h, which copies the
  * changed graph and upper pages into the index's cached copy before the
@@ -64,6 +66,12 @@ extern bool shnsw_dsm_try(void (*fn) (void *arg), void *arg);
 
 /* GUCs; called from _PG_init before the prefix is reserved. */
 extern void shnsw_cache_init(void);
+
+/*
+ * streamhnsw.shared_cache_warm, and the warmer's background worker when
+ * the library is being preloaded (cache_warm.c); from _PG_init too.
+ */
+extern void shnsw_cache_warm_init(void);
 
 /*
  * shnsw_cache_scan_begin: if a cached copy of the index matches the

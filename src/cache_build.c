@@ -307,11 +307,15 @@ entry_claim(Relation index, bool explicit, BlockNumber nblocks, int *status)
 /*
  * entry_fail gives up this backend's claim of the entry in slot (no
  * segment published yet), returning its reserved bytes and noting why.
+ * A copy too big for the budget or for dynamic shared memory is said in
+ * the server log, with why, once until the index's status changes: the
+ * user who wonders why scans do not use the cache finds it there.
  */
 static void
-entry_fail(int slot, int status, BlockNumber nblocks)
+entry_fail(Relation index, int slot, int status, BlockNumber nblocks, const char *why)
 {
 	CacheEntry   *e;
+	bool		say;
 
 	LWLockAcquire(&cache_ctl->lock, LW_EXCLUSIVE);
 	e = &cache_ctl->entries[slot];
@@ -320,8 +324,26 @@ entry_fail(int slot, int status, BlockNumber nblocks)
 	e->state = ENTRY_EMPTY;
 	e->builder_pid = 0;
 	note_failure(e, status, nblocks);
+	say = (status == SHNSW_CACHE_TOO_BIG || status == SHNSW_CACHE_UNAVAILABLE) &&
+		e->logged_failure != status;
+	if (say)
+		e->logged_failure = status;
 	cache_pending_slot = -1;
 	LWLockRelease(&cache_ctl->lock);
+	if (say)
+		cache_log_failure(index, status, why);
+}
+
+/* entry_fail for a copy of size bytes over the budget */
+static void
+entry_fail_too_big(Relation index, int slot, Size size, BlockNumber nblocks)
+{
+	char		why[320];
+	char		budget[256];
+
+	cache_size_detail(budget, sizeof(budget));
+	snprintf(why, sizeof(why), "The copy needs %zu kB; %s", size / 1024, budget);
+	entry_fail(index, slot, SHNSW_CACHE_TOO_BIG, nblocks, why);
 }
 
 /*
@@ -418,28 +440,45 @@ scan_page_types(Relation index, int slot, BlockNumber nblocks, BufferAccessStrat
  * it does not fit; the claim is then given up.
  */
 static bool
-entry_reserve(int slot, Size size, bool explicit, BlockNumber nblocks, int *status)
+entry_reserve(Relation index, int slot, Size size, bool explicit, BlockNumber nblocks,
+			  int *status)
 {
-	Size		budget = (Size) shnsw_shared_cache_size * 1024 * 1024;
+	Size		budget = cache_budget();
 	dsm_handle	unpin[CACHE_MAX_ENTRIES + 1];
 	int			nunpin = 0;
 	CacheEntry   *e;
-	bool		ok;
+	bool		ok = false;
 
-	LWLockAcquire(&cache_ctl->lock, LW_EXCLUSIVE);
-	e = &cache_ctl->entries[slot];
-	ok = size <= budget && cache_make_room(size, e, !explicit, unpin, &nunpin);
-	if (ok)
+	for (int attempt = 0; attempt < 2 && !ok; attempt++)
 	{
-		cache_ctl->total_bytes += size;
-		e->bytes = size;
+		LWLockAcquire(&cache_ctl->lock, LW_EXCLUSIVE);
+		e = &cache_ctl->entries[slot];
+		ok = size <= budget && cache_make_room(size, e, !explicit, unpin, &nunpin);
+		if (ok)
+		{
+			cache_ctl->total_bytes += size;
+			e->bytes = size;
+		}
+		LWLockRelease(&cache_ctl->lock);
+		cache_unpin(unpin, nunpin);
+		nunpin = 0;
+		if (ok || size > budget)
+			break;
+
+		/*
+		 * Copies evicted (or dropped earlier) that this backend still maps
+		 * count until it lets them go: if no scan of its transaction uses
+		 * one, it can now, and try again.
+		 */
+		cache_local_sweep();
 	}
-	LWLockRelease(&cache_ctl->lock);
-	cache_unpin(unpin, nunpin);
 	if (!ok)
 	{
 		*status = size > budget ? SHNSW_CACHE_TOO_BIG : SHNSW_CACHE_FULL;
-		entry_fail(slot, *status, nblocks);
+		if (*status == SHNSW_CACHE_TOO_BIG)
+			entry_fail_too_big(index, slot, size, nblocks);
+		else
+			entry_fail(index, slot, *status, nblocks, NULL);
 	}
 	return ok;
 }
@@ -522,6 +561,7 @@ copy_publish(int slot, dsm_segment *seg)
 	cp->copy_id = cache_ctl->next_copy_id++;
 	e->copy_id = cp->copy_id;
 	e->handle = dsm_segment_handle(seg);
+	e->mappers = 1;				/* this backend */
 	cache_pending_copy_id = cp->copy_id;
 	pg_atomic_fetch_add_u32(&cache_ctl->ncopies, 1);
 	li = cache_local_add(seg);
@@ -608,6 +648,7 @@ copy_finish(Relation index, int slot, LocalCopy *li, uint64 nodes, uint32 ng, ui
 		e->gpages = ng;
 		e->upages = nu;
 		e->last_failure = 0;
+		e->logged_failure = 0;
 		if (!AmBackgroundWorkerProcess())
 			e->launched_at = 0; /* a worker clears it once its lock is gone */
 		pg_atomic_write_u64(&e->last_used, (uint64) GetCurrentTimestamp());
@@ -628,8 +669,9 @@ cache_build(Relation index, const ShnswIndexInfo *info, bool explicit, int *stat
 	BlockNumber nblocks = RelationGetNumberOfBlocks(index);
 	int			npp = shnsw_nodes_per_page(info->node_size);
 	Size		gstride = TYPEALIGN(64, (Size) npp * info->node_size);
-	Size		budget = (Size) shnsw_shared_cache_size * 1024 * 1024;
+	Size		budget = cache_budget();
 	ShnswMetaSnapshot snap;
+	char		why[320];
 	int			slot;
 	uint8	   *types;
 	uint32		ng,
@@ -653,7 +695,8 @@ cache_build(Relation index, const ShnswIndexInfo *info, bool explicit, int *stat
 	if ((Size) (snap.node_count / Max(npp, 1)) * gstride > budget)
 	{
 		*status = SHNSW_CACHE_TOO_BIG;
-		entry_fail(slot, *status, nblocks);
+		entry_fail_too_big(index, slot, (Size) (snap.node_count / Max(npp, 1)) * gstride,
+						   nblocks);
 		return NULL;
 	}
 
@@ -678,12 +721,21 @@ cache_build(Relation index, const ShnswIndexInfo *info, bool explicit, int *stat
 	LWLockRelease(&cache_ctl->lock);
 	size = copy_size(COPY_MAPCAP(nblocks, grown), COPY_GCAP(ng, grown), COPY_UCAP(nu, grown),
 					 gstride, offs);
-	if (!entry_reserve(slot, size, explicit, nblocks, status))
+	if (!entry_reserve(index, slot, size, explicit, nblocks, status))
 		seg = NULL;
+	else if (!cache_shm_room(size, why, sizeof(why)))
+	{
+		/* it would fit, or nearly, and leave parallel queries none */
+		seg = NULL;
+		*status = SHNSW_CACHE_UNAVAILABLE;
+		entry_fail(index, slot, *status, nblocks, why);
+	}
 	else if ((seg = cache_create_segment(size)) == NULL)
 	{
 		*status = SHNSW_CACHE_UNAVAILABLE;
-		entry_fail(slot, *status, nblocks);
+		snprintf(why, sizeof(why), "A segment of %zu kB could not be created: %s",
+				 size / 1024, cache_dsm_error);
+		entry_fail(index, slot, *status, nblocks, why);
 	}
 	if (seg == NULL)
 	{
@@ -773,15 +825,6 @@ cache_refresh(Relation index, LocalCopy *li)
 
 /* ---------- building in the background ---------- */
 
-/* what a scan hands its background builder (bgw_extra) */
-typedef struct CacheBuildRequest
-{
-	Oid			dbid;
-	Oid			relid;
-	int			cache_size_mb;	/* the requesting session's shared_cache_size */
-	int			delay_ms;		/* its debug_cache_build_delay */
-} CacheBuildRequest;
-
 PGDLLEXPORT void streamhnsw_cache_worker(Datum arg);
 
 
@@ -844,6 +887,7 @@ cache_request_build(Relation index, int *status)
 	req.dbid = MyDatabaseId;
 	req.relid = RelationGetRelid(index);
 	req.cache_size_mb = shnsw_shared_cache_size;
+	cache_size_capped(&req.capped_from, &req.shm_mb);
 	req.delay_ms = shnsw_debug_cache_build_delay;
 	memcpy(bgw.bgw_extra, &req, sizeof(req));
 	bgw.bgw_notify_pid = 0;
@@ -914,8 +958,11 @@ streamhnsw_cache_worker(Datum arg)
 
 		snprintf(val, sizeof(val), "%d", req.cache_size_mb);
 		SetConfigOption("streamhnsw.shared_cache_size", val, PGC_SUSET, PGC_S_SESSION);
+		cache_size_set_capped(req.capped_from, req.shm_mb);
 	}
 	shnsw_debug_cache_build_delay = req.delay_ms;
+	/* a copy rebuilt after a restart fits, or waits for a scan to ask */
+	cache_evict_none = req.last_used != 0;
 	cache_get_ctl();
 	index = try_relation_open(req.relid, AccessShareLock);
 	if (index != NULL)
@@ -928,8 +975,18 @@ streamhnsw_cache_worker(Datum arg)
 			/* no catalog access from here on: no snapshot, no xmin */
 			InvalidateCatalogSnapshot();
 			Assert(MyProc->xmin == InvalidTransactionId);
-			if (info->quant_trained)
-				(void) cache_build(index, info, false, &status);
+			if (info->quant_trained &&
+				cache_build(index, info, false, &status) != NULL && req.last_used != 0)
+			{
+				CacheEntry *e;
+
+				/* rebuilt after a restart: its last use is the one before */
+				LWLockAcquire(&cache_ctl->lock, LW_SHARED);
+				e = cache_find_entry(index);
+				if (e != NULL)
+					pg_atomic_write_u64(&e->last_used, (uint64) req.last_used);
+				LWLockRelease(&cache_ctl->lock);
+			}
 		}
 		relation_close(index, AccessShareLock);
 	}

@@ -47,6 +47,7 @@
 #define CACHE_MAX_ENTRIES	64	/* registry entries (indexes) */
 #define CACHE_RETRY_SECS		10	/* after a failed build, retry lazily after */
 #define CACHE_IDLE_SECS		10	/* a lazy build evicts only copies idle this long */
+#define CACHE_MAX_DROPPED	128	/* dropped copies still mapped, counted */
 
 /*
  * Capacities of a copy built at nblocks, ng graph and nu upper pages: an
@@ -113,7 +114,24 @@ typedef struct CacheEntry
 	uint64		evictions;
 	uint32		outgrown;		/* copies of this index dropped because
 								 * inserts had filled their spare room */
+	int			mappers;		/* backends that map the copy (builder
+								 * included): carried to dropped[] */
+	int			logged_failure; /* SHNSW_CACHE_* last said in the log */
 } CacheEntry;
+
+/*
+ * A dropped copy that some backend still maps: its segment stays in
+ * dynamic shared memory (/dev/shm) until the last of them detaches, so
+ * its bytes count against the budget until then.
+ */
+typedef struct CacheDropped
+{
+	uint64		copy_id;		/* 0: free slot */
+	Oid			dbid;
+	Oid			relid;
+	Size		bytes;
+	int			mappers;
+} CacheDropped;
 
 typedef struct CacheCtl
 {
@@ -123,7 +141,11 @@ typedef struct CacheCtl
 	uint64		next_copy_id;
 	uint64		epoch;			/* bumped whenever a segment is released */
 	Size		total_bytes;	/* of all segments held by entries */
+	Size		dropped_bytes;	/* of dropped[]: still mapped somewhere */
+	uint64		dropped_untracked;	/* drops dropped[] had no room for */
+	pg_atomic_uint32 size_logged;	/* the capped default was logged */
 	CacheEntry	entries[CACHE_MAX_ENTRIES];
+	CacheDropped dropped[CACHE_MAX_DROPPED];
 } CacheCtl;
 
 typedef struct CachePageDesc
@@ -214,10 +236,25 @@ typedef struct EvictRights
 	Oid			owners[CACHE_MAX_ENTRIES];
 } EvictRights;
 
+/* what a scan (or the warmer) hands a background builder (bgw_extra) */
+typedef struct CacheBuildRequest
+{
+	Oid			dbid;
+	Oid			relid;
+	int			cache_size_mb;	/* the requesting session's shared_cache_size
+								 * (-1: the server's) */
+	int			capped_from;	/* what its default was capped from (log) */
+	int			shm_mb;
+	int			delay_ms;		/* its debug_cache_build_delay */
+	TimestampTz last_used;		/* the warmer's: when the copy was last used
+								 * before the restart (0: now) */
+} CacheBuildRequest;
+
 /* cache_registry.c */
 extern CacheCtl *cache_ctl;
 extern int	cache_active_scans;	/* cached scans begun in this transaction */
 extern const EvictRights *cache_evict_rights;
+extern bool cache_evict_none;	/* the warmer's builds: never evict */
 extern bool cache_evict_refused;
 extern TimestampTz cache_registry_failed_at;
 
@@ -231,6 +268,14 @@ extern CacheCtl *cache_try_get_ctl(void);
 extern bool cache_marker_present(void);
 extern bool cache_registry_exists(void);
 extern CacheEntry *cache_find_entry(Relation index);
+extern void cache_mapper_done(uint64 copy_id);
+extern Size cache_budget(void);
+extern bool cache_shm_room(Size size, char *why, Size whylen);
+extern void cache_size_detail(char *buf, Size len);
+extern void cache_size_capped(int *from, int *shm_mb);
+extern void cache_size_set_capped(int from, int shm_mb);
+extern void cache_log_failure(Relation index, int status, const char *why);
+extern char cache_dsm_error[256];
 extern dsm_handle cache_drop_segment(CacheEntry *e);
 extern void cache_unpin(dsm_handle *h, int n);
 extern LocalCopy *cache_local_find(uint64 copy_id);

@@ -17,6 +17,7 @@
  */
 #include "postgres.h"
 
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "access/htup_details.h"
@@ -24,6 +25,7 @@
 #include "catalog/pg_class.h"
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "storage/dsm_impl.h"
 #include "storage/dsm_registry.h"
 #include "storage/fd.h"
 #include "storage/ipc.h"
@@ -47,14 +49,15 @@ bool		shnsw_debug_dsm_fail = false;
  * (registry_name): a library with another layout (an upgrade installed
  * without a restart) gets its own registry instead of an error from
  * GetNamedDSMSegment for a size that differs. Bump the version when the
- * layout changes (6: CacheEntry's outgrown); the size in the name
- * catches a change that forgot to.
+ * layout changes (7: the dropped copies still mapped); the size in the
+ * name catches a change that forgot to.
  */
-#define CACHE_REGISTRY_NAME	"streamhnsw_cache_6"
+#define CACHE_REGISTRY_NAME	"streamhnsw_cache_7"
 
 CacheCtl   *cache_ctl = NULL;
 int			cache_active_scans = 0;
 const EvictRights *cache_evict_rights = NULL;
+bool		cache_evict_none = false;
 bool		cache_evict_refused = false;
 int			cache_pending_slot = -1;
 uint64		cache_pending_copy_id = 0;
@@ -62,6 +65,17 @@ bool		cache_pending_refresh = false;
 
 /* when this backend last failed to attach the registry (cache_try_get_ctl) */
 TimestampTz cache_registry_failed_at = 0;
+static bool registry_failure_logged = false;
+
+/* the message of the last error shnsw_dsm_try caught, for the log */
+char		cache_dsm_error[256] = "";
+
+/*
+ * The default size before /dev/shm capped it (MB; 0: not capped), and
+ * /dev/shm's size then (MB): set by the size's assign hook, for the log.
+ */
+static int	size_capped_from = 0;
+static int	size_shm_mb = 0;
 
 /* this backend's mappings of copies */
 static LocalCopy local_copies[CACHE_MAX_ENTRIES * 2];
@@ -80,6 +94,7 @@ ctl_init(void *ptr)
 	c->tranche = LWLockNewTrancheId();
 	LWLockInitialize(&c->lock, c->tranche);
 	pg_atomic_init_u32(&c->ncopies, 0);
+	pg_atomic_init_u32(&c->size_logged, 0);
 	c->next_copy_id = 1;
 	for (int i = 0; i < CACHE_MAX_ENTRIES; i++)
 	{
@@ -115,6 +130,10 @@ cache_xact_callback(XactEvent event, void *arg)
 		cache_active_scans = 0;
 		if (cache_pending_slot >= 0)
 			cache_release_pending();
+		/* nor can one use a dropped copy now: give its memory back */
+		if (cache_ctl != NULL && event != XACT_EVENT_PREPARE &&
+			event != XACT_EVENT_PARALLEL_COMMIT && event != XACT_EVENT_PARALLEL_ABORT)
+			cache_local_sweep();
 	}
 }
 
@@ -129,11 +148,15 @@ cache_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 static void
 cache_exit_callback(int code, Datum arg)
 {
-	if (cache_pending_slot >= 0 && cache_ctl != NULL)
-	{
-		LWLockReleaseAll();
+	if (cache_ctl == NULL)
+		return;
+	LWLockReleaseAll();
+	if (cache_pending_slot >= 0)
 		cache_release_pending();
-	}
+	/* the mappings go with the process: no longer count them */
+	for (int i = 0; i < nlocal; i++)
+		cache_mapper_done(local_copies[i].copy_id);
+	nlocal = 0;
 }
 
 /*
@@ -228,6 +251,13 @@ cache_get_ctl(void)
 		LWLockRegisterTranche(c->tranche, "streamhnsw_cache");
 		local_epoch = c->epoch;
 		cache_ctl = c;
+		/* once per server: the default size is less than it would be */
+		if (size_capped_from > 0 && pg_atomic_exchange_u32(&c->size_logged, 1) == 0)
+			ereport(LOG,
+					(errmsg("streamhnsw: the shared cache's default size is %d MB, capped from %d MB by the size of /dev/shm (%d MB)",
+							shnsw_shared_cache_size, size_capped_from, size_shm_mb),
+					 errdetail("With dynamic_shared_memory_type = posix the cached copies live in /dev/shm; half of it is left to parallel queries and other users."),
+					 errhint("Give the server a larger /dev/shm (docker run --shm-size, a Kubernetes memory emptyDir), or set streamhnsw.shared_cache_size or min_dynamic_shared_memory.")));
 	}
 	if (!callbacks_registered)
 	{
@@ -272,7 +302,12 @@ shnsw_dsm_try(void (*fn) (void *arg), void *arg)
 	}
 	PG_CATCH();
 	{
+		ErrorData  *edata;
+
 		MemoryContextSwitchTo(oldcxt);
+		edata = CopyErrorData();
+		strlcpy(cache_dsm_error, edata->message ? edata->message : "", sizeof(cache_dsm_error));
+		FreeErrorData(edata);
 		FlushErrorState();
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcxt);
@@ -311,6 +346,12 @@ cache_try_get_ctl(void)
 	if (!shnsw_dsm_try(dsm_get_ctl, NULL))
 	{
 		cache_registry_failed_at = GetCurrentTimestamp();
+		if (!registry_failure_logged)
+			ereport(LOG,
+					(errmsg("streamhnsw: no shared cache in this session: its registry could not be attached: %s",
+							cache_dsm_error),
+					 errdetail("Scans read every page through shared buffers.")));
+		registry_failure_logged = true;
 		return NULL;
 	}
 	return cache_ctl;
@@ -343,6 +384,26 @@ cache_drop_segment(CacheEntry *e)
 
 	Assert(e->state == ENTRY_READY || e->state == ENTRY_BUILDING ||
 		   e->state == ENTRY_REFRESHING);
+	if (e->mappers > 0)
+	{
+		CacheDropped *d = NULL;
+
+		for (int i = 0; i < CACHE_MAX_DROPPED && d == NULL; i++)
+			if (cache_ctl->dropped[i].copy_id == 0)
+				d = &cache_ctl->dropped[i];
+		if (d != NULL)
+		{
+			d->copy_id = e->copy_id;
+			d->dbid = e->dbid;
+			d->relid = e->relid;
+			d->bytes = e->bytes;
+			d->mappers = e->mappers;
+			cache_ctl->dropped_bytes += e->bytes;
+		}
+		else
+			cache_ctl->dropped_untracked++;
+	}
+	e->mappers = 0;
 	cache_ctl->total_bytes -= e->bytes;
 	e->bytes = 0;
 	e->handle = DSM_HANDLE_INVALID;
@@ -360,6 +421,74 @@ cache_unpin(dsm_handle *h, int n)
 	for (int i = 0; i < n; i++)
 		if (h[i] != DSM_HANDLE_INVALID)
 			dsm_unpin_segment(h[i]);
+}
+
+/*
+ * Mapper counts: every backend that maps a copy counts itself in its entry
+ * (carried into dropped[] when the copy is dropped) until it detaches, so
+ * the budget sees what is still in dynamic shared memory, not only what
+ * is registered. Caller holds cache_ctl->lock exclusively.
+ */
+static bool
+mapper_add_locked(uint64 copy_id)
+{
+	for (int i = 0; i < CACHE_MAX_ENTRIES; i++)
+	{
+		CacheEntry *e = &cache_ctl->entries[i];
+
+		if (e->state >= ENTRY_BUILDING && e->copy_id == copy_id)
+		{
+			e->mappers++;
+			return true;
+		}
+	}
+	for (int i = 0; i < CACHE_MAX_DROPPED; i++)
+		if (cache_ctl->dropped[i].copy_id == copy_id)
+		{
+			cache_ctl->dropped[i].mappers++;
+			return true;
+		}
+	return false;
+}
+
+static void
+mapper_done_locked(uint64 copy_id)
+{
+	for (int i = 0; i < CACHE_MAX_ENTRIES; i++)
+	{
+		CacheEntry *e = &cache_ctl->entries[i];
+
+		if (e->state >= ENTRY_BUILDING && e->copy_id == copy_id)
+		{
+			if (e->mappers > 0)
+				e->mappers--;
+			return;
+		}
+	}
+	for (int i = 0; i < CACHE_MAX_DROPPED; i++)
+	{
+		CacheDropped *d = &cache_ctl->dropped[i];
+
+		if (d->copy_id == copy_id)
+		{
+			if (--d->mappers <= 0)
+			{
+				/* the last mapping is gone, and the segment with it */
+				cache_ctl->dropped_bytes -= d->bytes;
+				memset(d, 0, sizeof(*d));
+			}
+			return;
+		}
+	}
+}
+
+/* This backend no longer maps copy copy_id (or is about to not). */
+void
+cache_mapper_done(uint64 copy_id)
+{
+	LWLockAcquire(&cache_ctl->lock, LW_EXCLUSIVE);
+	mapper_done_locked(copy_id);
+	LWLockRelease(&cache_ctl->lock);
 }
 
 /* Pointers into a mapped copy. */
@@ -471,6 +600,8 @@ cache_map_segment(dsm_handle h, uint64 copy_id, bool safe)
 {
 	DsmAttempt	at = {0};
 	dsm_segment *seg = NULL;
+	bool		counted;
+
 	if (nlocal == lengthof(local_copies))
 		return NULL;			/* the caller treats the copy as unusable */
 	if (!safe)
@@ -489,6 +620,15 @@ cache_map_segment(dsm_handle h, uint64 copy_id, bool safe)
 	if (dsm_segment_map_length(seg) < sizeof(CacheCopy) ||
 		((CacheCopy *) dsm_segment_address(seg))->copy_id != copy_id ||
 		cache_local_find(copy_id) != NULL)
+	{
+		dsm_detach(seg);
+		return NULL;
+	}
+	/* counted, or (dropped and let go by all meanwhile) not kept */
+	LWLockAcquire(&cache_ctl->lock, LW_EXCLUSIVE);
+	counted = mapper_add_locked(copy_id);
+	LWLockRelease(&cache_ctl->lock);
+	if (!counted)
 	{
 		dsm_detach(seg);
 		return NULL;
@@ -529,7 +669,8 @@ cache_local_map(Relation index, bool safe)
 
 /*
  * cache_local_sweep detaches the copies that were dropped since this backend
- * last looked, when no scan of this backend can be using them.
+ * last looked, when no scan of this backend can be using them: at a scan's
+ * lookup and at the end of each transaction.
  */
 void
 cache_local_sweep(void)
@@ -541,7 +682,7 @@ cache_local_sweep(void)
 
 	if (cache_active_scans > 0 || cache_ctl->epoch == local_epoch)
 		return;
-	LWLockAcquire(&cache_ctl->lock, LW_SHARED);
+	LWLockAcquire(&cache_ctl->lock, LW_EXCLUSIVE);
 	epoch = cache_ctl->epoch;
 	for (int i = 0; i < nlocal; i++)
 	{
@@ -553,7 +694,11 @@ cache_local_sweep(void)
 		if (live)
 			local_copies[keep++] = local_copies[i];
 		else
+		{
+			/* uncounted first: the detach below cannot fail to happen */
+			mapper_done_locked(local_copies[i].copy_id);
 			gone[ngone++] = local_copies[i].seg;
+		}
 	}
 	nlocal = keep;
 	LWLockRelease(&cache_ctl->lock);
@@ -602,11 +747,13 @@ lru_copy(const CacheEntry *self, bool in_use_too)
 bool
 cache_make_room(Size need, CacheEntry *self, bool idle_only, dsm_handle *unpin, int *nunpin)
 {
-	Size		budget = (Size) shnsw_shared_cache_size * 1024 * 1024;
+	Size		budget = cache_budget();
 
-	while (cache_ctl->total_bytes + need > budget)
+	/* dropped copies still mapped count: their memory is not back yet */
+	while (cache_ctl->total_bytes + cache_ctl->dropped_bytes + need > budget)
 	{
-		CacheEntry *victim = lru_copy(self, !idle_only);
+		/* the warmer's builds never evict (cache_evict_none) */
+		CacheEntry *victim = cache_evict_none ? NULL : lru_copy(self, !idle_only);
 
 		if (victim == NULL)
 			return false;
@@ -693,6 +840,8 @@ cache_entry_new(Relation index, bool explicit, dsm_handle *unpin, int *nunpin)
 	}
 	if (e == NULL)
 		e = lru;
+	if (e == NULL && cache_evict_none)
+		return NULL;
 	if (e == NULL)
 	{
 		lru = lru_copy(NULL, explicit);
@@ -709,6 +858,8 @@ cache_entry_new(Relation index, bool explicit, dsm_handle *unpin, int *nunpin)
 	pg_atomic_write_u64(&e->cut_until, 0);
 	e->builds = e->invalidations = e->refreshes = e->evictions = 0;
 	e->outgrown = 0;
+	e->mappers = 0;
+	e->logged_failure = 0;
 	e->dbid = MyDatabaseId;
 	e->relid = RelationGetRelid(index);
 	e->owner = index->rd_rel->relowner;
@@ -815,25 +966,150 @@ cache_sweep_dropped(void)
 /* ---------- GUCs ---------- */
 
 /*
+ * shm_space gives the size and free space of /dev/shm, where POSIX dynamic
+ * shared memory lives on Linux; false if segments are made some other way
+ * (dynamic_shared_memory_type sysv or mmap) or /dev/shm cannot be read.
+ */
+static bool
+shm_space(uint64 *total, uint64 *avail)
+{
+	struct statvfs st;
+
+	if (dynamic_shared_memory_type != DSM_IMPL_POSIX || statvfs("/dev/shm", &st) != 0 ||
+		st.f_blocks == 0)
+		return false;
+	*total = (uint64) st.f_blocks * st.f_frsize;
+	*avail = (uint64) st.f_bavail * st.f_frsize;
+	return true;
+}
+
+/* The budget in bytes. */
+Size
+cache_budget(void)
+{
+	return (Size) shnsw_shared_cache_size * 1024 * 1024;
+}
+
+/*
+ * cache_shm_room says whether a segment of size bytes can be created and
+ * still leave parallel queries their share of /dev/shm: an eighth of it,
+ * at least 4 MB (min_dynamic_shared_memory, in the main shared memory
+ * area, counts as room). If not, why says so, for the log.
+ */
+bool
+cache_shm_room(Size size, char *why, Size whylen)
+{
+	uint64		total,
+				avail,
+				margin;
+
+	if (!shm_space(&total, &avail))
+		return true;
+	margin = Max(total / 8, (uint64) 4 * 1024 * 1024);
+	if ((uint64) size + margin <= avail + (uint64) min_dynamic_shared_memory * 1024 * 1024)
+		return true;
+	snprintf(why, whylen,
+			 "/dev/shm has %llu kB free of %llu kB; the copy needs %zu kB, and %llu kB are left to parallel queries.",
+			 (unsigned long long) (avail / 1024), (unsigned long long) (total / 1024),
+			 size / 1024, (unsigned long long) (margin / 1024));
+	return false;
+}
+
+/* What the default was capped from, and /dev/shm's size (0, 0: not). */
+void
+cache_size_capped(int *from, int *shm_mb)
+{
+	*from = size_capped_from;
+	*shm_mb = size_shm_mb;
+}
+
+/* A build worker takes its requester's (cache_size_capped). */
+void
+cache_size_set_capped(int from, int shm_mb)
+{
+	size_capped_from = from;
+	size_shm_mb = shm_mb;
+}
+
+/* What the budget is and where it comes from, for the log. */
+void
+cache_size_detail(char *buf, Size len)
+{
+	if (size_capped_from > 0)
+		snprintf(buf, len,
+				 "streamhnsw.shared_cache_size is %d MB: the default, capped from %d MB by the size of /dev/shm (%d MB).",
+				 shnsw_shared_cache_size, size_capped_from, size_shm_mb);
+	else
+		snprintf(buf, len, "streamhnsw.shared_cache_size is %d MB.", shnsw_shared_cache_size);
+}
+
+/*
+ * cache_log_failure says in the server log why the index gets no copy
+ * (TOO_BIG, UNAVAILABLE): the caller says it once per index and status
+ * (CacheEntry.logged_failure), not per scan.
+ */
+void
+cache_log_failure(Relation index, int status, const char *why)
+{
+	ereport(LOG,
+			(errmsg("streamhnsw: index \"%s\" gets no copy in the shared cache: %s",
+					RelationGetRelationName(index),
+					status == SHNSW_CACHE_TOO_BIG ? "it is larger than streamhnsw.shared_cache_size" :
+					"no dynamic shared memory for it"),
+			 why != NULL && why[0] != '\0' ? errdetail_internal("%s", why) : 0,
+			 errhint("Scans of it read every page through shared buffers.")));
+}
+
+/*
  * streamhnsw.shared_cache_size's -1 (the default) stands for half of
  * shared_buffers, and never less than SHNSW_CACHE_AUTO_MIN_MB: a copy takes
  * about a third of its index's size (the exact vectors stay out of it), so
- * indexes that fit in shared_buffers get their copies. Resolved when set, as
- * wal_buffers' -1 is, so that SHOW and a background build see the size in
- * force.
+ * indexes that fit in shared_buffers get their copies. It is capped at half
+ * of /dev/shm's size (plus min_dynamic_shared_memory) when segments live
+ * there: a container's /dev/shm is often 64 MB, and parallel queries need
+ * their segments too. Resolved when set, as wal_buffers' -1 is, so that SHOW
+ * and a background build see the size in force; the assign hook keeps what
+ * the cap took, for the log (cache_get_ctl).
  */
 #define SHNSW_CACHE_AUTO_MIN_MB 256
 
 static bool
 check_shared_cache_size(int *newval, void **extra, GucSource source)
 {
+	int			capped[2] = {0, 0};	/* from, /dev/shm MB */
+
 	if (*newval == -1)
 	{
 		uint64		half_mb = (uint64) NBuffers * BLCKSZ / 2 / (1024 * 1024);
+		uint64		mb = Min(Max(half_mb, SHNSW_CACHE_AUTO_MIN_MB), INT_MAX / 2);
+		uint64		total,
+					avail;
 
-		*newval = (int) Min(Max(half_mb, SHNSW_CACHE_AUTO_MIN_MB), INT_MAX / 2);
+		if (shm_space(&total, &avail))
+		{
+			uint64		cap = total / 2 / (1024 * 1024) + (uint64) min_dynamic_shared_memory;
+
+			if (cap < mb)
+			{
+				capped[0] = (int) mb;
+				capped[1] = (int) Min(total / (1024 * 1024), INT_MAX);
+				mb = cap;
+			}
+		}
+		*newval = (int) mb;
 	}
+	*extra = guc_malloc(LOG, sizeof(capped));
+	if (*extra == NULL)
+		return false;
+	memcpy(*extra, capped, sizeof(capped));
 	return true;
+}
+
+static void
+assign_shared_cache_size(int newval, void *extra)
+{
+	size_capped_from = ((int *) extra)[0];
+	size_shm_mb = ((int *) extra)[1];
 }
 
 void
@@ -846,9 +1122,10 @@ shnsw_cache_init(void)
 							 PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("streamhnsw.shared_cache_size",
 							"Total dynamic shared memory the shared cache may use.",
-							"-1 (the default): half of shared_buffers, at least 256MB. A copy takes about (24 + 8 m + dims) bytes per node plus 1/8 for growth; least recently used copies are evicted to make room.",
+							"-1 (the default): half of shared_buffers, at least 256MB, but at most half of /dev/shm when segments live there. A copy takes about (24 + 8 m + dims) bytes per node plus 1/8 for growth; least recently used copies are evicted to make room.",
 							&shnsw_shared_cache_size, -1, -1, INT_MAX / 2,
-							PGC_SUSET, GUC_UNIT_MB, check_shared_cache_size, NULL, NULL);
+							PGC_SUSET, GUC_UNIT_MB, check_shared_cache_size,
+							assign_shared_cache_size, NULL);
 	DefineCustomBoolVariable("streamhnsw.shared_cache_background",
 							 "Builds an index's missing copy in the shared cache in a background worker instead of in the scan that finds none.",
 							 "On: that scan, and every other until the copy is ready, searches through shared buffers; if no worker can be started, the scan builds the copy itself.",

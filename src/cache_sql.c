@@ -159,6 +159,7 @@ shnsw_cache_drop_index(Relation index)
 	}
 	LWLockRelease(&cache_ctl->lock);
 	cache_unpin(&h, 1);
+	cache_local_sweep();		/* its own mapping of it, if no scan uses it */
 	return dropped;
 }
 
@@ -223,7 +224,9 @@ cache_list_row(CacheEntry *e, Datum *values)
 
 /*
  * streamhnsw_cache_list() returns one row per index the cache knows: its
- * state, the size of its copy and the counters. Superusers and members
+ * state, the size of its copy and the counters; and one per dropped copy
+ * that some backend still maps (state "dropped": its bytes still count
+ * against the budget, cache_int.h's CacheDropped). Superusers and members
  * of pg_monitor or pg_read_all_stats see every database's; other roles
  * only this database's indexes on tables they may SELECT from (or indexes
  * they own). The registry is copied under its lock and filtered after,
@@ -233,12 +236,15 @@ Datum
 streamhnsw_cache_list(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	static const char *const states[] = {"", "none", "building", "ready", "refreshing"};
+	static const char *const states[] = {"", "none", "building", "ready", "refreshing",
+	"dropped"};
+	const int	dropped_state = 5;
+	const int	maxrows = CACHE_MAX_ENTRIES + CACHE_MAX_DROPPED;
 	bool		all = has_privs_of_role(GetUserId(), ROLE_PG_MONITOR) ||
 		has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS);
-	Datum	   (*rows)[15] = palloc(sizeof(Datum[15]) * CACHE_MAX_ENTRIES);
-	Oid			relids[CACHE_MAX_ENTRIES];
-	uint8		state[CACHE_MAX_ENTRIES];
+	Datum	   (*rows)[15] = palloc0(sizeof(Datum[15]) * maxrows);
+	Oid		   *relids = palloc(sizeof(Oid) * maxrows);
+	uint8	   *state = palloc(maxrows);
 	int			nrows = 0;
 
 	InitMaterializedSRF(fcinfo, 0);
@@ -246,6 +252,7 @@ streamhnsw_cache_list(PG_FUNCTION_ARGS)
 		return (Datum) 0;		/* no registry, no copies */
 	cache_get_ctl();
 	cache_sweep_dropped();
+	cache_local_sweep();		/* what this backend maps of them, if it can */
 	LWLockAcquire(&cache_ctl->lock, LW_SHARED);
 	for (int i = 0; i < CACHE_MAX_ENTRIES; i++)
 	{
@@ -258,14 +265,31 @@ streamhnsw_cache_list(PG_FUNCTION_ARGS)
 		state[nrows++] = e->state;
 		cache_list_row(e, values);
 	}
+	for (int i = 0; i < CACHE_MAX_DROPPED; i++)
+	{
+		CacheDropped *d = &cache_ctl->dropped[i];
+		Datum	   *values = rows[nrows];
+
+		if (d->copy_id == 0 || (!all && d->dbid != MyDatabaseId))
+			continue;
+		relids[nrows] = d->relid;
+		state[nrows++] = dropped_state;
+		values[0] = ObjectIdGetDatum(d->relid);
+		values[1] = ObjectIdGetDatum(d->dbid);
+		values[3] = Int64GetDatum((int64) d->bytes);
+		for (int c = 4; c < 14; c++)
+			values[c] = Int64GetDatum(0);
+	}
 	LWLockRelease(&cache_ctl->lock);
 
 	for (int r = 0; r < nrows; r++)
 	{
 		bool		nulls[15] = {0};
 
+		/* a dropped copy's index may be gone: it shows to those who see all */
 		if (!all && !cache_list_visible(relids[r]))
 			continue;
+		nulls[14] = state[r] == dropped_state;
 		rows[r][2] = CStringGetTextDatum(states[state[r]]);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, rows[r], nulls);
 	}

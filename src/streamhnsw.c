@@ -61,6 +61,7 @@ _PG_init(void)
 {
 	shnsw_kernels_init(SHNSW_SIMD_AVX512);
 	shnsw_cache_init();
+	shnsw_cache_warm_init();
 	shnsw_init_options();
 	shnsw_explain_init();
 	shnsw_bound_init();

@@ -276,3 +276,18 @@ def test_debug_settings_hidden_and_superuser_only(cluster, objects):
             with pytest.raises(psycopg.errors.InsufficientPrivilege if present[n]
                                else psycopg.Error):
                 conn.execute(f"SELECT set_config('{n}', '1', false)")
+
+
+def test_stats_are_server_wide_figures_any_role_may_read(cluster, objects):
+    """streamhnsw_stats() stays readable by any role, by decision (src/README,
+    Privileges): one row of server-wide sums (scans, pages, waits), with no
+    database, index or query in it, as pg_stat_io and pg_stat_wal, which
+    PostgreSQL shows to every role. Resetting them is revoked from PUBLIC."""
+    with as_role(cluster, "shnsw_nopriv") as conn:
+        cur = conn.execute("SELECT * FROM streamhnsw_stats()")
+        assert len(cur.fetchall()) == 1
+        types = {c.type_code for c in cur.description}
+        # bigint, double precision, bigint[]: figures only, no oid or text
+        assert types <= {20, 701, 1016}, types
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("SELECT streamhnsw_stats_reset()")

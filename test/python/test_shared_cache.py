@@ -8,6 +8,7 @@ VACUUM and searches with the image never miss a committed row nor return a
 deleted one; the size limit, eviction and fallbacks hold.
 """
 
+import os
 import re
 import threading
 import time
@@ -764,3 +765,37 @@ def test_one_backend_never_reaches_an_old_image(cluster):
         same_on_off(c1, "sg_memo", queries)
 
         c2.execute("DROP TABLE sg_memo")
+
+
+def test_preloaded_restart_comes_back_warm():
+    """With the library preloaded, the copies that existed at shutdown are
+    rebuilt after the restart by the warmer, in the background, before any
+    scan asks: cache_list shows them ready with no hit, their last use the
+    one before the restart (so eviction keeps its order), and the first
+    scan uses them."""
+    rows, queries = data.clustered(2000, 16, seed=95, n_queries=3)
+    with Cluster(name="shnsw-sg-warm",
+                 settings={"shared_preload_libraries": "'streamhnsw'"}) as c:
+        c.execute("CREATE EXTENSION streamhnsw CASCADE")
+        with c.connect() as conn:
+            for t in ("sg_w1", "sg_w2"):
+                data.load(conn, t, rows)
+                conn.execute(f"CREATE INDEX {t}_idx ON {t} USING streamhnsw (embedding vector_l2_ops)")
+                assert conn.execute(f"SELECT streamhnsw_cache_load('{t}_idx')").fetchone()[0] > 0
+                assert "shared cache: used" in explain_shared(conn, t, queries[0])
+            before = {r[0]: r[1] for r in conn.execute(
+                "SELECT index::regclass::text, last_used FROM streamhnsw_cache_list() "
+                "WHERE state = 'ready'")}
+            assert set(before) == {"sg_w1_idx", "sg_w2_idx"}
+        c.restart()
+        assert os.path.exists(os.path.join(c.datadir, "streamhnsw_cache.list"))
+        with c.connect() as conn:
+            for t in ("sg_w1", "sg_w2"):
+                st = wait_ready(conn, f"{t}_idx")
+                assert st["hits"] == 0 and st["misses"] == 0, st
+                used = conn.execute("SELECT last_used FROM streamhnsw_cache_list() "
+                                    "WHERE index = %s::regclass", (f"{t}_idx",)).fetchone()[0]
+                assert used == before[f"{t}_idx"], (used, before)
+            assert "shared cache: used" in explain_shared(conn, "sg_w2", queries[1])
+            same_on_off(conn, "sg_w1", queries)
+        assert "rebuilt the shared cache's copies" in c.log_tail(20000)

@@ -7,6 +7,7 @@ page type never serves the image's old records.
 """
 
 import os
+import time
 import shutil
 import subprocess
 
@@ -176,11 +177,52 @@ def test_two_megabyte_dev_shm():
             assert conn.execute("SELECT streamhnsw_cache_load('s_idx')").fetchone()[0] is None
         c.stop()
         assert small_dev_shm_start(c, "64m")
-        with c.connect() as conn:
-            conn.execute("SET streamhnsw.shared_cache_background = off")
-            workload(conn, "s", rows, queries, expect_image=True, base=300000)
+        container_dev_shm(c, rows, queries)
     finally:
         c.destroy()
+
+
+def postmaster_shm(cluster):
+    """/dev/shm as cluster's server sees it (its mount namespace)."""
+    with open(os.path.join(cluster.datadir, "postmaster.pid")) as f:
+        pid = int(f.readline())
+    return f"/proc/{pid}/root/dev/shm"
+
+
+def container_dev_shm(c, rows, queries):
+    """/dev/shm of 64 MB, a container's default: the default size is capped
+    at half of it, which the log says once; the index's copy fits and is
+    used. With /dev/shm nearly full, the copy is not built, searches stay
+    exact through buffers, and the log says why, once."""
+    with c.connect() as conn:
+        conn.execute("LOAD 'streamhnsw'")
+        assert conn.execute("SHOW streamhnsw.shared_cache_size").fetchone()[0] == "32MB"
+        conn.execute("SET streamhnsw.shared_cache_background = off")
+        workload(conn, "s", rows, queries, expect_image=True, base=300000)
+    with open(c.logfile) as f:
+        log = f.read()
+    assert log.count("default size is 32 MB, capped from 256 MB by the size of /dev/shm (64 MB)") == 1, log[-3000:]
+    shm = postmaster_shm(c)
+    st = os.statvfs(shm)
+    filler = os.path.join(shm, "filler")
+    with open(filler, "wb") as f:
+        f.write(b"\0" * (st.f_bavail * st.f_frsize - 6 * 1024 * 1024))
+    try:
+        with c.connect() as conn:
+            conn.execute("SET streamhnsw.shared_cache_background = off")
+            assert conn.execute("SELECT streamhnsw_cache_drop('s_idx')").fetchone()[0]
+            for _ in range(3):
+                assert conn.execute("SELECT streamhnsw_cache_load('s_idx')").fetchone()[0] is None
+            workload(conn, "s", rows, queries, expect_image=False, base=500000)
+    finally:
+        os.unlink(filler)
+    with open(c.logfile) as f:
+        log = f.read()
+    said = [line for line in log.splitlines() if 'index "s_idx" gets no copy' in line]
+    assert len(said) == 1 and "no dynamic shared memory" in said[0], said
+    assert "/dev/shm has" in log and "left to parallel queries" in log, log[-3000:]
+    with c.connect() as conn:
+        assert conn.execute("SELECT streamhnsw_cache_load('s_idx')").fetchone()[0] > 0
 
 
 # ---------- hole 3: an index rebuilt in place ----------
@@ -307,3 +349,66 @@ def test_last_used_is_the_clock_in_a_long_transaction(conn):
             assert (used - begun).total_seconds() >= 1.0, (begun, used)
     finally:
         conn.execute("DROP TABLE lu_t")
+
+
+# ---------- hole 4: the memory bound counts what is still mapped ----------
+
+def big_dev_shm_mappings(pid, size):
+    """The /dev/shm segments of at least size bytes backend pid maps."""
+    out = set()
+    with open(f"/proc/{pid}/maps") as f:
+        for line in f:
+            if "/dev/shm/" in line:
+                lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
+                if hi - lo >= size:
+                    out.add(line.split()[-1])
+    return out
+
+
+def cache_rows(conn, state):
+    return conn.execute("SELECT index::regclass::text, bytes FROM streamhnsw_cache_list() "
+                        "WHERE state = %s ORDER BY 1", (state,)).fetchall()
+
+
+def test_dropped_copies_counted_while_mapped(private_cluster):
+    """A dropped copy stays in dynamic shared memory while a backend maps
+    it (here: a long transaction that scanned it): the registry counts it,
+    streamhnsw_cache_list shows it as "dropped", and the budget has no room
+    for a second copy until that transaction ends (before: the bytes were
+    freed from the budget at the drop, and the load below succeeded with
+    both copies in /dev/shm). A backend's exit lets its mappings go too."""
+    rows, queries = data.clustered(9000, 16, seed=44, n_queries=2)
+    with private_cluster.connect() as b, private_cluster.connect() as a:
+        data.load(b, "mb", rows)
+        b.execute("CREATE INDEX mb_idx ON mb USING streamhnsw (embedding vector_l2_ops)")
+        size = b.execute("SELECT streamhnsw_cache_load('mb_idx')").fetchone()[0]
+        assert size > 1024 * 1024, size
+        mb = size // (1024 * 1024) + 1     # one copy fits, two do not
+        assert 2 * size > mb * 1024 * 1024
+        b.execute(f"SET streamhnsw.shared_cache_size = '{mb}MB'")
+        apid = a.execute("SELECT pg_backend_pid()").fetchone()[0]
+        with a.transaction():
+            assert "used" in shared_line(a, "mb", queries[0])
+            held = big_dev_shm_mappings(apid, size)
+            assert len(held) == 1, held
+            assert b.execute("SELECT streamhnsw_cache_drop('mb_idx')").fetchone()[0]
+            assert cache_rows(b, "dropped") == [("mb_idx", size)]
+            assert cache_rows(b, "ready") == []
+            # still mapped (and in /dev/shm): no room for another copy
+            assert b.execute("SELECT streamhnsw_cache_load('mb_idx')").fetchone()[0] is None
+            assert held <= dev_shm_mappings(apid)
+        # the transaction's end detached it, and the budget has it back
+        assert not (held & dev_shm_mappings(apid))
+        assert cache_rows(b, "dropped") == []
+        assert b.execute("SELECT streamhnsw_cache_load('mb_idx')").fetchone()[0] == size
+        # a backend that exits lets its mapping go
+        with private_cluster.connect() as c:
+            assert "used" in shared_line(c, "mb", queries[1])
+            assert b.execute("SELECT streamhnsw_cache_drop('mb_idx')").fetchone()[0]
+            assert cache_rows(b, "dropped") == [("mb_idx", size)]
+        for _ in range(50):
+            if cache_rows(b, "dropped") == []:
+                break
+            time.sleep(0.1)
+        assert cache_rows(b, "dropped") == []
+        check_search(b, "mb", queries)

@@ -1,0 +1,243 @@
+/*-------------------------------------------------------------------------
+ *
+ * cache_warm.c
+ *	  Warm after a restart: with the library in shared_preload_libraries, a
+ *	  background worker writes the list of cached copies to a file of the
+ *	  data directory at shutdown (and every few minutes), and after the
+ *	  next start has them rebuilt, most recently used first, one build
+ *	  worker at a time, as autoprewarm does for buffers.
+ *
+ * The list names indexes by (database, OID). A build worker
+ * (streamhnsw_cache_worker in cache_build.c) opens the index by OID in its
+ * database, so an index dropped meanwhile is skipped, and one rewritten
+ * since (a new relfilenode) gets a copy of what it is now. The builds are
+ * the lazy kind: they evict only idle copies and respect the budget, so the
+ * most recently used copies come first and the others are built while
+ * they fit. Without preloading, copies come back as scans ask for them.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <unistd.h>
+
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/fd.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/procsignal.h"
+#include "utils/guc.h"
+#include "utils/wait_event.h"
+
+#include "cache.h"
+#include "cache_int.h"
+
+/* in the data directory, as autoprewarm's autoprewarm.blocks */
+#define WARM_FILE		"streamhnsw_cache.list"
+#define WARM_DUMP_SECS	300		/* rewrite the list this often, for a crash */
+
+typedef struct WarmItem
+{
+	Oid			dbid;
+	Oid			relid;
+	TimestampTz last_used;
+} WarmItem;
+
+bool		shnsw_shared_cache_warm = true;
+
+PGDLLEXPORT void streamhnsw_cache_warmer(Datum arg);
+
+/* most recently used first */
+static int
+warm_cmp(const void *a, const void *b)
+{
+	const WarmItem *x = a;
+	const WarmItem *y = b;
+
+	return x->last_used < y->last_used ? 1 : x->last_used > y->last_used ? -1 : 0;
+}
+
+/*
+ * warm_dump writes the ready copies of the registry (if one exists) to
+ * WARM_FILE through a temporary file and a rename, so a crash leaves the
+ * old list or the new one.
+ */
+static void
+warm_dump(void)
+{
+	WarmItem	items[CACHE_MAX_ENTRIES];
+	int			n = 0;
+	char		tmp[MAXPGPATH];
+	FILE	   *f;
+
+	if (cache_ctl == NULL && !cache_marker_present())
+		return;					/* no registry: nothing was cached */
+	cache_get_ctl();
+	LWLockAcquire(&cache_ctl->lock, LW_SHARED);
+	for (int i = 0; i < CACHE_MAX_ENTRIES; i++)
+	{
+		CacheEntry *e = &cache_ctl->entries[i];
+
+		if (e->state != ENTRY_READY && e->state != ENTRY_REFRESHING)
+			continue;
+		items[n].dbid = e->dbid;
+		items[n].relid = e->relid;
+		items[n].last_used = (TimestampTz) pg_atomic_read_u64(&e->last_used);
+		n++;
+	}
+	LWLockRelease(&cache_ctl->lock);
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", WARM_FILE);
+	f = AllocateFile(tmp, PG_BINARY_W);
+	if (f == NULL)
+	{
+		ereport(LOG,
+				(errcode_for_file_access(),
+				 errmsg("could not open file \"%s\": %m", tmp)));
+		return;
+	}
+	for (int i = 0; i < n; i++)
+		fprintf(f, "%u %u " INT64_FORMAT "\n", items[i].dbid, items[i].relid,
+				(int64) items[i].last_used);
+	if (FreeFile(f) != 0 || durable_rename(tmp, WARM_FILE, LOG) != 0)
+		ereport(LOG,
+				(errcode_for_file_access(),
+				 errmsg("could not write file \"%s\": %m", WARM_FILE)));
+}
+
+/* warm_read reads WARM_FILE into items (at most max); the count */
+static int
+warm_read(WarmItem *items, int max)
+{
+	FILE	   *f = AllocateFile(WARM_FILE, PG_BINARY_R);
+	int			n = 0;
+	unsigned int dbid,
+				relid;
+	int64		last;
+
+	if (f == NULL)
+		return 0;
+	while (n < max && fscanf(f, "%u %u " INT64_FORMAT "\n", &dbid, &relid, &last) == 3)
+	{
+		items[n].dbid = dbid;
+		items[n].relid = relid;
+		items[n].last_used = (TimestampTz) last;
+		n++;
+	}
+	FreeFile(f);
+	return n;
+}
+
+/*
+ * warm_build has a build worker build the copy of one index and waits
+ * for it to end; false if no worker could be started.
+ */
+static bool
+warm_build(const WarmItem *it)
+{
+	BackgroundWorker bgw;
+	BackgroundWorkerHandle *handle;
+	CacheBuildRequest req = {0};
+	pid_t		pid;
+
+	memset(&bgw, 0, sizeof(bgw));
+	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	bgw.bgw_start_time = BgWorkerStart_ConsistentState;
+	bgw.bgw_restart_time = BGW_NEVER_RESTART;
+	strlcpy(bgw.bgw_library_name, "streamhnsw", BGW_MAXLEN);
+	strlcpy(bgw.bgw_function_name, "streamhnsw_cache_worker", BGW_MAXLEN);
+	snprintf(bgw.bgw_name, BGW_MAXLEN, "streamhnsw shared cache build for index %u", it->relid);
+	strlcpy(bgw.bgw_type, "streamhnsw shared cache build", BGW_MAXLEN);
+	req.dbid = it->dbid;
+	req.relid = it->relid;
+	req.cache_size_mb = -1;		/* the server's setting */
+	req.last_used = it->last_used;
+	memcpy(bgw.bgw_extra, &req, sizeof(req));
+	bgw.bgw_notify_pid = MyProcPid;
+	if (!RegisterDynamicBackgroundWorker(&bgw, &handle))
+		return false;
+	if (WaitForBackgroundWorkerStartup(handle, &pid) == BGWH_STARTED)
+		(void) WaitForBackgroundWorkerShutdown(handle);
+	pfree(handle);
+	return true;
+}
+
+/*
+ * streamhnsw_cache_warmer: the static background worker registered when
+ * the library is preloaded. Rebuilds the copies of the last list (if
+ * streamhnsw.shared_cache_warm is on at its start), then waits for the
+ * shutdown, rewriting the list every WARM_DUMP_SECS and at the end.
+ */
+void
+streamhnsw_cache_warmer(Datum arg)
+{
+	WarmItem	items[CACHE_MAX_ENTRIES];
+	int			n;
+
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	/* a worker without a database ignores SIGUSR1: builds' ends need it */
+	pqsignal(SIGUSR1, procsignal_sigusr1_handler);
+	BackgroundWorkerUnblockSignals();
+
+	n = shnsw_shared_cache_warm ? warm_read(items, lengthof(items)) : 0;
+	qsort(items, n, sizeof(WarmItem), warm_cmp);
+	for (int i = 0; i < n && !ShutdownRequestPending; i++)
+	{
+		/* a few tries when every worker slot is taken */
+		for (int t = 0; t < 5 && !warm_build(&items[i]) && !ShutdownRequestPending; t++)
+		{
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 1000,
+							 PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+		}
+	}
+	if (n > 0)
+		ereport(LOG,
+				(errmsg("streamhnsw: rebuilt the shared cache's copies of up to %d indexes cached at the last shutdown", n)));
+
+	while (!ShutdownRequestPending)
+	{
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 WARM_DUMP_SECS * 1000L, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		warm_dump();
+	}
+	warm_dump();
+	proc_exit(0);
+}
+
+/*
+ * shnsw_cache_warm_init defines streamhnsw.shared_cache_warm and registers
+ * the warmer, from _PG_init while the library is being preloaded.
+ */
+void
+shnsw_cache_warm_init(void)
+{
+	BackgroundWorker bgw;
+
+	DefineCustomBoolVariable("streamhnsw.shared_cache_warm",
+							 "With the library preloaded, rebuilds after a start the shared cache's copies that existed at the last shutdown.",
+							 "A background worker writes the list of copies to streamhnsw_cache.list in the data directory at shutdown and every 5 minutes, and rebuilds them, most recently used first, after the next start.",
+							 &shnsw_shared_cache_warm, true,
+							 PGC_SIGHUP, 0, NULL, NULL, NULL);
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+	memset(&bgw, 0, sizeof(bgw));
+	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS;
+	bgw.bgw_start_time = BgWorkerStart_ConsistentState;
+	bgw.bgw_restart_time = BGW_NEVER_RESTART;
+	strlcpy(bgw.bgw_library_name, "streamhnsw", BGW_MAXLEN);
+	strlcpy(bgw.bgw_function_name, "streamhnsw_cache_warmer", BGW_MAXLEN);
+	strlcpy(bgw.bgw_name, "streamhnsw shared cache warmer", BGW_MAXLEN);
+	strlcpy(bgw.bgw_type, "streamhnsw shared cache warmer", BGW_MAXLEN);
+	RegisterBackgroundWorker(&bgw);
+}
