@@ -825,6 +825,20 @@ cache_refresh(Relation index, LocalCopy *li)
 
 /* ---------- building in the background ---------- */
 
+/* A build worker for index relid, as cache_request_build and the warmer start it. */
+void
+cache_build_worker_init(BackgroundWorker *bgw, Oid relid)
+{
+	memset(bgw, 0, sizeof(*bgw));
+	bgw->bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	bgw->bgw_start_time = BgWorkerStart_ConsistentState;
+	bgw->bgw_restart_time = BGW_NEVER_RESTART;
+	strlcpy(bgw->bgw_library_name, "streamhnsw", BGW_MAXLEN);
+	strlcpy(bgw->bgw_function_name, "streamhnsw_cache_worker", BGW_MAXLEN);
+	snprintf(bgw->bgw_name, BGW_MAXLEN, "streamhnsw shared cache build for index %u", relid);
+	strlcpy(bgw->bgw_type, "streamhnsw shared cache build", BGW_MAXLEN);
+}
+
 PGDLLEXPORT void streamhnsw_cache_worker(Datum arg);
 
 
@@ -876,14 +890,7 @@ cache_request_build(Relation index, int *status)
 	if (!launch)
 		return true;
 
-	memset(&bgw, 0, sizeof(bgw));
-	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	bgw.bgw_start_time = BgWorkerStart_ConsistentState;
-	bgw.bgw_restart_time = BGW_NEVER_RESTART;
-	strlcpy(bgw.bgw_library_name, "streamhnsw", BGW_MAXLEN);
-	strlcpy(bgw.bgw_function_name, "streamhnsw_cache_worker", BGW_MAXLEN);
-	snprintf(bgw.bgw_name, BGW_MAXLEN, "streamhnsw shared cache build for index %u", RelationGetRelid(index));
-	strlcpy(bgw.bgw_type, "streamhnsw shared cache build", BGW_MAXLEN);
+	cache_build_worker_init(&bgw, RelationGetRelid(index));
 	req.dbid = MyDatabaseId;
 	req.relid = RelationGetRelid(index);
 	req.cache_size_mb = shnsw_shared_cache_size;

@@ -254,6 +254,8 @@ typedef struct CacheBuildRequest
 extern CacheCtl *cache_ctl;
 extern int	cache_active_scans;	/* cached scans begun in this transaction */
 extern const EvictRights *cache_evict_rights;
+struct BackgroundWorker;
+extern void cache_build_worker_init(struct BackgroundWorker *bgw, Oid relid);
 extern bool cache_evict_none;	/* the warmer's builds: never evict */
 extern bool cache_evict_refused;
 extern TimestampTz cache_registry_failed_at;

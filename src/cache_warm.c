@@ -143,14 +143,7 @@ warm_build(const WarmItem *it)
 	CacheBuildRequest req = {0};
 	pid_t		pid;
 
-	memset(&bgw, 0, sizeof(bgw));
-	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	bgw.bgw_start_time = BgWorkerStart_ConsistentState;
-	bgw.bgw_restart_time = BGW_NEVER_RESTART;
-	strlcpy(bgw.bgw_library_name, "streamhnsw", BGW_MAXLEN);
-	strlcpy(bgw.bgw_function_name, "streamhnsw_cache_worker", BGW_MAXLEN);
-	snprintf(bgw.bgw_name, BGW_MAXLEN, "streamhnsw shared cache build for index %u", it->relid);
-	strlcpy(bgw.bgw_type, "streamhnsw shared cache build", BGW_MAXLEN);
+	cache_build_worker_init(&bgw, it->relid);
 	req.dbid = it->dbid;
 	req.relid = it->relid;
 	req.cache_size_mb = -1;		/* the server's setting */
