@@ -118,22 +118,22 @@ CREATE FUNCTION streamhnsw_stats_reset() RETURNS void
 COMMENT ON FUNCTION streamhnsw_stats_reset() IS 'sets the cumulative streamhnsw scan figures to zero';
 REVOKE ALL ON FUNCTION streamhnsw_stats_reset() FROM PUBLIC;
 
--- The shared graph cache (src/README, "Shared graph image")
+-- The shared cache (src/README, "The shared cache")
 
 CREATE FUNCTION streamhnsw_cache_load(index regclass) RETURNS bigint
 	AS 'MODULE_PATHNAME' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION streamhnsw_cache_load(regclass) IS 'builds (or brings up to date) the shared graph image of a streamhnsw index; returns its size in bytes, or NULL if it cannot have one';
+COMMENT ON FUNCTION streamhnsw_cache_load(regclass) IS 'builds (or brings up to date) the shared cache''s copy of a streamhnsw index; returns its size in bytes, or NULL if it cannot have one';
 
 CREATE FUNCTION streamhnsw_cache_drop(index regclass) RETURNS boolean
 	AS 'MODULE_PATHNAME' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION streamhnsw_cache_drop(regclass) IS 'drops the shared graph image of a streamhnsw index; true if it had one';
+COMMENT ON FUNCTION streamhnsw_cache_drop(regclass) IS 'drops the shared cache''s copy of a streamhnsw index; true if it had one';
 
 CREATE FUNCTION streamhnsw_cache_list(
 	OUT index oid, OUT database oid, OUT state text, OUT bytes bigint,
 	OUT nodes bigint, OUT graph_pages bigint, OUT upper_pages bigint,
 	OUT hits bigint, OUT misses bigint, OUT builds bigint,
 	OUT invalidations bigint, OUT refreshes bigint, OUT evictions bigint,
-	OUT insert_searches bigint, OUT last_used timestamptz)
+	OUT insert_searches bigint, OUT outgrown bigint, OUT last_used timestamptz)
 	RETURNS SETOF record
 	AS 'MODULE_PATHNAME' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION streamhnsw_cache_list() IS 'the shared graph images of streamhnsw indexes the caller may read (every database''s for pg_monitor and pg_read_all_stats): state, size, nodes and counters';
+COMMENT ON FUNCTION streamhnsw_cache_list() IS 'the shared cache''s copies of streamhnsw indexes the caller may read (every database''s for pg_monitor and pg_read_all_stats): state, size, nodes and counters';

@@ -196,6 +196,9 @@ cache_list_visible(Oid relid)
 		object_ownercheck(RelationRelationId, relid, GetUserId());
 }
 
+/* streamhnsw_cache_list's columns; the last is last_used */
+#define CACHE_LIST_COLS 16
+
 /*
  * cache_list_row fills the columns of streamhnsw_cache_list's row for entry
  * e (the state's text is made later, with no lock held). Caller holds
@@ -209,7 +212,7 @@ cache_list_row(CacheEntry *e, Datum *values)
 		e->bytes, e->nodes, e->gpages, e->upages,
 		pg_atomic_read_u64(&e->hits), pg_atomic_read_u64(&e->misses),
 		e->builds, e->invalidations, e->refreshes, e->evictions,
-		pg_atomic_read_u64(&e->insert_searches)
+		pg_atomic_read_u64(&e->insert_searches), e->outgrown
 	};
 	int			n = 0;
 
@@ -219,7 +222,7 @@ cache_list_row(CacheEntry *e, Datum *values)
 	for (int k = 0; k < lengthof(counts); k++)
 		values[n++] = Int64GetDatum(counts[k]);
 	values[n++] = TimestampTzGetDatum((TimestampTz) pg_atomic_read_u64(&e->last_used));
-	Assert(n == 15);
+	Assert(n == CACHE_LIST_COLS);
 }
 
 /*
@@ -242,7 +245,7 @@ streamhnsw_cache_list(PG_FUNCTION_ARGS)
 	const int	maxrows = CACHE_MAX_ENTRIES + CACHE_MAX_DROPPED;
 	bool		all = has_privs_of_role(GetUserId(), ROLE_PG_MONITOR) ||
 		has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS);
-	Datum	   (*rows)[15] = palloc0(sizeof(Datum[15]) * maxrows);
+	Datum	   (*rows)[CACHE_LIST_COLS] = palloc0(sizeof(Datum[CACHE_LIST_COLS]) * maxrows);
 	Oid		   *relids = palloc(sizeof(Oid) * maxrows);
 	uint8	   *state = palloc(maxrows);
 	int			nrows = 0;
@@ -277,19 +280,19 @@ streamhnsw_cache_list(PG_FUNCTION_ARGS)
 		values[0] = ObjectIdGetDatum(d->relid);
 		values[1] = ObjectIdGetDatum(d->dbid);
 		values[3] = Int64GetDatum((int64) d->bytes);
-		for (int c = 4; c < 14; c++)
+		for (int c = 4; c < CACHE_LIST_COLS - 1; c++)
 			values[c] = Int64GetDatum(0);
 	}
 	LWLockRelease(&cache_ctl->lock);
 
 	for (int r = 0; r < nrows; r++)
 	{
-		bool		nulls[15] = {0};
+		bool		nulls[CACHE_LIST_COLS] = {0};
 
 		/* a dropped copy's index may be gone: it shows to those who see all */
 		if (!all && !cache_list_visible(relids[r]))
 			continue;
-		nulls[14] = state[r] == dropped_state;
+		nulls[CACHE_LIST_COLS - 1] = state[r] == dropped_state;
 		rows[r][2] = CStringGetTextDatum(states[state[r]]);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, rows[r], nulls);
 	}
