@@ -933,36 +933,12 @@ shnsw_kernels_init(ShnswSimdLevel max)
 	}
 #else
 	(void) max;
-	(void) cpu;
 #endif
+	shnsw_kernels_l1_init(level, cpu->f16c);
 	return level;
 }
 
 /* ---------- halves, normalization ---------- */
-
-/* shnsw_half_to_float converts one IEEE half (halfvec element) to float. */
-float
-shnsw_half_to_float(uint16_t h)
-{
-	uint32_t	sign = (uint32_t) (h & 0x8000) << 16;
-	uint32_t	exp = (h >> 10) & 0x1f;
-	uint32_t	mant = h & 0x3ff;
-	uint32_t	bits;
-	float		f;
-
-	if (exp == 0)
-	{
-		/* zero or subnormal: value is mant * 2^-24 */
-		f = (float) mant * (1.0f / 16777216.0f);
-		return sign ? -f : f;
-	}
-	if (exp == 31)
-		bits = sign | 0x7f800000u | (mant << 13);
-	else
-		bits = sign | ((exp + 112) << 23) | (mant << 13);
-	memcpy(&f, &bits, sizeof(f));
-	return f;
-}
 
 /* shnsw_halves_to_floats converts dim halves to floats. */
 void
@@ -1153,14 +1129,14 @@ sq8_prepare_code(Sq8Query *sq, ShnswMetric metric, const uint8_t *code,
 	int			dim = sq->dim;
 
 	sq->metric = metric;
-	if (metric == SHNSW_METRIC_L2)
+	if (metric == SHNSW_METRIC_L2 || metric == SHNSW_METRIC_L1)
 	{
 		/* (lo + c * scale - lo) / scale is c itself */
 		sq->bias = 0.0f;
 		for (int i = 0; i < dim; i++)
 		{
 			sq->qs[i] = (float) code[i];
-			sq->w[i] = scale[i] * scale[i];
+			sq->w[i] = metric == SHNSW_METRIC_L2 ? scale[i] * scale[i] : scale[i];
 		}
 	}
 	else
@@ -1190,13 +1166,13 @@ sq8_prepare_query(Sq8Query *sq, ShnswMetric metric, const float *q,
 	int			dim = sq->dim;
 
 	sq->metric = metric;
-	if (metric == SHNSW_METRIC_L2)
+	if (metric == SHNSW_METRIC_L2 || metric == SHNSW_METRIC_L1)
 	{
 		sq->bias = 0.0f;
 		for (int i = 0; i < dim; i++)
 		{
 			sq->qs[i] = (q[i] - lo[i]) / scale[i];
-			sq->w[i] = scale[i] * scale[i];
+			sq->w[i] = metric == SHNSW_METRIC_L2 ? scale[i] * scale[i] : scale[i];
 		}
 	}
 	else

@@ -17,14 +17,8 @@
 #include <stdint.h>
 
 #include "format.h"
-
-/* Which implementation shnsw_kernels_init() picked. */
-typedef enum ShnswSimdLevel
-{
-	SHNSW_SIMD_PORTABLE = 0,
-	SHNSW_SIMD_AVX2 = 1,
-	SHNSW_SIMD_AVX512 = 2
-} ShnswSimdLevel;
+#include "kernels_l1.h"
+#include "simd.h"
 
 /* The SIMD features of this CPU (and saved by the OS) the kernels can use. */
 typedef struct ShnswCpuFeatures
@@ -52,11 +46,12 @@ shnsw_float_distance(ShnswMetric metric, const float *a, const float *b, int dim
 {
 	if (metric == SHNSW_METRIC_L2)
 		return shnsw_l2sq_f32(a, b, dim);
+	if (metric == SHNSW_METRIC_L1)
+		return shnsw_l1_f32(a, b, dim);
 	return -shnsw_dot_f32(a, b, dim);
 }
 
-/* IEEE half (as stored by pgvector's halfvec) to float. */
-extern float shnsw_half_to_float(uint16_t h);
+/* IEEE half (as stored by pgvector's halfvec) to float: shnsw_half_to_float (simd.h). */
 extern void shnsw_halves_to_floats(const uint16_t *h, float *out, int dim);
 
 /*
@@ -83,6 +78,8 @@ shnsw_half_distance(ShnswMetric metric, const float *a, const uint16_t *b, int d
 {
 	if (metric == SHNSW_METRIC_L2)
 		return shnsw_l2sq_f32_f16(a, b, dim);
+	if (metric == SHNSW_METRIC_L1)
+		return shnsw_l1_f32_f16(a, b, dim);
 	return -shnsw_dot_f32_f16(a, b, dim);
 }
 
@@ -108,6 +105,8 @@ extern void sq8_decode(const float *lo, const float *scale, const uint8_t *code,
 /*
  * A query prepared for distances to SQ8 codes. For L2:
  *	 d = sum w[i] * (qs[i] - c[i])^2,  qs = (q - lo) / scale,  w = scale^2
+ * For L1 (kernels_l1.h):
+ *	 d = sum w[i] * |qs[i] - c[i]|,  qs = (q - lo) / scale,  w = scale
  * For IP and cosine (q normalized for cosine):
  *	 d = -(bias + sum qs[i] * c[i]),  qs = q * scale,  bias = sum q * lo
  */
@@ -117,7 +116,7 @@ typedef struct Sq8Query
 	ShnswMetric metric;
 	float		bias;
 	float	   *qs;				/* dim floats, caller-allocated */
-	float	   *w;				/* dim floats, caller-allocated (L2 only) */
+	float	   *w;				/* dim floats, caller-allocated (L2, L1) */
 } Sq8Query;
 
 extern void sq8_prepare_query(Sq8Query *sq, ShnswMetric metric, const float *q,
@@ -136,6 +135,8 @@ sq8_distance(const Sq8Query *sq, const uint8_t *code)
 {
 	if (sq->metric == SHNSW_METRIC_L2)
 		return sq8_l2_kernel(sq->qs, sq->w, code, sq->dim);
+	if (sq->metric == SHNSW_METRIC_L1)
+		return sq8_l1_kernel(sq->qs, sq->w, code, sq->dim);
 	return -(sq->bias + sq8_dot_kernel(sq->qs, code, sq->dim));
 }
 
@@ -157,6 +158,8 @@ sq8_distances_at(const Sq8Query *sq, const uint8_t *const *codes, int n, float *
 {
 	if (sq->metric == SHNSW_METRIC_L2)
 		sq8_l2_batch_kernel(sq->qs, sq->w, codes, n, sq->dim, out);
+	else if (sq->metric == SHNSW_METRIC_L1)
+		sq8_l1_batch_kernel(sq->qs, sq->w, codes, n, sq->dim, out);
 	else
 	{
 		sq8_dot_batch_kernel(sq->qs, codes, n, sq->dim, out);
