@@ -58,7 +58,7 @@ OBJS = \
 
 DATA = sql/streamhnsw--$(EXTVERSION).sql
 
-REGRESS      = version vector_ops halfvec_ops nulls dml vacuum rescan options errors plans filtered edge_values amvalidate duplicates ef_search_option
+REGRESS      = version vector_ops halfvec_ops l1_ops nulls dml vacuum rescan options errors plans filtered edge_values amvalidate duplicates ef_search_option
 REGRESS_OPTS = --inputdir=test/regress --outputdir=test/regress
 
 VENV        ?= .venv
