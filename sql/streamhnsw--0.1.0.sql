@@ -25,6 +25,8 @@ CREATE FUNCTION streamhnsw_ip_metric(internal) RETURNS internal
 	AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 CREATE FUNCTION streamhnsw_cosine_metric(internal) RETURNS internal
 	AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION streamhnsw_l1_metric(internal) RETURNS internal
+	AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 CREATE FUNCTION streamhnsw_vector_type(internal) RETURNS internal
 	AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 CREATE FUNCTION streamhnsw_halfvec_type(internal) RETURNS internal
@@ -55,6 +57,13 @@ CREATE OPERATOR CLASS vector_cosine_ops
 	FUNCTION 2 streamhnsw_cosine_metric(internal),
 	FUNCTION 3 streamhnsw_vector_type(internal);
 
+CREATE OPERATOR CLASS vector_l1_ops
+	FOR TYPE vector USING streamhnsw AS
+	OPERATOR 1 <+> (vector, vector) FOR ORDER BY float_ops,
+	FUNCTION 1 l1_distance(vector, vector),
+	FUNCTION 2 streamhnsw_l1_metric(internal),
+	FUNCTION 3 streamhnsw_vector_type(internal);
+
 CREATE OPERATOR CLASS halfvec_l2_ops
 	DEFAULT FOR TYPE halfvec USING streamhnsw AS
 	OPERATOR 1 <-> (halfvec, halfvec) FOR ORDER BY float_ops,
@@ -74,6 +83,13 @@ CREATE OPERATOR CLASS halfvec_cosine_ops
 	OPERATOR 1 <=> (halfvec, halfvec) FOR ORDER BY float_ops,
 	FUNCTION 1 cosine_distance(halfvec, halfvec),
 	FUNCTION 2 streamhnsw_cosine_metric(internal),
+	FUNCTION 3 streamhnsw_halfvec_type(internal);
+
+CREATE OPERATOR CLASS halfvec_l1_ops
+	FOR TYPE halfvec USING streamhnsw AS
+	OPERATOR 1 <+> (halfvec, halfvec) FOR ORDER BY float_ops,
+	FUNCTION 1 l1_distance(halfvec, halfvec),
+	FUNCTION 2 streamhnsw_l1_metric(internal),
 	FUNCTION 3 streamhnsw_halfvec_type(internal);
 
 -- Inspection

@@ -347,7 +347,7 @@ build_put_half(ShnswBuildState *bs, ShnswBuildGraph *g, uint32 i, const float *n
 
 	sq8_encode(lo, scale, nav, code, bs->dims);
 	bs->max_residual = Max(bs->max_residual,
-						   shnsw_code_residual(lo, scale, nav, code, bs->dims));
+						   shnsw_code_residual(bs->metric, lo, scale, nav, code, bs->dims));
 	shnsw_floats_to_halves(nav, bs->half_scale, g->halves + (Size) i * bs->dims, bs->dims);
 }
 
@@ -707,7 +707,7 @@ build_write_pages(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswLayout *l,
 
 			sq8_encode(lo, scale, v, code, bs->dims);
 			bs->max_residual = Max(bs->max_residual,
-								   shnsw_code_residual(lo, scale, v, code, bs->dims));
+								   shnsw_code_residual(bs->metric, lo, scale, v, code, bs->dims));
 		}
 		pfree(code);
 	}
@@ -825,7 +825,8 @@ build_graph(ShnswBuildState *bs, ShnswBuildGraph *g, const float *lo, const floa
 			build_reread_nav(bs, i, img);
 			sq8_encode(lo, scale, bs->navbuf, code, bs->dims);
 			bs->max_residual = Max(bs->max_residual,
-								   shnsw_code_residual(lo, scale, bs->navbuf, code, bs->dims));
+								   shnsw_code_residual(bs->metric, lo, scale, bs->navbuf, code,
+													   bs->dims));
 			shnsw_build_add_code(g, code);
 		}
 		pfree(img);
@@ -898,7 +899,7 @@ build_graph_parallel(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswParallelBuild
 		}
 		sq8_encode(lo, scale, nav, code, bs->dims);
 		bs->max_residual = Max(bs->max_residual,
-							   shnsw_code_residual(lo, scale, nav, code, bs->dims));
+							   shnsw_code_residual(bs->metric, lo, scale, nav, code, bs->dims));
 	}
 	shnsw_parallel_ready(pb, bs->nmem);
 	bs->have_residual = true;

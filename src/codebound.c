@@ -23,6 +23,9 @@ shnsw_codebound_prepare(ShnswCodeBound *b, ShnswMetric metric, bool unbounded,
 {
 	const double eps = FLT_EPSILON;
 	double		sumsq = 0.0,
+				sume = 0.0,
+				sumr = 0.0,
+				varsum = 0.0,
 				sumabs = 0.0,
 				mag = 0.0,
 				rndsq = 0.0,
@@ -49,6 +52,9 @@ shnsw_codebound_prepare(ShnswCodeBound *b, ShnswMetric metric, bool unbounded,
 		double		e = sc / 2 + r;
 
 		sumsq += e * e;
+		sume += e;
+		sumr += r;
+		varsum += sc * sc / 12;
 		sumabs += fabs(nav[i]) * e;
 		mag += fabs(nav[i]) * xmax;
 		rndsq += r * r;
@@ -66,8 +72,17 @@ shnsw_codebound_prepare(ShnswCodeBound *b, ShnswMetric metric, bool unbounded,
 	b->scale = scale;
 	b->err_rel = 2 * eps * (dims + 8);
 	b->qnorm = sqrt(qsq);
-	b->res_range = shnsw_clamp_unit(scale, dims);
-	if (metric != SHNSW_METRIC_IP)
+	b->res_range = shnsw_clamp_unit(metric, scale, dims);
+	if (metric == SHNSW_METRIC_L1)
+	{
+		/*
+		 * L1 navigates on sum |q_i - x'_i|, and by the triangle inequality
+		 * in each dimension the exact distance is within sum |x_i - x'_i|
+		 * of it: every dimension off by its half step at worst.
+		 */
+		b->err_abs = sume;
+	}
+	else if (metric != SHNSW_METRIC_IP)
 		b->err_abs = sqrt(sumsq);
 	else
 		b->err_abs = sumabs + b->err_rel * mag;
@@ -84,8 +99,18 @@ shnsw_codebound_prepare(ShnswCodeBound *b, ShnswMetric metric, bool unbounded,
 	 * 384 dimensions this is a fifth of the worst case (every dimension
 	 * off by half a step at once, in the worst direction); in 3 it is
 	 * larger, and the worst case stands.
+	 *
+	 * L1: with a = q - x', each dimension's term |a_i - e_i| - |a_i| is at
+	 * least -sign(a_i) e_i (pointwise: it is exactly that when |a_i| is
+	 * past e_i, and larger when the query lies inside the cell), so
+	 * |q - x|_1 - est is at least a sum of independent uniforms of
+	 * variance sum step_i^2 / 12: the same six deviations hold with the
+	 * same odds. In 384 dimensions of equal steps that is a sixth of the
+	 * worst case sum step_i / 2.
 	 */
-	if (metric != SHNSW_METRIC_IP)
+	if (metric == SHNSW_METRIC_L1)
+		b->err_typ = SHNSW_CODEBOUND_SIGMAS * sqrt(varsum) + sumr;
+	else if (metric != SHNSW_METRIC_IP)
 		b->err_typ = SHNSW_CODEBOUND_SIGMAS * sqrt(varmax) + sqrt(rndsq);
 	else
 		b->err_typ = SHNSW_CODEBOUND_SIGMAS * sqrt(varq) + rndabs + b->err_rel * mag;
@@ -99,6 +124,7 @@ shnsw_codebound_prepare(ShnswCodeBound *b, ShnswMetric metric, bool unbounded,
 	 * rounding added); inner product: -q.x >= -q.x' - |q| |x - x'|.
 	 */
 	b->rnd_l2 = sqrt(rndsq);
+	b->rnd_l1 = sumr;
 	b->rnd_ip = rndabs;
 	b->mag = mag;
 	if (residual >= 0.0)
@@ -109,7 +135,9 @@ void
 shnsw_codebound_set_residual(ShnswCodeBound *b, double residual)
 {
 	residual = residual * (1 + 1e-6) + 1e-12;
-	if (b->metric != SHNSW_METRIC_IP)
+	if (b->metric == SHNSW_METRIC_L1)
+		b->err_abs = residual + b->rnd_l1;	/* residual: |x - x'|_1 */
+	else if (b->metric != SHNSW_METRIC_IP)
 		b->err_abs = residual + b->rnd_l2;
 	else
 		b->err_abs = b->qnorm * (1 + (double) FLT_EPSILON) * residual + b->rnd_ip +
@@ -117,8 +145,8 @@ shnsw_codebound_set_residual(ShnswCodeBound *b, double residual)
 }
 
 double
-shnsw_code_residual(const float *lo, const float *scale, const float *v, const uint8_t *code,
-					int dims)
+shnsw_code_residual(ShnswMetric metric, const float *lo, const float *scale, const float *v,
+					const uint8_t *code, int dims)
 {
 	double		sum = 0.0;
 
@@ -126,15 +154,17 @@ shnsw_code_residual(const float *lo, const float *scale, const float *v, const u
 	{
 		double		r = (double) v[i] - ((double) lo[i] + (double) code[i] * (double) scale[i]);
 
-		sum += r * r;
+		sum += metric == SHNSW_METRIC_L1 ? fabs(r) : r * r;
 	}
+	if (metric != SHNSW_METRIC_L1)
+		sum = sqrt(sum);
 	/* double rounding of the sums, upwards (the bound rounds it up again) */
-	return sqrt(sum) * (1 + 1e-9) + 1e-12;
+	return sum * (1 + 1e-9) + 1e-12;
 }
 
 double
-shnsw_code_excess(const float *lo, const float *scale, const float *v, const uint8_t *code,
-				  int dims)
+shnsw_code_excess(ShnswMetric metric, const float *lo, const float *scale, const float *v,
+				  const uint8_t *code, int dims)
 {
 	double		sum = 0.0;
 
@@ -146,21 +176,24 @@ shnsw_code_excess(const float *lo, const float *scale, const float *v, const uin
 		double		e = fabs((double) v[i] - x) - (double) scale[i] / 2;
 
 		if (e > tol)
-			sum += e * e;
+			sum += metric == SHNSW_METRIC_L1 ? e : e * e;
 	}
 	if (sum == 0.0)
 		return 0.0;
-	return sqrt(sum) * (1 + 1e-9) + 1e-12;
+	if (metric != SHNSW_METRIC_L1)
+		sum = sqrt(sum);
+	return sum * (1 + 1e-9) + 1e-12;
 }
 
 double
-shnsw_clamp_unit(const float *scale, int dims)
+shnsw_clamp_unit(ShnswMetric metric, const float *scale, int dims)
 {
-	double		halfsq = 0.0;
+	double		half = 0.0;
 
 	for (int i = 0; i < dims; i++)
-		halfsq += (double) scale[i] * scale[i] / 4;
-	return sqrt(halfsq);
+		half += metric == SHNSW_METRIC_L1 ? (double) scale[i] / 2 :
+			(double) scale[i] * scale[i] / 4;
+	return metric == SHNSW_METRIC_L1 ? half : sqrt(half);
 }
 
 double
@@ -191,6 +224,8 @@ shnsw_clamp_distance(ShnswMetric nav_metric, float d, double slack)
 
 	if (nav_metric == SHNSW_METRIC_IP)
 		x = (double) d - slack;
+	else if (nav_metric == SHNSW_METRIC_L1)
+		x = fmax((double) d - slack, 0.0);
 	else
 	{
 		x = sqrt(fmax((double) d, 0.0)) - slack;
@@ -219,6 +254,7 @@ shnsw_codebound_upper(const ShnswCodeBound *b, double est)
 			base += b->err_rel * base;
 			return base * base / 2 + b->err_rel;
 		default:
+			/* inner product and L1 navigate in the exact distance's units */
 			base = est + b->err_abs;
 			break;
 	}
@@ -250,7 +286,11 @@ shnsw_codebound_lower(const ShnswCodeBound *b, double est)
 			base = fmax(base - b->err_abs - b->err_rel * base, 0.0);
 			return base * base / 2 - b->err_rel;
 		default:
-			/* est = -q.x'; -q.x >= est - sum |q_i| |x_i - x'_i| */
+
+			/*
+			 * inner product: est = -q.x'; -q.x >= est - sum |q_i| |x_i -
+			 * x'_i|. L1: est = |q - x'|_1; |q - x|_1 >= est - |x - x'|_1.
+			 */
 			base = est;
 			break;
 	}
@@ -296,12 +336,13 @@ shnsw_codebound_code(const ShnswCodeBound *b, const uint8_t *code)
 			/* the distance from q_i to [lo, hi] */
 			double		g = q < lo ? lo - q : q > hi ? q - hi : 0.0;
 
-			sum += g * g;
+			sum += b->metric == SHNSW_METRIC_L1 ? g : g * g;
 		}
 	}
 	if (b->metric == SHNSW_METRIC_IP)
 		return sum - b->err_rel * (fabs(sum) + mag);
-	sum = sqrt(sum);
+	if (b->metric != SHNSW_METRIC_L1)
+		sum = sqrt(sum);
 	sum = fmax(sum - b->err_rel * sum, 0.0);
 	if (b->metric == SHNSW_METRIC_COSINE)
 		return sum * sum / 2 - b->err_rel;

@@ -18,7 +18,7 @@
 /*
  * What an SQ8 navigation distance says about the exact distance (in the
  * ORDER BY operator's units: l2_distance, negative inner product, cosine
- * distance) of the node it was computed for: scan_order.c returns a row only
+ * distance, l1_distance) of the node it was computed for: scan_order.c returns a row only
  * when no node not yet re-ranked can be nearer (src/README, Scans).
  */
 typedef struct ShnswCodeBound
@@ -42,6 +42,7 @@ typedef struct ShnswCodeBound
 	const float *lo;			/* SQ8 parameters (caller's memory) */
 	const float *scale;
 	double		rnd_l2;			/* float rounding's share, for */
+	double		rnd_l1;
 	double		rnd_ip;			/* shnsw_codebound_set_residual */
 	double		mag;
 } ShnswCodeBound;
@@ -75,10 +76,12 @@ extern void shnsw_codebound_set_residual(ShnswCodeBound *b, double residual);
  * |v - x'| for the code of v (x' = lo + code * scale, decoded exactly), in
  * double, rounded up: what inserts and builds keep the largest of on the
  * metapage (max_residual). A value clamped into the trained range has its
- * true, larger residual.
+ * true, larger residual. The norm is the metric's: the L1 norm under L1,
+ * the Euclidean one under the others (residuals, excesses and clamp units
+ * are all in the units of the bounds they widen).
  */
-extern double shnsw_code_residual(const float *lo, const float *scale, const float *v,
-								  const uint8_t *code, int dims);
+extern double shnsw_code_residual(ShnswMetric metric, const float *lo, const float *scale,
+								  const float *v, const uint8_t *code, int dims);
 
 /*
  * How far v lies outside the cells its code stands for: |v - y| for the
@@ -90,11 +93,14 @@ extern double shnsw_code_residual(const float *lo, const float *scale, const flo
  * class of the excess (shnsw_clamp_flags), and the first round of a scan
  * bounds them with it.
  */
-extern double shnsw_code_excess(const float *lo, const float *scale, const float *v,
-								const uint8_t *code, int dims);
+extern double shnsw_code_excess(ShnswMetric metric, const float *lo, const float *scale,
+								const float *v, const uint8_t *code, int dims);
 
-/* The unit of clamp classes for SQ8 steps scale: sqrt(sum scale_i^2) / 2. */
-extern double shnsw_clamp_unit(const float *scale, int dims);
+/*
+ * The unit of clamp classes for SQ8 steps scale: sqrt(sum scale_i^2) / 2
+ * (under L1, sum scale_i / 2).
+ */
+extern double shnsw_clamp_unit(ShnswMetric metric, const float *scale, int dims);
 
 /*
  * The largest excess clamp class k (1 .. SHNSW_NODE_CLAMP_CLASSES - 1)
@@ -120,7 +126,7 @@ extern double shnsw_codebound_upper(const ShnswCodeBound *b, double est);
 /*
  * A lower bound on the exact distance of any node whose navigation
  * distance is est (L2 and cosine navigate on |q - x'|^2, inner product on
- * -q.x', x' the decoded code).
+ * -q.x', L1 on |q - x'|_1, x' the decoded code).
  */
 extern double shnsw_codebound_lower(const ShnswCodeBound *b, double est);
 
@@ -139,10 +145,10 @@ extern bool shnsw_code_at_edge(const uint8_t *code, int dims);
 extern double shnsw_codebound_code(const ShnswCodeBound *b, const uint8_t *code);
 
 /*
- * The navigation distance d (of a query prepared for nav_metric: L2 or
- * inner product) taken slack nearer: L2 (and cosine, which navigates on
+ * The navigation distance d (of a query prepared for nav_metric: L2, L1
+ * or inner product) taken slack nearer: L2 (and cosine, which navigates on
  * the squared L2 distance) (sqrt(d) - slack)^2, floored at 0; inner
- * product d - slack. Rounded down.
+ * product d - slack; L1 d - slack, floored at 0. Rounded down.
  */
 extern float shnsw_clamp_distance(ShnswMetric nav_metric, float d, double slack);
 

@@ -229,7 +229,8 @@ typedef enum ShnswMetric
 {
 	SHNSW_METRIC_L2 = 1,		/* squared Euclidean for navigation */
 	SHNSW_METRIC_IP = 2,		/* negative inner product */
-	SHNSW_METRIC_COSINE = 3		/* negative inner product of normalized vectors */
+	SHNSW_METRIC_COSINE = 3,	/* negative inner product of normalized vectors */
+	SHNSW_METRIC_L1 = 4			/* taxicab: sum of absolute differences */
 } ShnswMetric;
 
 /* Element types of the exact vectors; on-disk format too. */

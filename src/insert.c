@@ -1012,9 +1012,9 @@ insert_node(InsertState *is, struct varlena *value, const float *nav, ItemPointe
 	nn.nbrs0 = nbrs[0];
 	nn.nnbrs0 = nnbrs[0];
 	nn.code = code;
-	nn.residual = shnsw_code_residual(info->lo, info->scale, nav, code, is->dims);
-	excess = shnsw_code_excess(info->lo, info->scale, nav, code, is->dims);
-	unit = shnsw_clamp_unit(info->scale, is->dims);
+	nn.residual = shnsw_code_residual(info->metric, info->lo, info->scale, nav, code, is->dims);
+	excess = shnsw_code_excess(info->metric, info->lo, info->scale, nav, code, is->dims);
+	unit = shnsw_clamp_unit(info->metric, info->scale, is->dims);
 	nn.clamp_flags = shnsw_clamp_flags(excess, unit);
 	/* farther out than any clamp class holds (about 6.7 times unit) */
 	*far_out = excess > shnsw_clamp_class_limit(SHNSW_NODE_CLAMP_CLASSES - 1, unit);

@@ -17,10 +17,10 @@
 
 #include "kernels.h"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define SHNSW_X86_SIMD 1
+#include "simd.h"
+
+#ifdef SHNSW_X86_SIMD
 #include <cpuid.h>
-#include <immintrin.h>
 #endif
 
 /* ---------- portable kernels ---------- */
@@ -143,19 +143,6 @@ dot_f32_f16_portable(const float *a, const uint16_t *b, int dim)
 #ifdef SHNSW_X86_SIMD
 
 __attribute__((target("avx2,fma")))
-static inline float
-hsum256(__m256 v)
-{
-	__m128		lo = _mm256_castps256_ps128(v);
-	__m128		hi = _mm256_extractf128_ps(v, 1);
-
-	lo = _mm_add_ps(lo, hi);
-	lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-	lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-	return _mm_cvtss_f32(lo);
-}
-
-__attribute__((target("avx2,fma")))
 static float
 l2sq_f32_avx2(const float *a, const float *b, int dim)
 {
@@ -208,16 +195,6 @@ dot_f32_avx2(const float *a, const float *b, int dim)
 	for (; i < dim; i++)
 		s += a[i] * b[i];
 	return s;
-}
-
-/* Eight codes widened to eight floats. */
-__attribute__((target("avx2,fma")))
-static inline __m256
-load_code8_avx2(const uint8_t *code)
-{
-	__m128i		c = _mm_loadl_epi64((const __m128i *) code);
-
-	return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(c));
 }
 
 __attribute__((target("avx2,fma")))
@@ -442,13 +419,6 @@ halves_to_floats_avx2(const uint16_t *h, float *out, int dim)
 }
 
 __attribute__((target("avx2,fma,f16c")))
-static inline __m256
-load_half8_avx2(const uint16_t *h)
-{
-	return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) h));
-}
-
-__attribute__((target("avx2,fma,f16c")))
 static float
 l2sq_f32_f16_avx2(const float *a, const uint16_t *b, int dim)
 {
@@ -546,15 +516,6 @@ dot_f32_avx512(const float *a, const float *b, int dim)
 							 _mm512_maskz_loadu_ps(m, b + i), s0);
 	}
 	return _mm512_reduce_add_ps(s0);
-}
-
-__attribute__((target("avx512f")))
-static inline __m512
-load_code16_avx512(const uint8_t *code)
-{
-	__m128i		c = _mm_loadu_si128((const __m128i *) code);
-
-	return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(c));
 }
 
 __attribute__((target("avx512f")))
@@ -717,13 +678,6 @@ halves_to_floats_avx512(const uint16_t *h, float *out, int dim)
 		_mm512_storeu_ps(out + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) (h + i))));
 	for (; i < dim; i++)
 		out[i] = shnsw_half_to_float(h[i]);
-}
-
-__attribute__((target("avx512f")))
-static inline __m512
-load_half16_avx512(const uint16_t *h)
-{
-	return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) h));
 }
 
 /* The last n < 16 halves of b, widened, zeros beyond. */
@@ -933,36 +887,12 @@ shnsw_kernels_init(ShnswSimdLevel max)
 	}
 #else
 	(void) max;
-	(void) cpu;
 #endif
+	shnsw_kernels_l1_init(level, cpu->f16c);
 	return level;
 }
 
 /* ---------- halves, normalization ---------- */
-
-/* shnsw_half_to_float converts one IEEE half (halfvec element) to float. */
-float
-shnsw_half_to_float(uint16_t h)
-{
-	uint32_t	sign = (uint32_t) (h & 0x8000) << 16;
-	uint32_t	exp = (h >> 10) & 0x1f;
-	uint32_t	mant = h & 0x3ff;
-	uint32_t	bits;
-	float		f;
-
-	if (exp == 0)
-	{
-		/* zero or subnormal: value is mant * 2^-24 */
-		f = (float) mant * (1.0f / 16777216.0f);
-		return sign ? -f : f;
-	}
-	if (exp == 31)
-		bits = sign | 0x7f800000u | (mant << 13);
-	else
-		bits = sign | ((exp + 112) << 23) | (mant << 13);
-	memcpy(&f, &bits, sizeof(f));
-	return f;
-}
 
 /* shnsw_halves_to_floats converts dim halves to floats. */
 void
@@ -1153,14 +1083,14 @@ sq8_prepare_code(Sq8Query *sq, ShnswMetric metric, const uint8_t *code,
 	int			dim = sq->dim;
 
 	sq->metric = metric;
-	if (metric == SHNSW_METRIC_L2)
+	if (metric == SHNSW_METRIC_L2 || metric == SHNSW_METRIC_L1)
 	{
 		/* (lo + c * scale - lo) / scale is c itself */
 		sq->bias = 0.0f;
 		for (int i = 0; i < dim; i++)
 		{
 			sq->qs[i] = (float) code[i];
-			sq->w[i] = scale[i] * scale[i];
+			sq->w[i] = metric == SHNSW_METRIC_L2 ? scale[i] * scale[i] : scale[i];
 		}
 	}
 	else
@@ -1190,13 +1120,13 @@ sq8_prepare_query(Sq8Query *sq, ShnswMetric metric, const float *q,
 	int			dim = sq->dim;
 
 	sq->metric = metric;
-	if (metric == SHNSW_METRIC_L2)
+	if (metric == SHNSW_METRIC_L2 || metric == SHNSW_METRIC_L1)
 	{
 		sq->bias = 0.0f;
 		for (int i = 0; i < dim; i++)
 		{
 			sq->qs[i] = (q[i] - lo[i]) / scale[i];
-			sq->w[i] = scale[i] * scale[i];
+			sq->w[i] = metric == SHNSW_METRIC_L2 ? scale[i] * scale[i] : scale[i];
 		}
 	}
 	else

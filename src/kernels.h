@@ -17,14 +17,8 @@
 #include <stdint.h>
 
 #include "format.h"
-
-/* Which implementation shnsw_kernels_init() picked. */
-typedef enum ShnswSimdLevel
-{
-	SHNSW_SIMD_PORTABLE = 0,
-	SHNSW_SIMD_AVX2 = 1,
-	SHNSW_SIMD_AVX512 = 2
-} ShnswSimdLevel;
+#include "kernels_l1.h"
+#include "simd.h"
 
 /* The SIMD features of this CPU (and saved by the OS) the kernels can use. */
 typedef struct ShnswCpuFeatures
@@ -46,8 +40,7 @@ extern ShnswSimdLevel shnsw_kernels_init(ShnswSimdLevel max);
 extern float (*shnsw_l2sq_f32) (const float *a, const float *b, int dim);
 extern float (*shnsw_dot_f32) (const float *a, const float *b, int dim);
 
-/* IEEE half (as stored by pgvector's halfvec) to float. */
-extern float shnsw_half_to_float(uint16_t h);
+/* IEEE half (as stored by pgvector's halfvec) to float: shnsw_half_to_float (simd.h). */
 extern void shnsw_halves_to_floats(const uint16_t *h, float *out, int dim);
 
 /*
@@ -70,20 +63,22 @@ extern float (*shnsw_l2sq_f32_f16) (const float *a, const uint16_t *b, int dim);
 extern float (*shnsw_dot_f32_f16) (const float *a, const uint16_t *b, int dim);
 
 /*
- * Navigation distances for a metric (smaller is closer): L2 squared, else
- * the negative inner product; between two float vectors, and from a float
- * vector a to a half vector b.
+ * Navigation distances for a metric (smaller is closer): L2 squared, L1,
+ * else the negative inner product; between two float vectors, and from a
+ * float vector a to a half vector b.
  */
 static inline float
 shnsw_float_distance(ShnswMetric metric, const float *a, const float *b, int dim)
 {
-	return metric == SHNSW_METRIC_L2 ? shnsw_l2sq_f32(a, b, dim) : -shnsw_dot_f32(a, b, dim);
+	return metric == SHNSW_METRIC_L2 ? shnsw_l2sq_f32(a, b, dim) :
+		metric == SHNSW_METRIC_L1 ? shnsw_l1_f32(a, b, dim) : -shnsw_dot_f32(a, b, dim);
 }
 
 static inline float
 shnsw_half_distance(ShnswMetric metric, const float *a, const uint16_t *b, int dim)
 {
-	return metric == SHNSW_METRIC_L2 ? shnsw_l2sq_f32_f16(a, b, dim) : -shnsw_dot_f32_f16(a, b, dim);
+	return metric == SHNSW_METRIC_L2 ? shnsw_l2sq_f32_f16(a, b, dim) :
+		metric == SHNSW_METRIC_L1 ? shnsw_l1_f32_f16(a, b, dim) : -shnsw_dot_f32_f16(a, b, dim);
 }
 
 /* Scale v to unit length in place; returns false (and leaves v) if its norm is 0. */
@@ -108,6 +103,8 @@ extern void sq8_decode(const float *lo, const float *scale, const uint8_t *code,
 /*
  * A query prepared for distances to SQ8 codes. For L2:
  *	 d = sum w[i] * (qs[i] - c[i])^2,  qs = (q - lo) / scale,  w = scale^2
+ * For L1 (kernels_l1.h):
+ *	 d = sum w[i] * |qs[i] - c[i]|,  qs = (q - lo) / scale,  w = scale
  * For IP and cosine (q normalized for cosine):
  *	 d = -(bias + sum qs[i] * c[i]),  qs = q * scale,  bias = sum q * lo
  */
@@ -117,7 +114,7 @@ typedef struct Sq8Query
 	ShnswMetric metric;
 	float		bias;
 	float	   *qs;				/* dim floats, caller-allocated */
-	float	   *w;				/* dim floats, caller-allocated (L2 only) */
+	float	   *w;				/* dim floats, caller-allocated (L2, L1) */
 } Sq8Query;
 
 extern void sq8_prepare_query(Sq8Query *sq, ShnswMetric metric, const float *q,
@@ -136,6 +133,8 @@ sq8_distance(const Sq8Query *sq, const uint8_t *code)
 {
 	if (sq->metric == SHNSW_METRIC_L2)
 		return sq8_l2_kernel(sq->qs, sq->w, code, sq->dim);
+	if (sq->metric == SHNSW_METRIC_L1)
+		return sq8_l1_kernel(sq->qs, sq->w, code, sq->dim);
 	return -(sq->bias + sq8_dot_kernel(sq->qs, code, sq->dim));
 }
 
@@ -157,6 +156,8 @@ sq8_distances_at(const Sq8Query *sq, const uint8_t *const *codes, int n, float *
 {
 	if (sq->metric == SHNSW_METRIC_L2)
 		sq8_l2_batch_kernel(sq->qs, sq->w, codes, n, sq->dim, out);
+	else if (sq->metric == SHNSW_METRIC_L1)
+		sq8_l1_batch_kernel(sq->qs, sq->w, codes, n, sq->dim, out);
 	else
 	{
 		sq8_dot_batch_kernel(sq->qs, codes, n, sq->dim, out);

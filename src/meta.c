@@ -165,7 +165,7 @@ shnsw_validate_meta(Relation index, ShnswMetaPage meta)
 
 	if (meta->elemtype != SHNSW_ELEM_FLOAT4 && meta->elemtype != SHNSW_ELEM_FLOAT2)
 		field = "element type", value = meta->elemtype;
-	else if (meta->metric < SHNSW_METRIC_L2 || meta->metric > SHNSW_METRIC_COSINE)
+	else if (meta->metric < SHNSW_METRIC_L2 || meta->metric > SHNSW_METRIC_L1)
 		field = "metric", value = meta->metric;
 	else if (meta->quantizer != SHNSW_QUANT_SQ8)
 		field = "quantizer", value = meta->quantizer;

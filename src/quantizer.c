@@ -194,7 +194,7 @@ shnsw_retrain(Relation index)
 	}
 	sq8_train_finish(mins, maxs, lo, scale, dims);
 	shnsw_write_quant(index, info->quant_start, dims, lo, scale);
-	unit = shnsw_clamp_unit(scale, dims);
+	unit = shnsw_clamp_unit(info->metric, scale, dims);
 
 	/* pass 2: re-encode every node */
 	for (BlockNumber blk = SHNSW_METAPAGE_BLKNO + 1; blk < nblocks; blk++)
@@ -211,10 +211,11 @@ shnsw_retrain(Relation index)
 			shnsw_read_vector(index, NULL, pv.blk[s], pv.off[s], info->vec_size, img);
 			shnsw_vector_to_nav((struct varlena *) img, info->elemtype, info->metric, dims, nav);
 			sq8_encode(lo, scale, nav, codes + (Size) s * dims, dims);
-			max_residual = Max(max_residual, shnsw_code_residual(lo, scale, nav,
-																 codes + (Size) s * dims, dims));
+			max_residual = Max(max_residual,
+							   shnsw_code_residual(info->metric, lo, scale, nav,
+												   codes + (Size) s * dims, dims));
 			/* trained on every stored vector: none is, but say what is so */
-			clamp_flags[s] = shnsw_clamp_flags(shnsw_code_excess(lo, scale, nav,
+			clamp_flags[s] = shnsw_clamp_flags(shnsw_code_excess(info->metric, lo, scale, nav,
 																 codes + (Size) s * dims, dims),
 											   unit);
 		}

@@ -208,7 +208,7 @@ scan_query_inside(ShnswScanOpaque so, const ShnswIndexInfo *info, const float *n
 		return true;
 	code = palloc(info->dims);
 	sq8_encode(info->lo, info->scale, nav, code, info->dims);
-	excess = shnsw_code_excess(info->lo, info->scale, nav, code, info->dims);
+	excess = shnsw_code_excess(info->metric, info->lo, info->scale, nav, code, info->dims);
 	pfree(code);
 	return excess <= so->bound.res_range;
 }
@@ -235,10 +235,11 @@ scan_prepare_bounds(ShnswScanOpaque so, const ShnswIndexInfo *info,
 	 * Cosine navigates on the squared L2 distance between the normalized
 	 * query and the codes of normalized rows: for unit vectors it orders as
 	 * the inner product does, and the triangle inequality gives a far
-	 * tighter bound (scan_lower_bound) when distances are small.
+	 * tighter bound (scan_lower_bound) when distances are small. The other
+	 * metrics navigate on their own distance.
 	 */
-	sq8_prepare_query(&so->sq, so->unbounded || info->metric == SHNSW_METRIC_IP ?
-					  info->metric : SHNSW_METRIC_L2, nav, info->lo, info->scale);
+	sq8_prepare_query(&so->sq, info->metric == SHNSW_METRIC_COSINE && !so->unbounded ?
+					  SHNSW_METRIC_L2 : info->metric, nav, info->lo, info->scale);
 	shnsw_codebound_prepare(&so->bound, info->metric, so->unbounded, nav, info->lo, info->scale,
 						dims, -1.0);
 	so->proof = so->bound;

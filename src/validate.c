@@ -40,7 +40,8 @@
 	} while (0)
 
 static const char *const metric_symbols[] = {
-	"streamhnsw_l2_metric", "streamhnsw_ip_metric", "streamhnsw_cosine_metric", NULL
+	"streamhnsw_l2_metric", "streamhnsw_ip_metric", "streamhnsw_cosine_metric",
+	"streamhnsw_l1_metric", NULL
 };
 static const char *const type_symbols[] = {
 	"streamhnsw_vector_type", "streamhnsw_halfvec_type", NULL
@@ -221,6 +222,8 @@ validate_agreement(Oid opcintype, const char *opclassname, const Oid *procs)
 			want_metric = "streamhnsw_ip_metric";
 		else if (strcmp(distname, "cosine_distance") == 0)
 			want_metric = "streamhnsw_cosine_metric";
+		else if (strcmp(distname, "l1_distance") == 0)
+			want_metric = "streamhnsw_l1_metric";
 	}
 	if (want_type == NULL || strcmp(typsym, want_type) != 0)
 		INVALID("streamhnsw operator class \"%s\": support function 3 %s does not describe type %s",

@@ -55,6 +55,13 @@ streamhnsw_cosine_metric(PG_FUNCTION_ARGS)
 	PG_RETURN_INT32(SHNSW_METRIC_COSINE);
 }
 
+PG_FUNCTION_INFO_V1(streamhnsw_l1_metric);
+Datum
+streamhnsw_l1_metric(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT32(SHNSW_METRIC_L1);
+}
+
 PG_FUNCTION_INFO_V1(streamhnsw_vector_type);
 Datum
 streamhnsw_vector_type(PG_FUNCTION_ARGS)
@@ -83,7 +90,8 @@ shnsw_index_metric(Relation index)
 {
 	int32		m = call_support(index, SHNSW_METRIC_PROC);
 
-	if (m != SHNSW_METRIC_L2 && m != SHNSW_METRIC_IP && m != SHNSW_METRIC_COSINE)
+	if (m != SHNSW_METRIC_L2 && m != SHNSW_METRIC_IP && m != SHNSW_METRIC_COSINE &&
+		m != SHNSW_METRIC_L1)
 		elog(ERROR, "streamhnsw: operator class metric function returned %d", m);
 	return (ShnswMetric) m;
 }

@@ -327,7 +327,7 @@ verify_meta_sizes(VerifyState *vs)
 		meta->dims > (meta->elemtype == SHNSW_ELEM_FLOAT2 ? SHNSW_MAX_HALFVEC_DIM : SHNSW_MAX_VECTOR_DIM))
 		problem(vs, "metapage (block 0) has element type %u with %u dimensions",
 				meta->elemtype, meta->dims);
-	if (meta->metric < SHNSW_METRIC_L2 || meta->metric > SHNSW_METRIC_COSINE)
+	if (meta->metric < SHNSW_METRIC_L2 || meta->metric > SHNSW_METRIC_L1)
 		problem(vs, "metapage (block 0) has metric %u", meta->metric);
 	expect_node_size = (int) shnsw_node_size(meta->m, meta->dims);
 	expect_per_page = shnsw_nodes_per_page(expect_node_size);
@@ -766,7 +766,7 @@ streamhnsw_metapage(PG_FUNCTION_ARGS)
 	ShnswMetaPageData meta;
 	Datum		values[14];
 	bool		nulls[14] = {0};
-	static const char *const metrics[] = {"?", "l2", "ip", "cosine"};
+	static const char *const metrics[] = {"?", "l2", "ip", "cosine", "l1"};
 	int			i = 0;
 
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
@@ -781,7 +781,7 @@ streamhnsw_metapage(PG_FUNCTION_ARGS)
 	values[i++] = Int32GetDatum(meta.dims);
 	values[i++] = Int32GetDatum(meta.m);
 	values[i++] = Int32GetDatum(meta.ef_construction);
-	values[i++] = CStringGetTextDatum(metrics[meta.metric <= 3 ? meta.metric : 0]);
+	values[i++] = CStringGetTextDatum(metrics[meta.metric <= SHNSW_METRIC_L1 ? meta.metric : 0]);
 	values[i++] = CStringGetTextDatum(meta.elemtype == SHNSW_ELEM_FLOAT2 ? "halfvec" : "vector");
 	values[i++] = BoolGetDatum(meta.quant_trained);
 	values[i++] = Int64GetDatum((int64) meta.node_count);

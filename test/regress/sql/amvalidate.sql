@@ -93,6 +93,12 @@ CREATE OPERATOR CLASS broken_metric_ops FOR TYPE vector USING streamhnsw AS
   FUNCTION 2 streamhnsw_cosine_metric(internal),
   FUNCTION 3 streamhnsw_vector_type(internal);
 SELECT amvalidate(oid) FROM pg_opclass WHERE opcname = 'broken_metric_ops';
+CREATE OPERATOR CLASS broken_l1_metric_ops FOR TYPE vector USING streamhnsw AS
+  OPERATOR 1 <+> (vector, vector) FOR ORDER BY float_ops,
+  FUNCTION 1 l1_distance(vector, vector),
+  FUNCTION 2 streamhnsw_l2_metric(internal),
+  FUNCTION 3 streamhnsw_vector_type(internal);
+SELECT amvalidate(oid) FROM pg_opclass WHERE opcname = 'broken_l1_metric_ops';
 
 -- a correct class of our own validates
 CREATE OPERATOR CLASS amv_good_ops FOR TYPE vector USING streamhnsw AS
@@ -113,5 +119,6 @@ DROP OPERATOR FAMILY broken_noop_ops USING streamhnsw;
 DROP OPERATOR FAMILY broken_strat_ops USING streamhnsw;
 DROP OPERATOR FAMILY broken_type_ops USING streamhnsw;
 DROP OPERATOR FAMILY broken_metric_ops USING streamhnsw;
+DROP OPERATOR FAMILY broken_l1_metric_ops USING streamhnsw;
 DROP OPERATOR FAMILY amv_good_ops USING streamhnsw;
 DROP FUNCTION amv_dist(vector, vector);

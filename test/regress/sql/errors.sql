@@ -87,8 +87,8 @@ CREATE INDEX ON err_types USING streamhnsw (f);
 -- an operator class of the other type
 CREATE INDEX ON err_t USING streamhnsw (val halfvec_l2_ops);
 CREATE INDEX ON err_h USING streamhnsw (val vector_cosine_ops);
--- pgvector's classes belong to hnsw and ivfflat, not streamhnsw
-CREATE INDEX ON err_t USING streamhnsw (val vector_l1_ops);
+-- a class pgvector has for hnsw that streamhnsw does not
+CREATE INDEX ON err_t USING streamhnsw (val bit_jaccard_ops);
 
 -- unsupported index features
 CREATE INDEX ON err_t USING streamhnsw (val, val);
