@@ -26,10 +26,13 @@ distance.
   (Task Count: 1), with recall against the tenant's exact answer;
 - INSERT, DELETE and VACUUM through the coordinator, then search;
 - a shard moved to the other worker (block_writes) keeps a working index
-  there, and searches through the coordinator still return the right rows.
+  there, and searches through the coordinator still return the right rows;
+- a worker whose shared cache holds fewer copies than it has shard indexes
+  answers as with the cache off.
 """
 
 import re
+import time
 
 import numpy as np
 import pytest
@@ -348,3 +351,56 @@ def test_shard_move(cc, items):
     print(f"\ncitus: tenant recall@{K} through its index before the move {r_before:.4f}, "
           f"after {r_after:.4f}; all shards after {r_all:.4f}")
     assert r_after >= 0.95 and r_all >= 0.95, (r_after, r_all)
+
+
+def _worker_copies(w):
+    """(ready copies, their bytes, shard indexes) on worker w."""
+    with w.connect() as c:
+        c.execute("SET citus.override_table_visibility = off")
+        ready, nbytes = c.execute("SELECT count(*), coalesce(sum(bytes), 0) "
+                                  "FROM streamhnsw_cache_list() WHERE state = 'ready'").fetchone()
+        shards = c.execute("SELECT count(*) FROM pg_class "
+                           "WHERE relname ~ '^items_emb_[0-9]+$'").fetchone()[0]
+    return ready, nbytes, shards
+
+
+def test_worker_with_more_shards_than_its_cache_holds(cc, items):
+    """Each worker's shared cache budget (1 MB) holds a few of its shard
+    indexes' copies: those shards search their copy, the others search
+    through buffers, and every answer is the one given with the cache off."""
+    x, q, truth = items
+    for w in cc.workers:
+        with w.connect() as c:
+            c.execute("SET citus.override_table_visibility = off")
+            c.execute("SELECT streamhnsw_cache_drop(l.index) FROM streamhnsw_cache_list() l "
+                      "WHERE l.state = 'ready'")
+            c.execute("ALTER SYSTEM SET streamhnsw.shared_cache_size = '1MB'")
+            c.execute("SELECT pg_reload_conf()")
+    try:
+        with cc.connect() as conn:
+            # scans start the builds; those that fit in the budget finish
+            deadline = time.time() + 60
+            while True:
+                on = _search_all(conn, q)
+                copies = [_worker_copies(w) for w in cc.workers]
+                if all(r >= 1 for r, _, _ in copies) or time.time() > deadline:
+                    break
+                time.sleep(0.5)
+            for ready, nbytes, shards in copies:
+                assert 1 <= ready < shards, copies
+                assert nbytes <= 1024 * 1024, copies
+            plan = _task_plans(conn, q[0])
+            cached = [p for p in plan if "shared cache: used" in p]
+            assert 0 < len(cached) < SHARDS, "\n".join(plan)
+            conn.execute("SET citus.propagate_set_commands = 'local'")
+            with conn.transaction():
+                conn.execute("SET LOCAL streamhnsw.shared_cache = off")
+                off = _search_all(conn, q)
+            conn.execute("RESET citus.propagate_set_commands")
+        assert on == off
+        assert data.recall(on, truth, K) >= 0.95
+    finally:
+        for w in cc.workers:
+            with w.connect() as c:
+                c.execute("ALTER SYSTEM RESET streamhnsw.shared_cache_size")
+                c.execute("SELECT pg_reload_conf()")
