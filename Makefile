@@ -108,7 +108,7 @@ test: venv
 	$(MAKE) unit
 	PYTHONPATH=python:test $(VENV_PY) -m harness.regress
 	PYTHONPATH=python:test $(VENV_PY) -m harness.isolation
-	PYTHONPATH=python $(VENV_PY) -m pytest -q -rs test/python
+	PYTHONPATH=python $(VENV_PY) -m pytest -q -rs --durations=20 test/python
 
 # The pg_regress suite with cached index descriptions discarded at every
 # access-method call (and debug_discard_caches = 1 if the server allows it).
