@@ -23,8 +23,10 @@ The model, and its assumptions:
 - the coordinator's overhead (the distributed query's p50 less one shard's
   search: connections, fan-out, merge) grows with the shards a worker
   serves, the workers' tasks running at once: measured per shard per
-  worker and scaled to S/W; the network between nodes adds its round trip
-  (not measured here: every node ran on one machine).
+  worker and scaled to S/W; measured with the coordinator and both workers
+  on one machine's cores, it includes shard searches queued behind each
+  other, so on machines with a core per shard it overstates this term; the
+  network between nodes adds its round trip (not measured here).
 """
 
 from __future__ import annotations
