@@ -32,13 +32,15 @@ K = 10
 ENGINES = (("pgvector hnsw", "hnsw"), ("streamhnsw", "streamhnsw"))
 
 
-def _search(conn, table, queries, am, ef):
-    """(ids per query, latency per query in ms) through the coordinator."""
+def search(conn, table, queries, prelude=()):
+    """(ids per query, latency per query in ms) of cosine top-10 searches
+    through the coordinator, run in one transaction after the statements of
+    prelude (SET LOCAL ...: with citus.propagate_set_commands = 'local' they
+    reach the shards)."""
     found, times = [], []
     with conn.transaction():
-        conn.execute("SET LOCAL enable_seqscan = off")
-        if am == "hnsw":
-            conn.execute(f"SET LOCAL hnsw.ef_search = {ef}")
+        for sql in prelude:
+            conn.execute(sql)
         for q in queries:
             lit = data.vector_literal(q)
             t = time.perf_counter()
@@ -47,6 +49,13 @@ def _search(conn, table, queries, am, ef):
             times.append((time.perf_counter() - t) * 1000)
             found.append([r[0] for r in rows])
     return found, times
+
+
+def _search(conn, table, queries, am, ef):
+    prelude = ["SET LOCAL enable_seqscan = off"]
+    if am == "hnsw":
+        prelude.append(f"SET LOCAL hnsw.ef_search = {ef}")
+    return search(conn, table, queries, prelude)
 
 
 def main(argv=None) -> int:

@@ -40,12 +40,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import citus, data
+from .. import citus, data, demo_citus
 from ..cluster import Cluster
 from . import datasets
 
 ROOT = Path(__file__).resolve().parents[3]
-K = 10
+K = demo_citus.K
 ENGINES = (("pgvector hnsw", "hnsw"), ("streamhnsw", "streamhnsw"))
 EF = [10, 16, 24, 32, 40, 64, 96, 128, 200]
 SETTINGS = {"shared_buffers": "1GB", "maintenance_work_mem": "512MB", "jit": "off",
@@ -86,19 +86,8 @@ class Node:
 
 def _batch(conn, node, table, prelude, queries):
     """ids and latencies (ms) of queries run in one transaction."""
-    found, times = [], []
     node.prepare(conn)
-    with conn.transaction():
-        for sql in prelude:
-            conn.execute(sql)
-        for q in queries:
-            lit = data.vector_literal(q)
-            t = time.perf_counter()
-            rows = conn.execute(f"SELECT id FROM {table} ORDER BY embedding <=> %s::vector "
-                                f"LIMIT {K}", (lit,)).fetchall()
-            times.append((time.perf_counter() - t) * 1000)
-            found.append([r[0] for r in rows])
-    return found, times
+    return demo_citus.search(conn, table, queries, prelude)
 
 
 def _throughput(node, table, prelude, queries, clients, seconds):
