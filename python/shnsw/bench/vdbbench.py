@@ -57,6 +57,8 @@ def main(argv=None) -> int:
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--sets", default="sentences,clustered",
                     help=f"comma-separated, of {', '.join(SETS)}")
+    ap.add_argument("--rows", type=int, default=None,
+                    help="rows of each set instead of its size (a smoke run)")
     ap.add_argument("--k", type=int, default=100)
     ap.add_argument("--concurrency", default="1,2,4,8,16")
     ap.add_argument("--duration", type=int, default=30, help="seconds per client count")
@@ -73,8 +75,9 @@ def main(argv=None) -> int:
     for name in a.sets.split(","):
         if name not in SETS:
             ap.error(f"unknown set {name!r}; sets: {', '.join(SETS)}")
+        spec = dict(SETS[name], **({"rows": a.rows} if a.rows else {}))
         with tempfile.TemporaryDirectory(prefix="vdb-arrays-") as tmp:
-            source = _arrays(name, SETS[name], a.k, a.seed, Path(tmp))
+            source = _arrays(name, spec, a.k, a.seed, Path(tmp))
             cmd = [str(VDB_PYTHON), str(ROOT / "vdbbench" / "run.py"),
                    "--out", str(a.out / f"vdbbench-{name}"), "--metric", "cosine",
                    "--k", str(a.k), "--concurrency", a.concurrency,
