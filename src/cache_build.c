@@ -21,6 +21,7 @@
 #include "access/relation.h"
 #include "access/xact.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_database.h"
 #include "commands/defrem.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -28,6 +29,7 @@
 #include "storage/bufmgr.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/lmgr.h"
 #include "storage/proc.h"
 #include "storage/read_stream.h"
 #include "tcop/tcopprot.h"
@@ -347,11 +349,30 @@ entry_fail_too_big(Relation index, int slot, Size size, BlockNumber nblocks)
 }
 
 /*
+ * database_wanted says whether a DROP DATABASE, an ALTER DATABASE ...
+ * RENAME or a CREATE DATABASE using this database as its template waits
+ * for this worker to leave. Each holds (or queues for) a lock on the
+ * database object that conflicts with RowExclusiveLock, the lock a backend
+ * takes to connect, and then waits only 5 s for other sessions to go
+ * (CountOtherDBBackends), signalling autovacuum workers alone.
+ */
+static bool
+database_wanted(void)
+{
+	if (!ConditionalLockSharedObject(DatabaseRelationId, MyDatabaseId, 0, RowExclusiveLock))
+		return true;
+	UnlockSharedObject(DatabaseRelationId, MyDatabaseId, 0, RowExclusiveLock);
+	return false;
+}
+
+/*
  * build_yields says whether the build that claimed slot should give up
  * now: only a background worker's build does, when a VACUUM truncation is
- * waiting for the index's lock (cut_until; see shnsw_cache_cut_waiting). A
- * build in a scan or in streamhnsw_cache_load runs in a transaction that
- * holds its lock to the end anyway, so stopping it would free nothing.
+ * waiting for the index's lock (cut_until; see shnsw_cache_cut_waiting) or
+ * a command waits for the database to be free of sessions
+ * (database_wanted). A build in a scan or in streamhnsw_cache_load runs in
+ * a transaction that holds its lock to the end anyway, so stopping it
+ * would free nothing.
  */
 static bool
 build_yields(int slot)
@@ -361,7 +382,9 @@ build_yields(int slot)
 	if (!AmBackgroundWorkerProcess())
 		return false;
 	until = pg_atomic_read_u64(&cache_ctl->entries[slot].cut_until);
-	return until != 0 && (uint64) GetCurrentTimestamp() < until;
+	if (until != 0 && (uint64) GetCurrentTimestamp() < until)
+		return true;
+	return database_wanted();
 }
 
 /*
@@ -711,7 +734,7 @@ cache_build(Relation index, const ShnswIndexInfo *info, bool explicit, int *stat
 	}
 	if (types == NULL)
 	{
-		/* a truncation waits for the lock: give the claim back, no failure noted */
+		/* a truncation or a DROP DATABASE waits: give the claim back, no failure noted */
 		cache_release_pending();
 		*status = SHNSW_CACHE_MISSING;
 		return NULL;

@@ -636,6 +636,38 @@ def test_background_build_does_not_hold_back_vacuum(cluster):
         same_on_off(c, "sg_vac", queries)
 
 
+@pytest.mark.parametrize("command", ["DROP DATABASE {db}",
+                                     "CREATE DATABASE {db}_copy TEMPLATE {db}"])
+def test_background_build_gives_way_to_database_commands(cluster, command):
+    """A background build is a connection to the index's database: a DROP
+    DATABASE, or a CREATE DATABASE copying it as a template, waits only 5 s
+    for the database's sessions to leave, and signals autovacuum workers
+    alone. The build gives way (its worker leaves at once) instead of making
+    the command fail with "being accessed by other users". The worker is
+    kept in its build for 60 s (streamhnsw.debug_cache_build_delay)."""
+    db = "sg_dropdb"
+    rows, queries = data.clustered(2000, 16, seed=98, n_queries=1)
+    cluster.execute(f"DROP DATABASE IF EXISTS {db}_copy")
+    cluster.execute(f"DROP DATABASE IF EXISTS {db}")
+    cluster.execute(f"CREATE DATABASE {db}")
+    try:
+        with cluster.connect(db) as c:
+            c.execute("CREATE EXTENSION streamhnsw CASCADE")
+            indexed_table(c, "sg_db", rows)
+            c.execute("SET streamhnsw.debug_cache_build_delay = '60s'")
+            assert explain_shared(c, "sg_db", queries[0]).startswith(BACKGROUND)
+            pid, _ = build_worker(c)
+        with cluster.connect() as c:
+            t0 = time.time()
+            c.execute(command.format(db=db))
+            assert time.time() - t0 < 20
+            assert c.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s",
+                             (pid,)).fetchone()[0] == 0
+    finally:
+        cluster.execute(f"DROP DATABASE IF EXISTS {db}_copy")
+        cluster.execute(f"DROP DATABASE IF EXISTS {db}")
+
+
 def test_search_pool_after_errors(cluster):
     """Scans reuse one backend's search arrays from one scan to the next
     (search.c's search pool). A scan that ends in an error never gives them
