@@ -141,8 +141,12 @@ typedef struct CacheCtl
 	uint64		next_copy_id;
 	uint64		epoch;			/* bumped whenever a segment is released */
 	Size		total_bytes;	/* of all segments held by entries */
-	Size		dropped_bytes;	/* of dropped[]: still mapped somewhere */
-	uint64		dropped_untracked;	/* drops dropped[] had no room for */
+	Size		dropped_bytes;	/* of dropped[] and the overflow: still
+								 * mapped somewhere */
+	Size		overflow_bytes; /* dropped copies dropped[] had no room for,
+								 * counted (in dropped_bytes) together until
+								 * the last of their mappers detaches */
+	int			overflow_mappers;
 	pg_atomic_uint32 size_logged;	/* the capped default was logged */
 	CacheEntry	entries[CACHE_MAX_ENTRIES];
 	CacheDropped dropped[CACHE_MAX_DROPPED];

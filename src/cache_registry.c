@@ -401,7 +401,12 @@ cache_drop_segment(CacheEntry *e)
 			cache_ctl->dropped_bytes += e->bytes;
 		}
 		else
-			cache_ctl->dropped_untracked++;
+		{
+			/* no slot: pooled with the other overflowed copies */
+			cache_ctl->overflow_bytes += e->bytes;
+			cache_ctl->overflow_mappers += e->mappers;
+			cache_ctl->dropped_bytes += e->bytes;
+		}
 	}
 	e->mappers = 0;
 	cache_ctl->total_bytes -= e->bytes;
@@ -479,6 +484,13 @@ mapper_done_locked(uint64 copy_id)
 			}
 			return;
 		}
+	}
+	/* every mapping is counted: one of the overflowed copies' */
+	Assert(cache_ctl->overflow_mappers > 0);
+	if (cache_ctl->overflow_mappers > 0 && --cache_ctl->overflow_mappers == 0)
+	{
+		cache_ctl->dropped_bytes -= cache_ctl->overflow_bytes;
+		cache_ctl->overflow_bytes = 0;
 	}
 }
 

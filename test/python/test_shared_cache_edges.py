@@ -412,3 +412,43 @@ def test_dropped_copies_counted_while_mapped(private_cluster):
             time.sleep(0.1)
         assert cache_rows(b, "dropped") == []
         check_search(b, "mb", queries)
+
+
+def test_dropped_copies_past_the_slots_still_counted(private_cluster):
+    """The registry names up to 128 dropped copies that are still mapped;
+    past that, the copies it has no slot for are counted together until the
+    last of their mappers detaches (before: not counted at all, so the
+    budget allowed new copies for ever while all of them stayed in
+    /dev/shm). Two long transactions keep every copy mapped while another
+    session loads and drops the index's copy again and again: the loads
+    stop exactly when the budget is full, past the 128 slots."""
+    rows, queries = data.clustered(300, 8, seed=45, n_queries=1)
+    lit = data.vector_literal(queries[0])
+    scan = f"SELECT id FROM ov ORDER BY embedding <-> '{lit}' LIMIT 3"
+    with private_cluster.connect() as b, private_cluster.connect() as h1, \
+            private_cluster.connect() as h2:
+        data.load(b, "ov", rows)
+        b.execute("CREATE INDEX ov_idx ON ov USING streamhnsw (embedding vector_l2_ops)")
+        size = b.execute("SELECT streamhnsw_cache_load('ov_idx')").fetchone()[0]
+        assert b.execute("SELECT streamhnsw_cache_drop('ov_idx')").fetchone()[0]
+        budget_mb = -(-(129 * size) // (1024 * 1024))
+        fit = budget_mb * 1024 * 1024 // size
+        assert 128 < fit < 200, fit
+        b.execute(f"SET streamhnsw.shared_cache_size = '{budget_mb}MB'")
+        h1.execute("BEGIN")
+        h2.execute("BEGIN")
+        loaded = 0
+        while loaded <= fit:
+            if b.execute("SELECT streamhnsw_cache_load('ov_idx')").fetchone()[0] is None:
+                break
+            loaded += 1
+            (h1 if loaded % 2 else h2).execute(scan).fetchall()
+            assert b.execute("SELECT streamhnsw_cache_drop('ov_idx')").fetchone()[0]
+        assert len(cache_rows(b, "dropped")) == 128
+        assert loaded == fit, (loaded, fit)
+        h1.execute("COMMIT")
+        h2.execute("COMMIT")
+        # every mapping let go: all of the budget is back
+        assert cache_rows(b, "dropped") == []
+        assert b.execute("SELECT streamhnsw_cache_load('ov_idx')").fetchone()[0] == size
+        check_search(b, "ov", queries)
