@@ -8,12 +8,12 @@
  *
  *	  cache_registry.c	registry, LRU and budget, mappings, callbacks, GUCs
  *	  cache_build.c		copying pages, building and refreshing a copy, the
- *						background worker
+ *						background build worker
  *	  cache_read.c		the node source over a cached copy; choosing it
  *	  cache_write.c		write-through: the page-write API (pagewrite.h)
  *	  cache_sql.c		streamhnsw_cache_load/drop/list
- *	  cache_warm.c		warm after a restart (preloaded): the list of
- *						copies written at shutdown, rebuilt at start
+ *	  cache_warm.c		warm after a restart: the list of copies, the
+ *						warmer, the background workers' definitions
  *
  * Every page change of an index goes through pagewrite.h, which copies the
  * changed graph and upper pages into the index's cached copy before the
@@ -44,6 +44,8 @@ struct ShnswScanStats;
 #define SHNSW_CACHE_MISSING		7	/* none, and this scan did not build one */
 #define SHNSW_CACHE_FULL		8	/* no room without evicting copies in use */
 #define SHNSW_CACHE_LAUNCHED	9	/* this scan started a background build */
+#define SHNSW_CACHE_REFRESH_LAUNCHED 10 /* this scan found the copy behind and
+										 * started a background refresh */
 
 extern bool shnsw_shared_cache;
 extern int	shnsw_shared_cache_size;

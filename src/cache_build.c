@@ -788,6 +788,7 @@ cache_build(Relation index, const ShnswIndexInfo *info, bool explicit, int *stat
 		return NULL;
 	}
 	*status = SHNSW_CACHE_BUILT;
+	cache_warm_note();
 	return li;
 }
 
@@ -846,21 +847,91 @@ cache_refresh(Relation index, LocalCopy *li)
 	pg_atomic_write_u64(&cp->meta_gen, tok.gen);
 }
 
+/*
+ * cache_refresh_or_drop handles a copy behind the metapage. A logged index's
+ * pages say, by their LSN, which changed: this backend claims the copy
+ * and recopies those (returned if it then reflects (lsn, gen)). Otherwise
+ * (unlogged, or invalid) the copy is dropped and *rebuild set.
+ */
+LocalCopy *
+cache_refresh_or_drop(Relation index, const ShnswIndexInfo *info, const CacheToken *tok,
+					  bool *rebuild)
+{
+	CacheEntry   *e;
+	LocalCopy *li = NULL;
+	bool		refresh = false;
+	bool		kept;
+	dsm_handle	h = DSM_HANDLE_INVALID;
+
+	*rebuild = false;
+	LWLockAcquire(&cache_ctl->lock, LW_EXCLUSIVE);
+	e = cache_find_entry(index);
+	if (e != NULL && e->state == ENTRY_READY)
+	{
+		li = cache_local_find(e->copy_id);
+		if (li != NULL && RelationNeedsWAL(index) && pg_atomic_read_u32(&li->cp->valid) &&
+			copy_same_index(li->cp, tok))
+		{
+			e->state = ENTRY_REFRESHING;
+			e->behind = false;	/* a write skipped from now on sets it again */
+			e->builder_pid = MyProcPid;
+			cache_pending_slot = e - cache_ctl->entries;
+			cache_pending_copy_id = e->copy_id;
+			cache_pending_refresh = true;
+			refresh = true;
+		}
+		else
+		{
+			e->invalidations++;
+			h = cache_drop_segment(e);
+			*rebuild = true;
+		}
+	}
+	LWLockRelease(&cache_ctl->lock);
+	cache_unpin(&h, 1);
+	if (!refresh)
+		return NULL;
+
+	cache_refresh(index, li);
+	LWLockAcquire(&cache_ctl->lock, LW_EXCLUSIVE);
+	e = &cache_ctl->entries[cache_pending_slot];
+	kept = e->copy_id == cache_pending_copy_id && e->state == ENTRY_REFRESHING;
+	if (kept)
+	{
+		e->state = ENTRY_READY;
+		e->builder_pid = 0;
+		e->refreshes++;
+		kept = !e->behind;		/* a write skipped meanwhile: not yet */
+	}
+	cache_pending_slot = -1;
+	cache_pending_refresh = false;
+	LWLockRelease(&cache_ctl->lock);
+	return kept && copy_current(li->cp, tok) ? li : NULL;
+}
+
+/*
+ * worker_refresh brings the index's copy up to its metapage (refreshed,
+ * or rebuilt when it cannot be), for the background worker a scan that
+ * found it behind started (cache_request_build with refresh).
+ */
+static void
+worker_refresh(Relation index, const ShnswIndexInfo *info)
+{
+	ShnswMetaSnapshot snap;
+	CacheToken	tok;
+	bool		rebuild = false;
+	int			status;
+
+	shnsw_read_meta(index, &snap);
+	tok = cache_token_of(&snap);
+	if (cache_local_map(index, true) != NULL)
+		(void) cache_refresh_or_drop(index, info, &tok, &rebuild);
+	if (rebuild)
+		(void) cache_build(index, info, false, &status);
+}
+
 /* ---------- building in the background ---------- */
 
-/* A build worker for index relid, as cache_request_build and the warmer start it. */
-void
-cache_build_worker_init(BackgroundWorker *bgw, Oid relid)
-{
-	memset(bgw, 0, sizeof(*bgw));
-	bgw->bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	bgw->bgw_start_time = BgWorkerStart_ConsistentState;
-	bgw->bgw_restart_time = BGW_NEVER_RESTART;
-	strlcpy(bgw->bgw_library_name, "streamhnsw", BGW_MAXLEN);
-	strlcpy(bgw->bgw_function_name, "streamhnsw_cache_worker", BGW_MAXLEN);
-	snprintf(bgw->bgw_name, BGW_MAXLEN, "streamhnsw shared cache build for index %u", relid);
-	strlcpy(bgw->bgw_type, "streamhnsw shared cache build", BGW_MAXLEN);
-}
 
 PGDLLEXPORT void streamhnsw_cache_worker(Datum arg);
 
@@ -869,15 +940,17 @@ PGDLLEXPORT void streamhnsw_cache_worker(Datum arg);
 /*
  * cache_request_build asks a dynamic background worker to build the index's
  * copy, so that the scan that found none searches through buffers at
- * once instead of paying for the build. At most one request per index is
- * outstanding (the entry's launched_at, for CACHE_RETRY_SECS: a worker that
- * never starts is asked for again after that). Returns true if the build
- * is on its way, or should not be tried now (*status says why); false if
- * no worker could be registered (max_worker_processes reached): the
- * caller builds the copy itself, as before.
+ * once instead of paying for the build; with refresh, to bring the ready
+ * copy the scan found behind the index up to date (a hot standby after
+ * replayed changes), so that no user's scan pays for a pass over the
+ * index. At most one request per index is outstanding (the entry's
+ * launched_at, for CACHE_RETRY_SECS: a worker that never starts is asked
+ * for again after that). Returns true if the work is on its way, or
+ * should not be tried now (*status says why); false if no worker could be
+ * registered (max_worker_processes reached): the caller does it itself.
  */
 bool
-cache_request_build(Relation index, int *status)
+cache_request_build(Relation index, bool refresh, int *status)
 {
 	BackgroundWorker bgw;
 	CacheBuildRequest req;
@@ -886,22 +959,27 @@ cache_request_build(Relation index, int *status)
 	int			nunpin = 0;
 	TimestampTz now = GetCurrentTimestamp();
 	bool		launch = false;
+	bool		warm;
 	int			slot = -1;
 
 	cache_sweep_dropped();
 	LWLockAcquire(&cache_ctl->lock, LW_EXCLUSIVE);
+	warm = cache_ctl->warm_pending;
+	cache_ctl->warm_pending = false;
 	e = cache_find_entry(index);
 	if (e == NULL)
 		e = cache_entry_new(index, false, unpin, &nunpin);
 	if (e == NULL)
 		*status = SHNSW_CACHE_UNAVAILABLE;
-	else if (e->state >= ENTRY_BUILDING)
+	else if (refresh && e->state != ENTRY_READY)
+		*status = e->state == ENTRY_REFRESHING ? SHNSW_CACHE_STALE : SHNSW_CACHE_BUILDING;
+	else if (!refresh && e->state >= ENTRY_BUILDING)
 		*status = SHNSW_CACHE_BUILDING;
-	else if (cache_entry_failed_recently(e, RelationGetNumberOfBlocks(index)))
+	else if (!refresh && cache_entry_failed_recently(e, RelationGetNumberOfBlocks(index)))
 		*status = e->last_failure;
 	else if (e->launched_at != 0 &&
 			 !TimestampDifferenceExceeds(e->launched_at, now, CACHE_RETRY_SECS * 1000))
-		*status = SHNSW_CACHE_BUILDING;
+		*status = refresh ? SHNSW_CACHE_STALE : SHNSW_CACHE_BUILDING;
 	else
 	{
 		e->launched_at = now;
@@ -910,6 +988,8 @@ cache_request_build(Relation index, int *status)
 	}
 	LWLockRelease(&cache_ctl->lock);
 	cache_unpin(unpin, nunpin);
+	if (warm)
+		cache_warm_start();		/* the server's first request: the last list */
 	if (!launch)
 		return true;
 
@@ -919,11 +999,12 @@ cache_request_build(Relation index, int *status)
 	req.cache_size_mb = shnsw_shared_cache_size;
 	cache_size_capped(&req.capped_from, &req.shm_mb);
 	req.delay_ms = shnsw_debug_cache_build_delay;
+	req.refresh = refresh;
 	memcpy(bgw.bgw_extra, &req, sizeof(req));
 	bgw.bgw_notify_pid = 0;
 	if (RegisterDynamicBackgroundWorker(&bgw, NULL))
 	{
-		*status = SHNSW_CACHE_LAUNCHED;
+		*status = refresh ? SHNSW_CACHE_REFRESH_LAUNCHED : SHNSW_CACHE_LAUNCHED;
 		return true;
 	}
 
@@ -1005,7 +1086,9 @@ streamhnsw_cache_worker(Datum arg)
 			/* no catalog access from here on: no snapshot, no xmin */
 			InvalidateCatalogSnapshot();
 			Assert(MyProc->xmin == InvalidTransactionId);
-			if (info->quant_trained &&
+			if (req.refresh)
+				worker_refresh(index, info);
+			else if (info->quant_trained &&
 				cache_build(index, info, false, &status) != NULL && req.last_used != 0)
 			{
 				CacheEntry *e;

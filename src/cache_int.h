@@ -147,6 +147,8 @@ typedef struct CacheCtl
 								 * counted (in dropped_bytes) together until
 								 * the last of their mappers detaches */
 	int			overflow_mappers;
+	bool		warm_pending;	/* not preloaded: the first build request
+								 * starts the warmer (cache_warm.c) */
 	pg_atomic_uint32 size_logged;	/* the capped default was logged */
 	CacheEntry	entries[CACHE_MAX_ENTRIES];
 	CacheDropped dropped[CACHE_MAX_DROPPED];
@@ -227,6 +229,22 @@ cache_token_of(const ShnswMetaSnapshot *snap)
 	return tok;
 }
 
+/* whether cp copies the build and truncation of the index tok was read from */
+static inline bool
+copy_same_index(const CacheCopy *cp, const CacheToken *tok)
+{
+	return cp->meta_nonce == tok->nonce && cp->meta_trunc == tok->trunc;
+}
+
+/* token check: the copy reflects at least the metapage state the scan read */
+static inline bool
+copy_current(CacheCopy *cp, const CacheToken *tok)
+{
+	return pg_atomic_read_u32(&cp->valid) != 0 && copy_same_index(cp, tok) &&
+		pg_atomic_read_u64(&cp->meta_lsn) >= tok->lsn &&
+		pg_atomic_read_u64(&cp->meta_gen) >= tok->gen;
+}
+
 /*
  * Whose copies a request (streamhnsw_cache_load) may evict to make room,
  * when they are in use: NULL for any (a superuser's request; lazy builds
@@ -252,17 +270,23 @@ typedef struct CacheBuildRequest
 	int			delay_ms;		/* its debug_cache_build_delay */
 	TimestampTz last_used;		/* the warmer's: when the copy was last used
 								 * before the restart (0: now) */
+	bool		refresh;		/* bring a copy behind the index up to date */
 } CacheBuildRequest;
 
 /* cache_registry.c */
 extern CacheCtl *cache_ctl;
 extern int	cache_active_scans;	/* cached scans begun in this transaction */
 extern const EvictRights *cache_evict_rights;
-struct BackgroundWorker;
-extern void cache_build_worker_init(struct BackgroundWorker *bgw, Oid relid);
 extern bool cache_evict_none;	/* the warmer's builds: never evict */
+extern bool cache_preloaded;	/* the library is in shared_preload_libraries */
 extern bool cache_evict_refused;
 extern TimestampTz cache_registry_failed_at;
+
+/* cache_warm.c */
+struct BackgroundWorker;
+extern void cache_build_worker_init(struct BackgroundWorker *bgw, Oid relid);
+extern void cache_warm_start(void);
+extern void cache_warm_note(void);
 
 /* a build or refresh this backend has claimed and not finished */
 extern int	cache_pending_slot;
@@ -303,11 +327,14 @@ extern void cache_copy_page(LocalCopy *li, BlockNumber blk, Page page, bool may_
 extern LocalCopy *cache_build(Relation index, const ShnswIndexInfo *info, bool explicit,
 							  int *status);
 extern void cache_refresh(Relation index, LocalCopy *li);
-extern bool cache_request_build(Relation index, int *status);
+extern bool cache_request_build(Relation index, bool refresh, int *status);
+extern LocalCopy *cache_refresh_or_drop(Relation index, const ShnswIndexInfo *info,
+										const CacheToken *tok, bool *rebuild);
 
 /* cache_read.c */
 extern LocalCopy *cache_lookup(Relation index, const CacheToken *tok, int *status, bool scan);
 extern LocalCopy *cache_lookup_or_build(Relation index, const ShnswIndexInfo *info,
-										const CacheToken *tok, bool build, int *status);
+										const CacheToken *tok, bool build,
+										bool background, int *status);
 
 #endif							/* STREAMHNSW_CACHE_INT_H */

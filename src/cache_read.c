@@ -622,24 +622,10 @@ shnsw_cache_status_name(int status)
 			return "not used (the cache is full of copies in use)";
 		case SHNSW_CACHE_LAUNCHED:
 			return "not used (build started in the background)";
+		case SHNSW_CACHE_REFRESH_LAUNCHED:
+			return "not used (behind the index, refresh started in the background)";
 	}
 	return "?";
-}
-
-/* whether cp copies the build and truncation of the index tok was read from */
-static inline bool
-copy_same_index(const CacheCopy *cp, const CacheToken *tok)
-{
-	return cp->meta_nonce == tok->nonce && cp->meta_trunc == tok->trunc;
-}
-
-/* token check: the copy reflects at least the metapage state the scan read */
-static inline bool
-copy_current(CacheCopy *cp, const CacheToken *tok)
-{
-	return pg_atomic_read_u32(&cp->valid) != 0 && copy_same_index(cp, tok) &&
-		pg_atomic_read_u64(&cp->meta_lsn) >= tok->lsn &&
-		pg_atomic_read_u64(&cp->meta_gen) >= tok->gen;
 }
 
 /*
@@ -700,68 +686,6 @@ retry:
 }
 
 /*
- * refresh_or_drop handles a copy behind the metapage. A logged index's
- * pages say, by their LSN, which changed: this backend claims the copy
- * and recopies those (returned if it then reflects (lsn, gen)). Otherwise
- * (unlogged, or invalid) the copy is dropped and *rebuild set.
- */
-static LocalCopy *
-refresh_or_drop(Relation index, const ShnswIndexInfo *info, const CacheToken *tok,
-				bool *rebuild)
-{
-	CacheEntry   *e;
-	LocalCopy *li = NULL;
-	bool		refresh = false;
-	bool		kept;
-	dsm_handle	h = DSM_HANDLE_INVALID;
-
-	*rebuild = false;
-	LWLockAcquire(&cache_ctl->lock, LW_EXCLUSIVE);
-	e = cache_find_entry(index);
-	if (e != NULL && e->state == ENTRY_READY)
-	{
-		li = cache_local_find(e->copy_id);
-		if (li != NULL && RelationNeedsWAL(index) && pg_atomic_read_u32(&li->cp->valid) &&
-			copy_same_index(li->cp, tok))
-		{
-			e->state = ENTRY_REFRESHING;
-			e->behind = false;	/* a write skipped from now on sets it again */
-			e->builder_pid = MyProcPid;
-			cache_pending_slot = e - cache_ctl->entries;
-			cache_pending_copy_id = e->copy_id;
-			cache_pending_refresh = true;
-			refresh = true;
-		}
-		else
-		{
-			e->invalidations++;
-			h = cache_drop_segment(e);
-			*rebuild = true;
-		}
-	}
-	LWLockRelease(&cache_ctl->lock);
-	cache_unpin(&h, 1);
-	if (!refresh)
-		return NULL;
-
-	cache_refresh(index, li);
-	LWLockAcquire(&cache_ctl->lock, LW_EXCLUSIVE);
-	e = &cache_ctl->entries[cache_pending_slot];
-	kept = e->copy_id == cache_pending_copy_id && e->state == ENTRY_REFRESHING;
-	if (kept)
-	{
-		e->state = ENTRY_READY;
-		e->builder_pid = 0;
-		e->refreshes++;
-		kept = !e->behind;		/* a write skipped meanwhile: not yet */
-	}
-	cache_pending_slot = -1;
-	cache_pending_refresh = false;
-	LWLockRelease(&cache_ctl->lock);
-	return kept && copy_current(li->cp, tok) ? li : NULL;
-}
-
-/*
  * drop_outgrown drops the index's copy copy_id, which inserts have outgrown
  * (pages it had no room for are read through buffers), and notes that the
  * index grows: the build that follows (the caller's) gives the new copy
@@ -787,14 +711,15 @@ drop_outgrown(Relation index, uint64 copy_id)
 
 /*
  * cache_lookup_or_build: the usable copy of the index for a scan that read
- * metapage state (lsn, gen), refreshing it if this backend can, and, when
- * there is none and build is set, starting a background build
- * (streamhnsw.shared_cache_background) or building it here. NULL with
- * *status otherwise.
+ * metapage state (lsn, gen). With build set, a copy behind the index is
+ * refreshed and a missing one built: by a background worker the call
+ * starts when background is set (streamhnsw.shared_cache_background: the
+ * scan reads through buffers meanwhile), else here. NULL with *status
+ * otherwise.
  */
 LocalCopy *
 cache_lookup_or_build(Relation index, const ShnswIndexInfo *info, const CacheToken *tok,
-				bool build, int *status)
+				bool build, bool background, int *status)
 {
 	LocalCopy *li = cache_lookup(index, tok, status, true);
 	bool		rebuild = false;
@@ -809,9 +734,11 @@ cache_lookup_or_build(Relation index, const ShnswIndexInfo *info, const CacheTok
 	}
 	if (li != NULL || !build || IsInParallelMode())
 		return li;
+	if (*status == SHNSW_CACHE_STALE && background && cache_request_build(index, true, status))
+		return NULL;
 	if (*status == SHNSW_CACHE_STALE)
 	{
-		li = refresh_or_drop(index, info, tok, &rebuild);
+		li = cache_refresh_or_drop(index, info, tok, &rebuild);
 		if (li != NULL)
 			*status = SHNSW_CACHE_USED;
 		if (!rebuild)
@@ -820,8 +747,7 @@ cache_lookup_or_build(Relation index, const ShnswIndexInfo *info, const CacheTok
 	else if (*status != SHNSW_CACHE_MISSING)
 		return NULL;
 
-	if (shnsw_shared_cache_background &&
-		cache_request_build(index, status))
+	if (background && cache_request_build(index, false, status))
 		return NULL;
 	li = cache_build(index, info, false, status);
 	if (li != NULL && !copy_current(li->cp, tok))
@@ -883,7 +809,7 @@ cached_begin(Relation index, const ShnswIndexInfo *info, const ShnswMetaSnapshot
 		return;
 	}
 	li = insert ? cache_lookup(index, &tok, &status, false) :
-		cache_lookup_or_build(index, info, &tok, true, &status);
+		cache_lookup_or_build(index, info, &tok, true, shnsw_shared_cache_background, &status);
 	stats->cache_status = status;
 	if (li != NULL)
 		cached_ops(li, info, ops, stats, cxt);

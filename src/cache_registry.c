@@ -49,12 +49,14 @@ bool		shnsw_debug_dsm_fail = false;
  * (registry_name): a library with another layout (an upgrade installed
  * without a restart) gets its own registry instead of an error from
  * GetNamedDSMSegment for a size that differs. Bump the version when the
- * layout changes (7: the dropped copies still mapped); the size in the
- * name catches a change that forgot to.
+ * layout changes (8: dropped copies past the table pooled, the warmer
+ * started by a build request); the size in the name catches a change that
+ * forgot to.
  */
-#define CACHE_REGISTRY_NAME	"streamhnsw_cache_7"
+#define CACHE_REGISTRY_NAME	"streamhnsw_cache_8"
 
 CacheCtl   *cache_ctl = NULL;
+bool		cache_preloaded = false;
 int			cache_active_scans = 0;
 const EvictRights *cache_evict_rights = NULL;
 bool		cache_evict_none = false;
@@ -96,6 +98,7 @@ ctl_init(void *ptr)
 	pg_atomic_init_u32(&c->ncopies, 0);
 	pg_atomic_init_u32(&c->size_logged, 0);
 	c->next_copy_id = 1;
+	c->warm_pending = !cache_preloaded;
 	for (int i = 0; i < CACHE_MAX_ENTRIES; i++)
 	{
 		pg_atomic_init_u64(&c->entries[i].last_used, 0);

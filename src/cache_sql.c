@@ -98,9 +98,9 @@ streamhnsw_cache_load(PG_FUNCTION_ARGS)
 		CacheToken	tok = cache_token_of(&snap);
 
 		cache_sweep_dropped();
-		li = cache_lookup_or_build(index, info, &tok, false, &status);
+		li = cache_lookup_or_build(index, info, &tok, false, false, &status);
 		if (li == NULL && status == SHNSW_CACHE_STALE)
-			li = cache_lookup_or_build(index, info, &tok, true, &status);
+			li = cache_lookup_or_build(index, info, &tok, true, false, &status);
 		if (li == NULL && status != SHNSW_CACHE_BUILDING)
 		{
 			/* only copies of indexes the caller could drop may make room */
@@ -160,6 +160,8 @@ shnsw_cache_drop_index(Relation index)
 	LWLockRelease(&cache_ctl->lock);
 	cache_unpin(&h, 1);
 	cache_local_sweep();		/* its own mapping of it, if no scan uses it */
+	if (dropped)
+		cache_warm_note();
 	return dropped;
 }
 

@@ -1,19 +1,25 @@
 /*-------------------------------------------------------------------------
  *
  * cache_warm.c
- *	  Warm after a restart: with the library in shared_preload_libraries, a
- *	  background worker writes the list of cached copies to a file of the
- *	  data directory at shutdown (and every few minutes), and after the
- *	  next start has them rebuilt, most recently used first, one build
- *	  worker at a time, as autoprewarm does for buffers.
+ *	  Warm after a restart: the list of cached copies is kept in a file of
+ *	  the data directory, and after the next start a background worker has
+ *	  them rebuilt, most recently used first, one build worker at a time,
+ *	  as autoprewarm does for buffers.
+ *
+ * With the library in shared_preload_libraries the warmer is a static
+ * worker: it starts with the server, writes the list at shutdown and every
+ * few minutes. Without preloading nothing runs at shutdown, so the list
+ * is rewritten whenever a copy is built or dropped on request
+ * (cache_warm_note), and the server's first request for a background build
+ * (a scan that finds no copy) starts the warmer as a dynamic worker, which
+ * rebuilds the list's copies and exits.
  *
  * The list names indexes by (database, OID). A build worker
  * (streamhnsw_cache_worker in cache_build.c) opens the index by OID in its
  * database, so an index dropped meanwhile is skipped, and one rewritten
  * since (a new relfilenode) gets a copy of what it is now. The builds are
- * the lazy kind: they evict only idle copies and respect the budget, so the
- * most recently used copies come first and the others are built while
- * they fit. Without preloading, copies come back as scans ask for them.
+ * the lazy kind: they evict nothing and respect the budget, so the most
+ * recently used copies come first and the others are built while they fit.
  *
  *-------------------------------------------------------------------------
  */
@@ -47,6 +53,10 @@ typedef struct WarmItem
 } WarmItem;
 
 bool		shnsw_shared_cache_warm = true;
+
+/* the warmer's argument: started with the server, or by a build request */
+#define WARMER_STATIC	0
+#define WARMER_ONCE		1
 
 PGDLLEXPORT void streamhnsw_cache_warmer(Datum arg);
 
@@ -159,10 +169,10 @@ warm_build(const WarmItem *it)
 }
 
 /*
- * streamhnsw_cache_warmer: the static background worker registered when
- * the library is preloaded. Rebuilds the copies of the last list (if
- * streamhnsw.shared_cache_warm is on at its start), then waits for the
- * shutdown, rewriting the list every WARM_DUMP_SECS and at the end.
+ * streamhnsw_cache_warmer rebuilds the copies of the last list (if
+ * streamhnsw.shared_cache_warm is on at its start). Started with the
+ * server (preloaded), it then waits for the shutdown, rewriting the list
+ * every WARM_DUMP_SECS and at the end; started once (WARMER_ONCE), it exits.
  */
 void
 streamhnsw_cache_warmer(Datum arg)
@@ -191,6 +201,8 @@ streamhnsw_cache_warmer(Datum arg)
 	if (n > 0)
 		ereport(LOG,
 				(errmsg("streamhnsw: rebuilt the shared cache's copies of up to %d indexes cached at the last shutdown", n)));
+	if (DatumGetInt32(arg) == WARMER_ONCE)
+		proc_exit(0);
 
 	while (!ShutdownRequestPending)
 	{
@@ -208,6 +220,62 @@ streamhnsw_cache_warmer(Datum arg)
 	proc_exit(0);
 }
 
+/* A build worker for index relid, as cache_request_build and the warmer start it. */
+void
+cache_build_worker_init(BackgroundWorker *bgw, Oid relid)
+{
+	memset(bgw, 0, sizeof(*bgw));
+	bgw->bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	bgw->bgw_start_time = BgWorkerStart_ConsistentState;
+	bgw->bgw_restart_time = BGW_NEVER_RESTART;
+	strlcpy(bgw->bgw_library_name, "streamhnsw", BGW_MAXLEN);
+	strlcpy(bgw->bgw_function_name, "streamhnsw_cache_worker", BGW_MAXLEN);
+	snprintf(bgw->bgw_name, BGW_MAXLEN, "streamhnsw shared cache build for index %u", relid);
+	strlcpy(bgw->bgw_type, "streamhnsw shared cache build", BGW_MAXLEN);
+}
+
+/* the warmer's definition, static or dynamic */
+static void
+warmer_init(BackgroundWorker *bgw, int kind)
+{
+	memset(bgw, 0, sizeof(*bgw));
+	bgw->bgw_flags = BGWORKER_SHMEM_ACCESS;
+	bgw->bgw_start_time = BgWorkerStart_ConsistentState;
+	bgw->bgw_restart_time = BGW_NEVER_RESTART;
+	bgw->bgw_main_arg = Int32GetDatum(kind);
+	strlcpy(bgw->bgw_library_name, "streamhnsw", BGW_MAXLEN);
+	strlcpy(bgw->bgw_function_name, "streamhnsw_cache_warmer", BGW_MAXLEN);
+	strlcpy(bgw->bgw_name, "streamhnsw shared cache warmer", BGW_MAXLEN);
+	strlcpy(bgw->bgw_type, "streamhnsw shared cache warmer", BGW_MAXLEN);
+}
+
+/*
+ * cache_warm_start starts the warmer once, without preloading: called for
+ * the first build request of the server's life (the registry's
+ * warm_pending). No worker slot: the copies come back as scans ask.
+ */
+void
+cache_warm_start(void)
+{
+	BackgroundWorker bgw;
+
+	if (cache_preloaded || !shnsw_shared_cache_warm || access(WARM_FILE, F_OK) != 0)
+		return;
+	warmer_init(&bgw, WARMER_ONCE);
+	(void) RegisterDynamicBackgroundWorker(&bgw, NULL);
+}
+
+/*
+ * cache_warm_note rewrites the list after a copy was built or dropped on
+ * request, without preloading (the static warmer writes it at shutdown).
+ */
+void
+cache_warm_note(void)
+{
+	if (!cache_preloaded && shnsw_shared_cache_warm)
+		warm_dump();
+}
+
 /*
  * shnsw_cache_warm_init defines streamhnsw.shared_cache_warm and registers
  * the warmer, from _PG_init while the library is being preloaded.
@@ -218,19 +286,13 @@ shnsw_cache_warm_init(void)
 	BackgroundWorker bgw;
 
 	DefineCustomBoolVariable("streamhnsw.shared_cache_warm",
-							 "With the library preloaded, rebuilds after a start the shared cache's copies that existed at the last shutdown.",
-							 "A background worker writes the list of copies to streamhnsw_cache.list in the data directory at shutdown and every 5 minutes, and rebuilds them, most recently used first, after the next start.",
+							 "Rebuilds after a start the shared cache's copies that existed at the last shutdown.",
+							 "The list of copies is kept in streamhnsw_cache.list in the data directory; after a start a background worker rebuilds them, most recently used first: at once with the library preloaded, else at the first scan that finds no copy.",
 							 &shnsw_shared_cache_warm, true,
 							 PGC_SIGHUP, 0, NULL, NULL, NULL);
 	if (!process_shared_preload_libraries_in_progress)
 		return;
-	memset(&bgw, 0, sizeof(bgw));
-	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS;
-	bgw.bgw_start_time = BgWorkerStart_ConsistentState;
-	bgw.bgw_restart_time = BGW_NEVER_RESTART;
-	strlcpy(bgw.bgw_library_name, "streamhnsw", BGW_MAXLEN);
-	strlcpy(bgw.bgw_function_name, "streamhnsw_cache_warmer", BGW_MAXLEN);
-	strlcpy(bgw.bgw_name, "streamhnsw shared cache warmer", BGW_MAXLEN);
-	strlcpy(bgw.bgw_type, "streamhnsw shared cache warmer", BGW_MAXLEN);
+	cache_preloaded = true;
+	warmer_init(&bgw, WARMER_STATIC);
 	RegisterBackgroundWorker(&bgw);
 }

@@ -78,6 +78,8 @@ def wait_ready(conn, index, timeout=60):
 
 
 BACKGROUND = "streamhnsw shared cache: not used (build started in the background)"
+REFRESHING = ("streamhnsw shared cache: not used (behind the index, refresh started in "
+              "the background)")
 
 
 def same_on_off(conn, table, queries, op="<->"):
@@ -443,13 +445,21 @@ def test_standby_identical_and_refreshed():
                     c.execute("VACUUM sg_rep")
                     data.load(c, "sg_rep", more, start_id=60000, create=False)
                 standby.catch_up(primary)
+                # the first scan hands the refresh to a worker, reading
+                # through buffers itself (no pass over the index in a query)
+                assert explain_shared(s, "sg_rep", queries[0]).startswith(REFRESHING)
                 same_on_off(s, "sg_rep", queries)
                 for i, v in enumerate(more[:50]):
                     found = [r[0] for r in knn(s, "sg_rep", v)]
                     assert 50000 + i in found or 60000 + i in found
+                deadline = time.time() + 60
+                while "shared cache: used" not in explain_shared(s, "sg_rep", queries[1]):
+                    assert time.time() < deadline, "the copy was not refreshed"
+                    time.sleep(0.05)
                 st = cache_row(s, "sg_rep_idx")
                 assert st["refreshes"] >= 1 and st["state"] == "ready", st
-                assert "shared cache: used" in explain_shared(s, "sg_rep", queries[1])
+                assert st["builds"] == 1, st   # refreshed, not rebuilt
+                same_on_off(s, "sg_rep", queries)
 
 
 def test_fallback_when_dsm_fails():
@@ -806,6 +816,40 @@ def test_one_backend_never_reaches_an_old_image(cluster):
         c2.execute("DROP TABLE sg_memo")
 
 
+def cached_tables(conn, tables, rows):
+    """Each table loaded with rows, indexed, and its index's copy loaded."""
+    for t in tables:
+        data.load(conn, t, rows)
+        conn.execute(f"CREATE INDEX {t}_idx ON {t} USING streamhnsw (embedding vector_l2_ops)")
+        assert conn.execute(f"SELECT streamhnsw_cache_load('{t}_idx')").fetchone()[0] > 0
+
+
+def test_restart_without_preloading_comes_back_warm():
+    """Without preloading, the list of copies is rewritten whenever one is
+    built, and the first scan after a restart that asks for a background
+    build starts the warmer: the other index's copy comes back ready
+    before any scan of it, its last use the one before the restart."""
+    rows, queries = data.clustered(2000, 16, seed=96, n_queries=3)
+    with Cluster(name="shnsw-sg-warm-lazy") as c:
+        c.execute("CREATE EXTENSION streamhnsw CASCADE")
+        with c.connect() as conn:
+            cached_tables(conn, ("sg_l1", "sg_l2"), rows)
+            before = conn.execute("SELECT last_used FROM streamhnsw_cache_list() "
+                                  "WHERE index = 'sg_l2_idx'::regclass").fetchone()[0]
+        c.restart()
+        with c.connect() as conn:
+            assert conn.execute("SELECT count(*) FROM streamhnsw_cache_list()").fetchone()[0] == 0
+            assert explain_shared(conn, "sg_l1", queries[0]).startswith(BACKGROUND)
+            st = wait_ready(conn, "sg_l2_idx")
+            assert st["hits"] == 0 and st["misses"] == 0, st
+            used = conn.execute("SELECT last_used FROM streamhnsw_cache_list() "
+                                "WHERE index = 'sg_l2_idx'::regclass").fetchone()[0]
+            assert used == before, (used, before)
+            assert "shared cache: used" in explain_shared(conn, "sg_l2", queries[1])
+            same_on_off(conn, "sg_l2", queries)
+        assert "rebuilt the shared cache's copies" in c.log_tail(20000)
+
+
 def test_preloaded_restart_comes_back_warm():
     """With the library preloaded, the copies that existed at shutdown are
     rebuilt after the restart by the warmer, in the background, before any
@@ -817,10 +861,8 @@ def test_preloaded_restart_comes_back_warm():
                  settings={"shared_preload_libraries": "'streamhnsw'"}) as c:
         c.execute("CREATE EXTENSION streamhnsw CASCADE")
         with c.connect() as conn:
+            cached_tables(conn, ("sg_w1", "sg_w2"), rows)
             for t in ("sg_w1", "sg_w2"):
-                data.load(conn, t, rows)
-                conn.execute(f"CREATE INDEX {t}_idx ON {t} USING streamhnsw (embedding vector_l2_ops)")
-                assert conn.execute(f"SELECT streamhnsw_cache_load('{t}_idx')").fetchone()[0] > 0
                 assert "shared cache: used" in explain_shared(conn, t, queries[0])
             before = {r[0]: r[1] for r in conn.execute(
                 "SELECT index::regclass::text, last_used FROM streamhnsw_cache_list() "
