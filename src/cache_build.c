@@ -256,6 +256,20 @@ build_stream(Relation index, BuildBlocks *bb, BufferAccessStrategy strategy)
 }
 
 
+/* Claim entry e for a build by this backend; its slot. Lock held. */
+static int
+claim_locked(CacheEntry *e, Relation index)
+{
+	e->state = ENTRY_BUILDING;
+	e->builder_pid = MyProcPid;
+	e->owner = index->rd_rel->relowner;
+	e->copy_id = 0;
+	cache_pending_slot = e - cache_ctl->entries;
+	cache_pending_copy_id = 0;
+	cache_pending_refresh = false;
+	return cache_pending_slot;
+}
+
 /*
  * entry_claim claims the index's entry for a build by this backend
  * (BUILDING, cache_pending_slot set): the slot, or -1 with *status saying why.
@@ -291,15 +305,45 @@ entry_claim(Relation index, bool explicit, BlockNumber nblocks, int *status)
 		e = NULL;
 	}
 	if (e != NULL)
+		slot = claim_locked(e, index);
+	LWLockRelease(&cache_ctl->lock);
+	cache_unpin(unpin, nunpin);
+	return slot;
+}
+
+/*
+ * successor_claim claims a second entry for the index, a successor (no
+ * scan or writer finds it: cache_find_entry), for the build of a larger
+ * copy while the outgrown one keeps serving: the slot, or -1 with *status
+ * saying why (the copy is not ready, or a successor is being built).
+ */
+static int
+successor_claim(Relation index, int *status)
+{
+	CacheEntry   *o;
+	CacheEntry   *e = NULL;
+	dsm_handle	unpin[CACHE_MAX_ENTRIES + 1];
+	int			nunpin = 0;
+	int			slot = -1;
+	bool		busy = false;
+
+	LWLockAcquire(&cache_ctl->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < CACHE_MAX_ENTRIES; i++)
+		busy |= cache_ctl->entries[i].successor &&
+			cache_ctl->entries[i].state >= ENTRY_BUILDING &&
+			cache_ctl->entries[i].relid == RelationGetRelid(index) &&
+			cache_ctl->entries[i].dbid == MyDatabaseId;
+	o = cache_find_entry(index);
+	if (busy || o == NULL || o->state != ENTRY_READY)
+		*status = SHNSW_CACHE_BUILDING;
+	else if ((e = cache_entry_new(index, false, unpin, &nunpin)) == NULL)
+		*status = SHNSW_CACHE_UNAVAILABLE;
+	else
 	{
-		e->state = ENTRY_BUILDING;
-		e->builder_pid = MyProcPid;
-		e->owner = index->rd_rel->relowner;
-		e->copy_id = 0;
-		slot = e - cache_ctl->entries;
-		cache_pending_slot = slot;
-		cache_pending_copy_id = 0;
-		cache_pending_refresh = false;
+		/* (the table full, the outgrown copy's own entry may come back) */
+		e->successor = e != o;
+		e->outgrown = o->outgrown + 1;	/* sized as the regrowth it is */
+		slot = claim_locked(e, index);
 	}
 	LWLockRelease(&cache_ctl->lock);
 	cache_unpin(unpin, nunpin);
@@ -323,7 +367,7 @@ entry_fail(Relation index, int slot, int status, BlockNumber nblocks, const char
 	e = &cache_ctl->entries[slot];
 	cache_ctl->total_bytes -= e->bytes;
 	e->bytes = 0;
-	e->state = ENTRY_EMPTY;
+	e->state = e->successor ? ENTRY_FREE : ENTRY_EMPTY;
 	e->builder_pid = 0;
 	note_failure(e, status, nblocks);
 	say = (status == SHNSW_CACHE_TOO_BIG || status == SHNSW_CACHE_UNAVAILABLE) &&
@@ -682,12 +726,113 @@ copy_finish(Relation index, int slot, LocalCopy *li, uint64 nodes, uint32 ng, ui
 }
 
 /*
- * cache_build builds the index's copy in this backend (the caller has no
- * usable copy). explicit: on request (evicts any copy, ignores recent
- * failures). Returns the mapping, or NULL with *status saying why.
+ * successor_swap puts the successor built in slot in the place of the
+ * index's outgrown copy, which is dropped (backends that map it keep it
+ * until their transaction ends), and claims it for the refresh that
+ * recopies the pages written since they were copied: no writer wrote
+ * into it while it was a successor. False (the successor dropped) if the
+ * index's copy is being built or refreshed by another backend meanwhile.
  */
-LocalCopy *
-cache_build(Relation index, const ShnswIndexInfo *info, bool explicit, int *status)
+static bool
+successor_swap(Relation index, int slot, LocalCopy *li)
+{
+	CacheEntry   *n;
+	CacheEntry   *o;
+	dsm_handle	h = DSM_HANDLE_INVALID;
+	bool		ok;
+
+	LWLockAcquire(&cache_ctl->lock, LW_EXCLUSIVE);
+	n = &cache_ctl->entries[slot];
+	o = cache_find_entry(index);
+	ok = n->copy_id == li->cp->copy_id && n->state == ENTRY_BUILDING &&
+		(o == NULL || o->state == ENTRY_READY || o->state == ENTRY_EMPTY);
+	if (!ok)
+	{
+		if (n->copy_id == li->cp->copy_id && n->state == ENTRY_BUILDING)
+			h = cache_drop_segment(n);
+		cache_pending_slot = -1;
+	}
+	else
+	{
+		if (o == NULL)
+			o = n;				/* the outgrown copy's entry is gone */
+		else
+		{
+			if (o->state == ENTRY_READY)
+			{
+				o->outgrown++;
+				h = cache_drop_segment(o);
+			}
+			o->copy_id = n->copy_id;
+			o->handle = n->handle;
+			o->bytes = n->bytes;
+			o->mappers = n->mappers;
+			n->copy_id = 0;
+			n->bytes = 0;
+			n->mappers = 0;
+			n->state = ENTRY_FREE;
+		}
+		o->successor = false;
+		o->state = ENTRY_REFRESHING;
+		o->builder_pid = MyProcPid;
+		o->behind = false;
+		cache_pending_slot = o - cache_ctl->entries;
+		cache_pending_copy_id = li->cp->copy_id;
+		cache_pending_refresh = true;
+	}
+	LWLockRelease(&cache_ctl->lock);
+	cache_unpin(&h, 1);
+	return ok;
+}
+
+/*
+ * refresh_claimed refreshes the copy li, claimed for that (cache_pending_*),
+ * and marks it ready: as a build (built: a successor just swapped in, of
+ * nodes and pages) or a refresh. False if it was dropped meanwhile or a
+ * write was skipped (behind: the next scan has it refreshed again).
+ */
+static bool
+refresh_claimed(Relation index, LocalCopy *li, bool built, uint64 nodes, uint32 ng, uint32 nu)
+{
+	CacheEntry   *e;
+	bool		kept;
+
+	cache_refresh(index, li);
+	LWLockAcquire(&cache_ctl->lock, LW_EXCLUSIVE);
+	e = &cache_ctl->entries[cache_pending_slot];
+	kept = e->copy_id == cache_pending_copy_id && e->state == ENTRY_REFRESHING;
+	if (kept)
+	{
+		e->state = ENTRY_READY;
+		e->builder_pid = 0;
+		if (built)
+		{
+			e->builds++;
+			e->nodes = nodes;
+			e->gpages = ng;
+			e->upages = nu;
+			e->last_failure = 0;
+		}
+		else
+			e->refreshes++;
+		kept = !e->behind;		/* a write skipped meanwhile: not yet */
+	}
+	cache_pending_slot = -1;
+	cache_pending_refresh = false;
+	LWLockRelease(&cache_ctl->lock);
+	return kept;
+}
+
+/*
+ * build_copy builds a copy of the index in this backend: the index's copy
+ * (the caller has none usable; explicit: on request, evicting any copy and
+ * ignoring recent failures), or with successor a larger one to replace
+ * the outgrown copy that serves meanwhile (successor_swap). Returns the
+ * mapping, or NULL with *status saying why.
+ */
+static LocalCopy *
+build_copy(Relation index, const ShnswIndexInfo *info, bool explicit, bool successor,
+		   int *status)
 {
 	BlockNumber nblocks = RelationGetNumberOfBlocks(index);
 	int			npp = shnsw_nodes_per_page(info->node_size);
@@ -709,7 +854,8 @@ cache_build(Relation index, const ShnswIndexInfo *info, bool explicit, int *stat
 	bool		grown;
 	CacheToken	tok;
 
-	slot = entry_claim(index, explicit, nblocks, status);
+	slot = successor ? successor_claim(index, status) :
+		entry_claim(index, explicit, nblocks, status);
 	if (slot < 0)
 		return NULL;
 
@@ -781,7 +927,17 @@ cache_build(Relation index, const ShnswIndexInfo *info, bool explicit, int *stat
 		*status = SHNSW_CACHE_MISSING;
 		return NULL;
 	}
-	if (!copy_finish(index, slot, li, nodes, ng, nu))
+	if (cache_ctl->entries[slot].successor)
+	{
+		/* the writes it missed are found by their page LSNs */
+		if (!successor_swap(index, slot, li) ||
+			!refresh_claimed(index, li, true, nodes, ng, nu))
+		{
+			*status = SHNSW_CACHE_STALE;
+			return NULL;
+		}
+	}
+	else if (!copy_finish(index, slot, li, nodes, ng, nu))
 	{
 		/* a writer could not copy a change into it and dropped it */
 		*status = SHNSW_CACHE_STALE;
@@ -790,6 +946,13 @@ cache_build(Relation index, const ShnswIndexInfo *info, bool explicit, int *stat
 	*status = SHNSW_CACHE_BUILT;
 	cache_warm_note();
 	return li;
+}
+
+/* build_copy of the index's copy (see there) */
+LocalCopy *
+cache_build(Relation index, const ShnswIndexInfo *info, bool explicit, int *status)
+{
+	return build_copy(index, info, explicit, false, status);
 }
 
 /*
@@ -892,20 +1055,7 @@ cache_refresh_or_drop(Relation index, const ShnswIndexInfo *info, const CacheTok
 	if (!refresh)
 		return NULL;
 
-	cache_refresh(index, li);
-	LWLockAcquire(&cache_ctl->lock, LW_EXCLUSIVE);
-	e = &cache_ctl->entries[cache_pending_slot];
-	kept = e->copy_id == cache_pending_copy_id && e->state == ENTRY_REFRESHING;
-	if (kept)
-	{
-		e->state = ENTRY_READY;
-		e->builder_pid = 0;
-		e->refreshes++;
-		kept = !e->behind;		/* a write skipped meanwhile: not yet */
-	}
-	cache_pending_slot = -1;
-	cache_pending_refresh = false;
-	LWLockRelease(&cache_ctl->lock);
+	kept = refresh_claimed(index, li, false, 0, 0, 0);
 	return kept && copy_current(li->cp, tok) ? li : NULL;
 }
 
@@ -930,6 +1080,52 @@ worker_refresh(Relation index, const ShnswIndexInfo *info)
 		(void) cache_build(index, info, false, &status);
 }
 
+/*
+ * cache_drop_outgrown drops the index's copy copy_id, which inserts have
+ * outgrown (pages it had no room for are read through buffers), and notes
+ * that the index grows: the build that follows gives the new copy half
+ * again its size as room instead of an eighth. Until the new copy is
+ * ready, scans read through buffers.
+ */
+void
+cache_drop_outgrown(Relation index, uint64 copy_id)
+{
+	CacheEntry *e;
+	dsm_handle	h = DSM_HANDLE_INVALID;
+
+	LWLockAcquire(&cache_ctl->lock, LW_EXCLUSIVE);
+	e = cache_find_entry(index);
+	if (e != NULL && e->state == ENTRY_READY && e->copy_id == copy_id)
+	{
+		e->outgrown++;
+		h = cache_drop_segment(e);
+	}
+	LWLockRelease(&cache_ctl->lock);
+	cache_unpin(&h, 1);
+}
+
+/*
+ * worker_regrow builds a larger copy of the index while its outgrown copy
+ * serves, for the background worker a scan started (CACHE_REQ_REGROW).
+ * When the budget has no room for both, the outgrown copy goes first, as
+ * without a worker.
+ */
+static void
+worker_regrow(Relation index, const ShnswIndexInfo *info)
+{
+	LocalCopy  *li = cache_local_map(index, true);
+	int			status;
+
+	if (li == NULL || pg_atomic_read_u32(&li->cp->outgrown) == 0)
+		return;					/* dropped, or regrown, meanwhile */
+	if (build_copy(index, info, false, true, &status) != NULL ||
+		(status != SHNSW_CACHE_FULL && status != SHNSW_CACHE_TOO_BIG &&
+		 status != SHNSW_CACHE_UNAVAILABLE))
+		return;
+	cache_drop_outgrown(index, li->cp->copy_id);
+	(void) cache_build(index, info, false, &status);
+}
+
 /* ---------- building in the background ---------- */
 
 
@@ -940,18 +1136,21 @@ PGDLLEXPORT void streamhnsw_cache_worker(Datum arg);
 /*
  * cache_request_build asks a dynamic background worker to build the index's
  * copy, so that the scan that found none searches through buffers at
- * once instead of paying for the build; with refresh, to bring the ready
- * copy the scan found behind the index up to date (a hot standby after
- * replayed changes), so that no user's scan pays for a pass over the
- * index. At most one request per index is outstanding (the entry's
+ * once instead of paying for the build (CACHE_REQ_BUILD); to bring the
+ * ready copy the scan found behind the index up to date (a hot standby
+ * after replayed changes: CACHE_REQ_REFRESH), so that no user's scan pays
+ * for a pass over the index; or to build a larger copy in the place of
+ * one that inserts outgrew, which serves meanwhile (CACHE_REQ_REGROW).
+ * At most one request per index is outstanding (the entry's
  * launched_at, for CACHE_RETRY_SECS: a worker that never starts is asked
  * for again after that). Returns true if the work is on its way, or
  * should not be tried now (*status says why); false if no worker could be
  * registered (max_worker_processes reached): the caller does it itself.
  */
 bool
-cache_request_build(Relation index, bool refresh, int *status)
+cache_request_build(Relation index, int kind, int *status)
 {
+	bool		refresh = kind != CACHE_REQ_BUILD;	/* of a ready copy */
 	BackgroundWorker bgw;
 	CacheBuildRequest req;
 	CacheEntry   *e;
@@ -999,12 +1198,13 @@ cache_request_build(Relation index, bool refresh, int *status)
 	req.cache_size_mb = shnsw_shared_cache_size;
 	cache_size_capped(&req.capped_from, &req.shm_mb);
 	req.delay_ms = shnsw_debug_cache_build_delay;
-	req.refresh = refresh;
+	req.kind = kind;
 	memcpy(bgw.bgw_extra, &req, sizeof(req));
 	bgw.bgw_notify_pid = 0;
 	if (RegisterDynamicBackgroundWorker(&bgw, NULL))
 	{
-		*status = refresh ? SHNSW_CACHE_REFRESH_LAUNCHED : SHNSW_CACHE_LAUNCHED;
+		*status = kind == CACHE_REQ_BUILD ? SHNSW_CACHE_LAUNCHED :
+			kind == CACHE_REQ_REFRESH ? SHNSW_CACHE_REFRESH_LAUNCHED : *status;
 		return true;
 	}
 
@@ -1086,8 +1286,10 @@ streamhnsw_cache_worker(Datum arg)
 			/* no catalog access from here on: no snapshot, no xmin */
 			InvalidateCatalogSnapshot();
 			Assert(MyProc->xmin == InvalidTransactionId);
-			if (req.refresh)
+			if (req.kind == CACHE_REQ_REFRESH)
 				worker_refresh(index, info);
+			else if (req.kind == CACHE_REQ_REGROW)
+				worker_regrow(index, info);
 			else if (info->quant_trained &&
 				cache_build(index, info, false, &status) != NULL && req.last_used != 0)
 			{

@@ -89,6 +89,9 @@ typedef struct CacheEntry
 	int			builder_pid;
 	bool		behind;			/* a write could not be copied into the
 								 * copy: refresh it (by page LSN) before use */
+	bool		successor;		/* a larger copy being built while the
+								 * outgrown one serves: found by no scan or
+								 * writer (cache_find_entry) until swapped in */
 	Size		bytes;
 	uint64		nodes;			/* node slots at the last build or refresh */
 	uint32		gpages;
@@ -270,8 +273,13 @@ typedef struct CacheBuildRequest
 	int			delay_ms;		/* its debug_cache_build_delay */
 	TimestampTz last_used;		/* the warmer's: when the copy was last used
 								 * before the restart (0: now) */
-	bool		refresh;		/* bring a copy behind the index up to date */
+	int			kind;			/* CACHE_REQ_* */
 } CacheBuildRequest;
+
+/* what a background worker is asked to do with the index's copy */
+#define CACHE_REQ_BUILD		0	/* build it: there is none */
+#define CACHE_REQ_REFRESH	1	/* bring it up to date: it is behind */
+#define CACHE_REQ_REGROW	2	/* replace it by a larger one: it is outgrown */
 
 /* cache_registry.c */
 extern CacheCtl *cache_ctl;
@@ -327,7 +335,8 @@ extern void cache_copy_page(LocalCopy *li, BlockNumber blk, Page page, bool may_
 extern LocalCopy *cache_build(Relation index, const ShnswIndexInfo *info, bool explicit,
 							  int *status);
 extern void cache_refresh(Relation index, LocalCopy *li);
-extern bool cache_request_build(Relation index, bool refresh, int *status);
+extern bool cache_request_build(Relation index, int kind, int *status);
+extern void cache_drop_outgrown(Relation index, uint64 copy_id);
 extern LocalCopy *cache_refresh_or_drop(Relation index, const ShnswIndexInfo *info,
 										const CacheToken *tok, bool *rebuild);
 

@@ -686,30 +686,6 @@ retry:
 }
 
 /*
- * drop_outgrown drops the index's copy copy_id, which inserts have outgrown
- * (pages it had no room for are read through buffers), and notes that the
- * index grows: the build that follows (the caller's) gives the new copy
- * half again its size as room instead of an eighth. Until the new copy is
- * ready, scans read through buffers.
- */
-static void
-drop_outgrown(Relation index, uint64 copy_id)
-{
-	CacheEntry *e;
-	dsm_handle	h = DSM_HANDLE_INVALID;
-
-	LWLockAcquire(&cache_ctl->lock, LW_EXCLUSIVE);
-	e = cache_find_entry(index);
-	if (e != NULL && e->state == ENTRY_READY && e->copy_id == copy_id)
-	{
-		e->outgrown++;
-		h = cache_drop_segment(e);
-	}
-	LWLockRelease(&cache_ctl->lock);
-	cache_unpin(&h, 1);
-}
-
-/*
  * cache_lookup_or_build: the usable copy of the index for a scan that read
  * metapage state (lsn, gen). With build set, a copy behind the index is
  * refreshed and a missing one built: by a background worker the call
@@ -727,14 +703,24 @@ cache_lookup_or_build(Relation index, const ShnswIndexInfo *info, const CacheTok
 	if (li != NULL && pg_atomic_read_u32(&li->cp->outgrown) != 0 && build &&
 		!IsInParallelMode())
 	{
-		/* inserts filled its room: have it rebuilt larger */
-		drop_outgrown(index, li->cp->copy_id);
+		int			rs;
+
+		/*
+		 * Inserts filled its room: a worker builds a larger copy while this
+		 * one serves (the changes meanwhile are found by their page LSNs,
+		 * so the index must be logged), else it is dropped and rebuilt.
+		 */
+		if (background && RelationNeedsWAL(index) &&
+			cache_request_build(index, CACHE_REQ_REGROW, &rs))
+			return li;
+		cache_drop_outgrown(index, li->cp->copy_id);
 		li = NULL;
 		*status = SHNSW_CACHE_MISSING;
 	}
 	if (li != NULL || !build || IsInParallelMode())
 		return li;
-	if (*status == SHNSW_CACHE_STALE && background && cache_request_build(index, true, status))
+	if (*status == SHNSW_CACHE_STALE && background &&
+		cache_request_build(index, CACHE_REQ_REFRESH, status))
 		return NULL;
 	if (*status == SHNSW_CACHE_STALE)
 	{
@@ -747,7 +733,7 @@ cache_lookup_or_build(Relation index, const ShnswIndexInfo *info, const CacheTok
 	else if (*status != SHNSW_CACHE_MISSING)
 		return NULL;
 
-	if (background && cache_request_build(index, false, status))
+	if (background && cache_request_build(index, CACHE_REQ_BUILD, status))
 		return NULL;
 	li = cache_build(index, info, false, status);
 	if (li != NULL && !copy_current(li->cp, tok))

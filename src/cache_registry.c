@@ -360,7 +360,10 @@ cache_try_get_ctl(void)
 	return cache_ctl;
 }
 
-/* Find the entry of an index; the caller holds cache_ctl->lock. */
+/*
+ * Find the entry of an index (never a successor being built); the caller
+ * holds cache_ctl->lock.
+ */
 CacheEntry *
 cache_find_entry(Relation index)
 {
@@ -368,7 +371,7 @@ cache_find_entry(Relation index)
 	{
 		CacheEntry   *e = &cache_ctl->entries[i];
 
-		if (e->state != ENTRY_FREE && e->relid == RelationGetRelid(index) &&
+		if (e->state != ENTRY_FREE && !e->successor && e->relid == RelationGetRelid(index) &&
 			e->dbid == MyDatabaseId &&
 			RelFileLocatorEquals(e->locator, index->rd_locator))
 			return e;
@@ -417,7 +420,7 @@ cache_drop_segment(CacheEntry *e)
 	e->handle = DSM_HANDLE_INVALID;
 	e->copy_id = 0;
 	e->behind = false;
-	e->state = ENTRY_EMPTY;
+	e->state = e->successor ? ENTRY_FREE : ENTRY_EMPTY;
 	pg_atomic_fetch_sub_u32(&cache_ctl->ncopies, 1);
 	cache_ctl->epoch++;
 	return h;
@@ -800,7 +803,7 @@ cache_release_pending(void)
 			/* claimed, no segment yet (perhaps its bytes reserved) */
 			cache_ctl->total_bytes -= e->bytes;
 			e->bytes = 0;
-			e->state = ENTRY_EMPTY;
+			e->state = e->successor ? ENTRY_FREE : ENTRY_EMPTY;
 		}
 		e->builder_pid = 0;
 	}
@@ -831,7 +834,8 @@ cache_entry_new(Relation index, bool explicit, dsm_handle *unpin, int *nunpin)
 		CacheEntry   *o = &cache_ctl->entries[i];
 
 		if (o->state != ENTRY_FREE && o->dbid == MyDatabaseId &&
-			o->relid == RelationGetRelid(index))
+			o->relid == RelationGetRelid(index) &&
+			!RelFileLocatorEquals(o->locator, index->rd_locator))
 		{
 			if (o->state >= ENTRY_BUILDING)
 			{

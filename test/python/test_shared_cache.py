@@ -210,6 +210,49 @@ def test_copy_grows_with_inserts(conn):
         conn.execute("RESET streamhnsw.shared_cache_background")
 
 
+def test_outgrown_copy_serves_while_a_larger_one_is_built(conn):
+    """In the background (the default), a copy that inserts outgrew keeps
+    serving while a worker builds a larger one beside it (a successor no
+    scan or writer sees), which then takes its place and catches up on the
+    writes it missed by their page LSNs. Before, the outgrown copy was
+    dropped at once and scans read through buffers until the new one was
+    ready. The worker is held in its build for 3 s
+    (streamhnsw.debug_cache_build_delay); rows inserted meanwhile are found."""
+    rows, queries = data.clustered(9000, 16, seed=24, n_queries=10)
+    conn.execute("DROP TABLE IF EXISTS sg_succ")
+    indexed_table(conn, "sg_succ", rows[:2000])
+    assert explain_shared(conn, "sg_succ", queries[0]).startswith(BACKGROUND)
+    wait_ready(conn, "sg_succ_idx")
+    data.load(conn, "sg_succ", rows[2000:6000], start_id=2000, create=False)
+    conn.execute("SET streamhnsw.debug_cache_build_delay = '3s'")
+    try:
+        line = explain_shared(conn, "sg_succ", queries[1])
+        assert "used" in line and not line.startswith(BACKGROUND), line
+        build_worker(conn)
+        # the outgrown copy serves, the larger one is being built
+        line = explain_shared(conn, "sg_succ", queries[2])
+        assert "used" in line and fallback_nodes(line)[1] > 0, line
+        st = cache_row(conn, "sg_succ_idx")
+        assert st["state"] == "ready" and st["builds"] == 1, st
+        data.load(conn, "sg_succ", rows[6000:6500], start_id=6000, create=False)
+    finally:
+        conn.execute("RESET streamhnsw.debug_cache_build_delay")
+    deadline = time.time() + 60
+    while cache_row(conn, "sg_succ_idx")["builds"] < 2:
+        assert time.time() < deadline, cache_row(conn, "sg_succ_idx")
+        data.load(conn, "sg_succ", rows[6500:6510], start_id=6500 + int(time.time() * 1000) % 100000,
+                  create=False)
+        time.sleep(0.05)
+    st = wait_ready(conn, "sg_succ_idx")
+    assert st["outgrown"] == 1 and st["builds"] == 2, st
+    for q in queries[3:6]:
+        line = explain_shared(conn, "sg_succ", q)
+        assert "used" in line and fallback_nodes(line)[1] == 0, line
+    same_on_off(conn, "sg_succ", queries)
+    for i, v in enumerate(rows[6000:6050]):
+        assert 6000 + i in [r[0] for r in knn(conn, "sg_succ", v)]
+
+
 def test_list_load_drop_reindex(conn):
     rows, queries = data.clustered(2000, 16, seed=31, n_queries=5)
     data.load(conn, "sg_list", rows)
