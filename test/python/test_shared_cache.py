@@ -238,10 +238,12 @@ def test_outgrown_copy_serves_while_a_larger_one_is_built(conn):
     finally:
         conn.execute("RESET streamhnsw.debug_cache_build_delay")
     deadline = time.time() + 60
+    next_id = 100000
     while cache_row(conn, "sg_succ_idx")["builds"] < 2:
         assert time.time() < deadline, cache_row(conn, "sg_succ_idx")
-        data.load(conn, "sg_succ", rows[6500:6510], start_id=6500 + int(time.time() * 1000) % 100000,
-                  create=False)
+        # writes while the larger copy is built and swapped in
+        data.load(conn, "sg_succ", rows[6500:6510], start_id=next_id, create=False)
+        next_id += 10
         time.sleep(0.05)
     st = wait_ready(conn, "sg_succ_idx")
     assert st["outgrown"] == 1 and st["builds"] == 2, st
