@@ -73,6 +73,7 @@ PRESETS = {
 # options (`--preset NAME --help`): preset name -> (module, what it measures).
 STANDALONE = {
     "restart": ("restart", "a restart with both libraries preloaded: first query, warm-up, p50 after"),
+    "growth": ("growth", "an index built small and grown by inserts, beside one built fresh"),
     "citus": ("citus_mode", "both engines on a local Citus cluster beside one node"),
     "vdbbench": ("vdbbench", "VectorDBBench's performance and filtered cases, both clients"),
     "robustness": ("robustness", "data shapes users store, both engines at default settings"),
