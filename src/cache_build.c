@@ -1334,7 +1334,18 @@ shnsw_cache_cut_waiting(Relation index)
 	if (e != NULL && e->launched_at != 0 &&
 		!TimestampDifferenceExceeds(e->launched_at, now, CACHE_RETRY_SECS * 1000))
 	{
-		pg_atomic_write_u64(&e->cut_until, (uint64) TimestampTzPlusMilliseconds(now, 1000));
+		uint64		until = (uint64) TimestampTzPlusMilliseconds(now, 1000);
+
+		pg_atomic_write_u64(&e->cut_until, until);
+		/* the request may be building a successor: it yields too */
+		for (int i = 0; i < CACHE_MAX_ENTRIES; i++)
+		{
+			CacheEntry *s = &cache_ctl->entries[i];
+
+			if (s->successor && s->state == ENTRY_BUILDING && s->dbid == MyDatabaseId &&
+				s->relid == RelationGetRelid(index))
+				pg_atomic_write_u64(&s->cut_until, until);
+		}
 		bg = true;
 	}
 	LWLockRelease(&cache_ctl->lock);

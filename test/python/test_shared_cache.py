@@ -255,6 +255,34 @@ def test_outgrown_copy_serves_while_a_larger_one_is_built(conn):
         assert 6000 + i in [r[0] for r in knn(conn, "sg_succ", v)]
 
 
+def test_successor_build_yields_to_vacuum_truncation(conn):
+    """A worker building a larger copy beside an outgrown one gives the
+    index's lock up when a VACUUM truncation waits for it, as a first
+    build does: the free pages at the end are cut, and the VACUUM does not
+    wait out the build (held for 30 s by streamhnsw.debug_cache_build_delay)."""
+    rows, queries = data.clustered(6000, 16, seed=25, n_queries=2)
+    conn.execute("DROP TABLE IF EXISTS sg_sucvac")
+    indexed_table(conn, "sg_sucvac", rows[:1500])
+    assert explain_shared(conn, "sg_sucvac", queries[0]).startswith(BACKGROUND)
+    wait_ready(conn, "sg_sucvac_idx")
+    data.load(conn, "sg_sucvac", rows[1500:], start_id=1500, create=False)
+    conn.execute("SET streamhnsw.debug_cache_build_delay = '30s'")
+    try:
+        assert "used" in explain_shared(conn, "sg_sucvac", queries[1])
+        pid, _ = build_worker(conn)
+        conn.execute("DELETE FROM sg_sucvac")
+        t0 = time.time()
+        conn.execute("VACUUM sg_sucvac")
+        assert time.time() - t0 < 20
+        meta = conn.execute("SELECT node_count, deleted_count, free_count "
+                            "FROM streamhnsw_metapage('sg_sucvac_idx')").fetchone()
+        assert meta == (0, 0, 0), meta
+    finally:
+        conn.execute("RESET streamhnsw.debug_cache_build_delay")
+    data.load(conn, "sg_sucvac", rows[:300], create=False)
+    same_on_off(conn, "sg_sucvac", queries)
+
+
 def test_list_load_drop_reindex(conn):
     rows, queries = data.clustered(2000, 16, seed=31, n_queries=5)
     data.load(conn, "sg_list", rows)
