@@ -2525,7 +2525,7 @@ test_emit_bounds(void)
 						 * product both are one sum, up to est's float
 						 * rounding
 						 */
-						if (!shnsw_code_at_edge(code, dim) && metric != SHNSW_METRIC_IP)
+						if (!shnsw_code_at_edge(metric, code, dim) && metric != SHNSW_METRIC_IP)
 							box_looser += box < lb - 1e-5 * (1 + fabs(lb));
 						gaps[ngap] = d - lb;
 						ex[ngap++] = d;
