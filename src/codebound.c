@@ -56,13 +56,9 @@ shnsw_codebound_prepare(ShnswCodeBound *b, ShnswMetric metric, bool unbounded,
 
 	if (shnsw_metric_is_bit(metric))
 	{
-		memset(b, 0, sizeof(*b));
-		b->metric = metric;
-		b->dims = dims;
-		b->nav = nav;
-		b->lo = lo;
-		b->scale = scale;
-		b->err_abs = b->err_typ = bit_err_abs(metric);
+		/* exact codes: no step, no residual, nothing clamped (res_range 0) */
+		*b = (ShnswCodeBound) {.metric = metric, .dims = dims, .nav = nav, .lo = lo,
+		.scale = scale, .err_abs = bit_err_abs(metric), .err_typ = bit_err_abs(metric)};
 		return;
 	}
 
