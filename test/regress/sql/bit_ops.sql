@@ -50,6 +50,13 @@ SELECT id FROM bitops ORDER BY b <%> '101010101010' LIMIT 5;
 SELECT id FROM bitops ORDER BY b <~> '1010' LIMIT 1;
 -- a NULL query returns rows, in no particular order
 SELECT count(*) FROM (SELECT id FROM bitops ORDER BY b <~> NULL LIMIT 100) s;
+-- a distance bound ends the scan at the rows within it
+SELECT (SELECT array_agg(d) FROM
+          (SELECT b <~> '111000111000' AS d FROM bitops WHERE b <~> '111000111000' <= 4
+            ORDER BY b <~> '111000111000' LIMIT 41) s)
+     = (SELECT array_agg(b <~> '111000111000' ORDER BY b <~> '111000111000')
+          FROM bitops WHERE hamming_distance(b, '111000111000') <= 4)
+       AS same_as_seqscan;
 DROP INDEX bitops_h;
 
 -- bit_jaccard_ops, with zero vectors: at distance 1 from everything
