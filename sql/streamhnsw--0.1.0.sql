@@ -27,9 +27,15 @@ CREATE FUNCTION streamhnsw_cosine_metric(internal) RETURNS internal
 	AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 CREATE FUNCTION streamhnsw_l1_metric(internal) RETURNS internal
 	AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION streamhnsw_hamming_metric(internal) RETURNS internal
+	AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION streamhnsw_jaccard_metric(internal) RETURNS internal
+	AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 CREATE FUNCTION streamhnsw_vector_type(internal) RETURNS internal
 	AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 CREATE FUNCTION streamhnsw_halfvec_type(internal) RETURNS internal
+	AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION streamhnsw_bit_type(internal) RETURNS internal
 	AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
 -- Operator classes, named as pgvector names them for hnsw. Function 1 is
@@ -91,6 +97,22 @@ CREATE OPERATOR CLASS halfvec_l1_ops
 	FUNCTION 1 l1_distance(halfvec, halfvec),
 	FUNCTION 2 streamhnsw_l1_metric(internal),
 	FUNCTION 3 streamhnsw_halfvec_type(internal);
+
+-- bit(n) (pgvector's operators on PostgreSQL's bit type), up to 64,000 bits
+
+CREATE OPERATOR CLASS bit_hamming_ops
+	FOR TYPE bit USING streamhnsw AS
+	OPERATOR 1 <~> (bit, bit) FOR ORDER BY float_ops,
+	FUNCTION 1 hamming_distance(bit, bit),
+	FUNCTION 2 streamhnsw_hamming_metric(internal),
+	FUNCTION 3 streamhnsw_bit_type(internal);
+
+CREATE OPERATOR CLASS bit_jaccard_ops
+	FOR TYPE bit USING streamhnsw AS
+	OPERATOR 1 <%> (bit, bit) FOR ORDER BY float_ops,
+	FUNCTION 1 jaccard_distance(bit, bit),
+	FUNCTION 2 streamhnsw_jaccard_metric(internal),
+	FUNCTION 3 streamhnsw_bit_type(internal);
 
 -- Inspection
 

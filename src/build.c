@@ -81,7 +81,8 @@
 typedef struct ShnswBuildState
 {
 	Relation	index;
-	int			dims;
+	int			dims;			/* navigation dimensions (shnsw_nav_dims) */
+	int			coldims;		/* the column's (bits for bit) */
 	int			m;
 	int			efc;
 	ShnswMetric metric;
@@ -242,7 +243,7 @@ build_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull,
 		return;
 
 	old = MemoryContextSwitchTo(bs->tmpctx);
-	v = shnsw_check_vector(values[0], bs->elemtype, bs->dims);
+	v = shnsw_check_vector(values[0], bs->elemtype, bs->coldims);
 	if (!shnsw_vector_to_nav(v, bs->elemtype, bs->metric, bs->dims, bs->navbuf))
 	{
 		/* a zero vector under cosine is not indexed */
@@ -491,7 +492,7 @@ write_meta_pages(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswLayout *l, const 
 	page = (Page) buf;
 	shnsw_init_page(page, SHNSW_PAGE_META);
 	meta = ShnswPageGetMeta(page);
-	shnsw_fill_meta(meta, bs->dims, bs->m, bs->efc, bs->metric, bs->elemtype);
+	shnsw_fill_meta(meta, bs->coldims, bs->m, bs->efc, bs->metric, bs->elemtype);
 	meta->cache_generation = 1;
 	if (bs->nmem > 0)
 	{
@@ -723,6 +724,29 @@ build_write_pages(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswLayout *l,
 }
 
 /*
+ * build_type_init sets the index's type, metric, dimensions and m; raises
+ * an error if a node record of them would not fit on a page (only a wide
+ * bit(n) with a large m: bit(64000) takes m up to 16).
+ */
+static void
+build_type_init(ShnswBuildState *bs, Relation index)
+{
+	bs->elemtype = shnsw_index_elemtype(index);
+	bs->metric = shnsw_index_metric(index);
+	bs->coldims = shnsw_index_dims(index, bs->elemtype);
+	bs->dims = shnsw_nav_dims(bs->elemtype, bs->coldims);
+	bs->m = shnsw_get_m(index);
+	if (shnsw_node_size(bs->m, bs->dims) > SHNSW_PAGE_CAPACITY)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("a streamhnsw node of a %s(%d) value with m = %d does not fit on a page",
+						shnsw_elemtype_name(bs->elemtype), bs->coldims, bs->m),
+				 errhint("Use m = %d or less.",
+						 (int) ((SHNSW_PAGE_CAPACITY - shnsw_node_size(0, bs->dims)) /
+								(2 * sizeof(ShnswRef))))));
+}
+
+/*
  * build_state_init fills the build state for index from its options and
  * type; allocates in the current (build) memory context.
  */
@@ -732,20 +756,27 @@ build_state_init(ShnswBuildState *bs, Relation heap, Relation index, int nworker
 	MemSet(bs, 0, sizeof(*bs));
 	INSTR_TIME_SET_CURRENT(bs->phase_start);
 	bs->index = index;
-	bs->elemtype = shnsw_index_elemtype(index);
-	bs->metric = shnsw_index_metric(index);
-	bs->dims = shnsw_index_dims(index, bs->elemtype);
-	bs->m = shnsw_get_m(index);
+	build_type_init(bs, index);
 	bs->efc = shnsw_get_ef_construction(index);
 	if (bs->efc < 2 * bs->m)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("ef_construction must be greater than or equal to 2 * m")));
-	bs->vec_size = shnsw_vec_size(bs->elemtype, bs->dims);
+	bs->vec_size = shnsw_vec_size(bs->elemtype, bs->coldims);
 	bs->nworkers = Max(nworkers, 0);
 	bs->budget = (Size) maintenance_work_mem * 1024;
 	bs->reltuples = heap->rd_rel->reltuples;
 	bs->plan_halves = bs->dims >= SHNSW_HALF_MIN_DIMS && !shnsw_debug_build_floats;
+
+	/*
+	 * A bit vector's code is the vector itself, 32 times smaller than its
+	 * navigation floats: its graph is built on codes from the start.
+	 */
+	if (bs->elemtype == SHNSW_ELEM_BIT)
+	{
+		bs->use_codes = true;
+		bs->plan_halves = false;
+	}
 	bs->cap = Min(1024, build_max_rows(bs, false));
 	bs->tids = palloc_extended(sizeof(ItemPointerData) * bs->cap, MCXT_ALLOC_HUGE);
 	bs->exact_file = palloc_extended(sizeof(int) * bs->cap, MCXT_ALLOC_HUGE);
@@ -758,7 +789,7 @@ build_state_init(ShnswBuildState *bs, Relation heap, Relation index, int nworker
 	 * build whose graph will link on halves: it reads them back as halves,
 	 * and the budget counts halves and codes.
 	 */
-	if (bs->nworkers == 0 && !bs->plan_halves)
+	if (bs->nworkers == 0 && !bs->plan_halves && !bs->use_codes)
 		bs->nav = palloc_extended(sizeof(float) * bs->cap * bs->dims, MCXT_ALLOC_HUGE);
 	bs->mins = palloc(sizeof(float) * bs->dims);
 	bs->maxs = palloc(sizeof(float) * bs->dims);
@@ -994,7 +1025,10 @@ shnsw_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	/* train SQ8 on every collected row */
 	lo = palloc(sizeof(float) * bs.dims);
 	scale = palloc(sizeof(float) * bs.dims);
-	sq8_train_finish(bs.mins, bs.maxs, lo, scale, bs.dims);
+	if (bs.elemtype == SHNSW_ELEM_BIT)
+		sq8_train_identity(lo, scale, bs.dims);
+	else
+		sq8_train_finish(bs.mins, bs.maxs, lo, scale, bs.dims);
 
 	/* build the graph in memory, on the in-memory part */
 	graphctx = AllocSetContextCreate(buildctx, "streamhnsw build graph",
@@ -1087,10 +1121,7 @@ shnsw_buildempty(Relation index)
 
 	MemSet(&bs, 0, sizeof(bs));
 	bs.index = index;
-	bs.elemtype = shnsw_index_elemtype(index);
-	bs.metric = shnsw_index_metric(index);
-	bs.dims = shnsw_index_dims(index, bs.elemtype);
-	bs.m = shnsw_get_m(index);
+	build_type_init(&bs, index);
 	bs.efc = shnsw_get_ef_construction(index);
 	bs.n = 0;
 	build_write_pages(&bs, NULL, NULL, NULL, NULL, INIT_FORKNUM);

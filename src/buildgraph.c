@@ -609,8 +609,8 @@ shnsw_select_by_codes(const float *d, const uint8_t *codes, int n, int max, int 
 
 /*
  * Squared L2 is the form under L2 and cosine (shnsw_code_metric), so
- * SHNSW_FAR_RATIO 4 is twice the distance; L1 is a distance itself, and
- * takes the ratio's square root. Copies of the nearest (code
+ * SHNSW_FAR_RATIO 4 is twice the distance; L1, Hamming and Jaccard are
+ * distances themselves, and take the ratio's square root. Copies of the nearest (code
  * distance 0: duplicate rows, which the list's fill keeps) are no scale:
  * the scale is the nearest other vector, and neighbours that are all
  * copies never count as far (else every insert of a duplicated value
@@ -637,7 +637,8 @@ shnsw_codes_lie_apart(const float *d, const uint8_t *codes, int n, int dim, Shns
 		if (dk > 0.0f && dk < nearest)
 			nearest = dk;
 	}
-	return d[0] > (metric == SHNSW_METRIC_L1 ? sqrtf(SHNSW_FAR_RATIO) : SHNSW_FAR_RATIO) * nearest;
+	return d[0] > (metric == SHNSW_METRIC_L1 || shnsw_metric_is_bit(metric) ?
+				   sqrtf(SHNSW_FAR_RATIO) : SHNSW_FAR_RATIO) * nearest;
 }
 
 /* ShnswListOps over the build graph: the list's owner is prepared (slot 0). */

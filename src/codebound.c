@@ -15,6 +15,26 @@
 #include <string.h>
 
 #include "codebound.h"
+#include "kernels_bit.h"
+
+/*
+ * A bit index's code is the value itself (src/README, Bit vectors): the
+ * navigation distance is exact, but for the float rounding of a Jaccard
+ * distance (ours rounded once to float, pgvector's in double or float).
+ */
+static double
+bit_err_abs(ShnswMetric metric)
+{
+	return metric == SHNSW_METRIC_JACCARD ? 2 * (double) FLT_EPSILON : 0.0;
+}
+
+/* The bit vector whose bytes nav holds (0 .. 255 each), into out. */
+static void
+bit_bytes(const float *nav, uint8_t *out, int dims)
+{
+	for (int i = 0; i < dims; i++)
+		out[i] = (uint8_t) nav[i];
+}
 
 void
 shnsw_codebound_prepare(ShnswCodeBound *b, ShnswMetric metric, bool unbounded,
@@ -33,6 +53,14 @@ shnsw_codebound_prepare(ShnswCodeBound *b, ShnswMetric metric, bool unbounded,
 				qsq = 0.0,
 				varmax = 0.0,
 				varq = 0.0;
+
+	if (shnsw_metric_is_bit(metric))
+	{
+		/* exact codes: no step, no residual, nothing clamped (res_range 0) */
+		*b = (ShnswCodeBound) {.metric = metric, .dims = dims, .nav = nav, .lo = lo,
+		.scale = scale, .err_abs = bit_err_abs(metric), .err_typ = bit_err_abs(metric)};
+		return;
+	}
 
 	/*
 	 * A code c stands for x' = lo + c * scale, |x_i - x'_i| <= scale_i / 2
@@ -135,7 +163,9 @@ void
 shnsw_codebound_set_residual(ShnswCodeBound *b, double residual)
 {
 	residual = residual * (1 + 1e-6) + 1e-12;
-	if (b->metric == SHNSW_METRIC_L1)
+	if (shnsw_metric_is_bit(b->metric))
+		b->err_abs = bit_err_abs(b->metric);	/* exact codes: no residual */
+	else if (b->metric == SHNSW_METRIC_L1)
 		b->err_abs = residual + b->rnd_l1;	/* residual: |x - x'|_1 */
 	else if (b->metric != SHNSW_METRIC_IP)
 		b->err_abs = residual + b->rnd_l2;
@@ -150,6 +180,8 @@ shnsw_code_residual(ShnswMetric metric, const float *lo, const float *scale, con
 {
 	double		sum = 0.0;
 
+	if (shnsw_metric_is_bit(metric))
+		return 0.0;
 	for (int i = 0; i < dims; i++)
 	{
 		double		r = (double) v[i] - ((double) lo[i] + (double) code[i] * (double) scale[i]);
@@ -168,6 +200,8 @@ shnsw_code_excess(ShnswMetric metric, const float *lo, const float *scale, const
 {
 	double		sum = 0.0;
 
+	if (shnsw_metric_is_bit(metric))
+		return 0.0;
 	for (int i = 0; i < dims; i++)
 	{
 		double		x = (double) lo[i] + (double) code[i] * (double) scale[i];
@@ -190,6 +224,8 @@ shnsw_clamp_unit(ShnswMetric metric, const float *scale, int dims)
 {
 	double		half = 0.0;
 
+	if (shnsw_metric_is_bit(metric))
+		return 0.0;				/* codes are exact: nothing is clamped */
 	for (int i = 0; i < dims; i++)
 		half += metric == SHNSW_METRIC_L1 ? (double) scale[i] / 2 :
 			(double) scale[i] * scale[i] / 4;
@@ -224,7 +260,7 @@ shnsw_clamp_distance(ShnswMetric nav_metric, float d, double slack)
 
 	if (nav_metric == SHNSW_METRIC_IP)
 		x = (double) d - slack;
-	else if (nav_metric == SHNSW_METRIC_L1)
+	else if (nav_metric == SHNSW_METRIC_L1 || shnsw_metric_is_bit(nav_metric))
 		x = fmax((double) d - slack, 0.0);
 	else
 	{
@@ -298,9 +334,26 @@ shnsw_codebound_lower(const ShnswCodeBound *b, double est)
 }
 
 bool
-shnsw_code_at_edge(const uint8_t *code, int dims)
+shnsw_code_at_edge(ShnswMetric metric, const uint8_t *code, int dims)
 {
+	if (shnsw_metric_is_bit(metric))
+		return false;
 	return memchr(code, 0, dims) != NULL || memchr(code, 255, dims) != NULL;
+}
+
+/* shnsw_codebound_code of a bit index: the exact distance, less its rounding */
+static double
+codebound_bit_code(const ShnswCodeBound *b, const uint8_t *code)
+{
+	uint8_t		q[SHNSW_BIT_MAX_BYTES];
+	double		d;
+
+	bit_bytes(b->nav, q, b->dims);
+	if (b->metric == SHNSW_METRIC_HAMMING)
+		d = shnsw_bit_xor_count(q, code, b->dims);
+	else
+		d = shnsw_bit_jaccard(q, shnsw_bit_count(q, b->dims), code, b->dims);
+	return shnsw_codebound_lower(b, d);
 }
 
 double
@@ -312,6 +365,8 @@ shnsw_codebound_code(const ShnswCodeBound *b, const uint8_t *code)
 
 	if (b->metric == SHNSW_METRIC_COSINE && b->unbounded)
 		return -INFINITY;
+	if (shnsw_metric_is_bit(b->metric))
+		return codebound_bit_code(b, code);
 	for (int i = 0; i < b->dims; i++)
 	{
 		double		sc = b->scale[i];

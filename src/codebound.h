@@ -130,8 +130,12 @@ extern double shnsw_codebound_upper(const ShnswCodeBound *b, double est);
  */
 extern double shnsw_codebound_lower(const ShnswCodeBound *b, double est);
 
-/* Whether a code has a value at either end of the range (0 or 255). */
-extern bool shnsw_code_at_edge(const uint8_t *code, int dims);
+/*
+ * Whether a code has a value at either end of the range (0 or 255), where a
+ * clamped value may lie beyond; never under the bit metrics, whose codes
+ * are exact.
+ */
+extern bool shnsw_code_at_edge(ShnswMetric metric, const uint8_t *code, int dims);
 
 /*
  * A lower bound on the exact distance of a node from its code alone that

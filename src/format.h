@@ -92,7 +92,8 @@ shnsw_node_clamp_class(uint8_t flags)
  *
  *	 ShnswNodeHeader (24 bytes)
  *	 ShnswRef neighbors[2 * m]		layer-0 adjacency, nneighbors used
- *	 uint8	  code[dims]			SQ8 code of the navigation vector
+ *	 uint8	  code[dims]			SQ8 code of the navigation vector (a bit
+ *									vector's bytes: shnsw_nav_dims)
  *	 padding to a multiple of 4
  *
  * Upper layers (level >= 1) and the heap TIDs of a node with several rows
@@ -230,15 +231,42 @@ typedef enum ShnswMetric
 	SHNSW_METRIC_L2 = 1,		/* squared Euclidean for navigation */
 	SHNSW_METRIC_IP = 2,		/* negative inner product */
 	SHNSW_METRIC_COSINE = 3,	/* negative inner product of normalized vectors */
-	SHNSW_METRIC_L1 = 4			/* taxicab: sum of absolute differences */
+	SHNSW_METRIC_L1 = 4,		/* taxicab: sum of absolute differences */
+	SHNSW_METRIC_HAMMING = 5,	/* bits that differ (bit vectors) */
+	SHNSW_METRIC_JACCARD = 6	/* 1 - |a and b| / |a or b| (bit vectors) */
 } ShnswMetric;
+
+#define SHNSW_METRIC_LAST		SHNSW_METRIC_JACCARD
+
+/* Does the metric compare bit vectors (whose codes are their own bytes)? */
+static inline int
+shnsw_metric_is_bit(ShnswMetric metric)
+{
+	return metric == SHNSW_METRIC_HAMMING || metric == SHNSW_METRIC_JACCARD;
+}
+
+/* The most bits a bit(n) column may have (pgvector's hnsw allows as many). */
+#define SHNSW_MAX_BIT_DIM		64000
+#define SHNSW_BIT_MAX_BYTES		(SHNSW_MAX_BIT_DIM / 8)
 
 /* Element types of the exact vectors; on-disk format too. */
 typedef enum ShnswElemType
 {
 	SHNSW_ELEM_FLOAT4 = 1,		/* pgvector vector */
-	SHNSW_ELEM_FLOAT2 = 2		/* pgvector halfvec */
+	SHNSW_ELEM_FLOAT2 = 2,		/* pgvector halfvec */
+	SHNSW_ELEM_BIT = 3			/* PostgreSQL bit(n), packed 8 to a byte */
 } ShnswElemType;
+
+/*
+ * The navigation dimensions of a column of dims dimensions: the length of
+ * its navigation vector and of a node's code. A bit(n) column navigates on
+ * its bytes, ceil(n / 8), each an exact code (src/README, Bit vectors).
+ */
+static inline int
+shnsw_nav_dims(ShnswElemType elemtype, int dims)
+{
+	return elemtype == SHNSW_ELEM_BIT ? (dims + 7) / 8 : dims;
+}
 
 /* Where an upper-layer record lives (an item on an upper page). */
 typedef struct ShnswUpperLoc

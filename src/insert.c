@@ -52,14 +52,15 @@
  * 300 such rows among 2,000 (4-d, six ranges wide) left searches for them
  * returning a tenth of their full scans and half of their 10 nearest rows
  * until the next doubling (src/README, Quantizer maintenance). Retraining
- * every eighth is a bounded share of the insert work.
+ * every eighth is a bounded share of the insert work. A bit index's
+ * identity quantizer is never retrained: its codes are exact.
  */
 static bool
 meta_retrain_due(ShnswMetaPage meta, bool far_out)
 {
 	uint64		trained = Max(meta->quant_rows, 1);
 
-	if (meta->quant_rows >= SHNSW_RETRAIN_MAX_ROWS)
+	if (meta->quant_rows >= SHNSW_RETRAIN_MAX_ROWS || meta->elemtype == SHNSW_ELEM_BIT)
 		return false;
 	if (meta->node_count >= 2 * trained)
 		return true;
@@ -1058,7 +1059,7 @@ shnsw_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid,
 	is.dims = is.info->dims;
 	is.m = is.info->m;
 
-	v = shnsw_check_vector(values[0], is.info->elemtype, is.dims);
+	v = shnsw_check_vector(values[0], is.info->elemtype, is.info->coldims);
 	nav = palloc(sizeof(float) * is.dims);
 	if (shnsw_vector_to_nav(v, is.info->elemtype, is.info->metric, is.dims, nav))
 	{

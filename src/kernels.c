@@ -889,6 +889,7 @@ shnsw_kernels_init(ShnswSimdLevel max)
 	(void) max;
 #endif
 	shnsw_kernels_l1_init(level, cpu->f16c);
+	shnsw_kernels_bit_init(level);
 	return level;
 }
 
@@ -1045,6 +1046,20 @@ sq8_train_finish(const float *mins, const float *maxs, float *lo, float *scale, 
 }
 
 /*
+ * sq8_train_identity sets lo 0 and scale 1: codes are the values 0 .. 255
+ * themselves (a bit vector's bytes).
+ */
+void
+sq8_train_identity(float *lo, float *scale, int dim)
+{
+	for (int i = 0; i < dim; i++)
+	{
+		lo[i] = 0.0f;
+		scale[i] = 1.0f;
+	}
+}
+
+/*
  * sq8_encode maps v to codes: (v - lo) / scale rounded, clamped to
  * 0..255 (NaN to 0).
  */
@@ -1083,7 +1098,14 @@ sq8_prepare_code(Sq8Query *sq, ShnswMetric metric, const uint8_t *code,
 	int			dim = sq->dim;
 
 	sq->metric = metric;
-	if (metric == SHNSW_METRIC_L2 || metric == SHNSW_METRIC_L1)
+	if (shnsw_metric_is_bit(metric))
+	{
+		/* a bit index's code is the value's bytes (lo 0, scale 1) */
+		sq->qb = (uint8_t *) sq->qs;
+		memcpy(sq->qb, code, dim);
+		sq->bias = (float) shnsw_bit_count(sq->qb, dim);
+	}
+	else if (metric == SHNSW_METRIC_L2 || metric == SHNSW_METRIC_L1)
 	{
 		/* (lo + c * scale - lo) / scale is c itself */
 		sq->bias = 0.0f;
@@ -1120,7 +1142,16 @@ sq8_prepare_query(Sq8Query *sq, ShnswMetric metric, const float *q,
 	int			dim = sq->dim;
 
 	sq->metric = metric;
-	if (metric == SHNSW_METRIC_L2 || metric == SHNSW_METRIC_L1)
+	if (shnsw_metric_is_bit(metric))
+	{
+		uint8_t    *qb = (uint8_t *) sq->qs;
+
+		/* q holds byte values and lo/scale are 0/1: the code's own bytes */
+		sq8_encode(lo, scale, q, qb, dim);
+		sq->qb = qb;
+		sq->bias = (float) shnsw_bit_count(qb, dim);
+	}
+	else if (metric == SHNSW_METRIC_L2 || metric == SHNSW_METRIC_L1)
 	{
 		sq->bias = 0.0f;
 		for (int i = 0; i < dim; i++)

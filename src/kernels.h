@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "format.h"
+#include "kernels_bit.h"
 #include "kernels_l1.h"
 #include "simd.h"
 
@@ -65,7 +66,8 @@ extern float (*shnsw_dot_f32_f16) (const float *a, const uint16_t *b, int dim);
 /*
  * Navigation distances for a metric (smaller is closer): L2 squared, L1,
  * else the negative inner product; between two float vectors, and from a
- * float vector a to a half vector b.
+ * float vector a to a half vector b. Bit vectors never come here: their
+ * graphs are built on their codes (sq8_distance).
  */
 static inline float
 shnsw_float_distance(ShnswMetric metric, const float *a, const float *b, int dim)
@@ -95,6 +97,8 @@ extern void sq8_train_init(float *mins, float *maxs, int dim);
 extern void sq8_train_add(float *mins, float *maxs, const float *v, int dim);
 extern void sq8_train_finish(const float *mins, const float *maxs,
 							 float *lo, float *scale, int dim);
+/* The identity (lo 0, scale 1) of bit indexes: a byte's code is the byte. */
+extern void sq8_train_identity(float *lo, float *scale, int dim);
 extern void sq8_encode(const float *lo, const float *scale, const float *v,
 					   uint8_t *code, int dim);
 extern void sq8_decode(const float *lo, const float *scale, const uint8_t *code,
@@ -107,6 +111,9 @@ extern void sq8_decode(const float *lo, const float *scale, const uint8_t *code,
  *	 d = sum w[i] * |qs[i] - c[i]|,  qs = (q - lo) / scale,  w = scale
  * For IP and cosine (q normalized for cosine):
  *	 d = -(bias + sum qs[i] * c[i]),  qs = q * scale,  bias = sum q * lo
+ * For Hamming and Jaccard (kernels_bit.h), whose codes are the bit vector's
+ * bytes: qb, the query's bytes (in qs's memory), and bias, its bits set;
+ * d is the exact distance.
  */
 typedef struct Sq8Query
 {
@@ -115,6 +122,7 @@ typedef struct Sq8Query
 	float		bias;
 	float	   *qs;				/* dim floats, caller-allocated */
 	float	   *w;				/* dim floats, caller-allocated (L2, L1) */
+	uint8_t    *qb;				/* Hamming, Jaccard: the query's bytes */
 } Sq8Query;
 
 extern void sq8_prepare_query(Sq8Query *sq, ShnswMetric metric, const float *q,
@@ -135,6 +143,10 @@ sq8_distance(const Sq8Query *sq, const uint8_t *code)
 		return sq8_l2_kernel(sq->qs, sq->w, code, sq->dim);
 	if (sq->metric == SHNSW_METRIC_L1)
 		return sq8_l1_kernel(sq->qs, sq->w, code, sq->dim);
+	if (sq->metric == SHNSW_METRIC_HAMMING)
+		return (float) shnsw_bit_xor_count(sq->qb, code, sq->dim);
+	if (sq->metric == SHNSW_METRIC_JACCARD)
+		return shnsw_bit_jaccard(sq->qb, (uint32_t) sq->bias, code, sq->dim);
 	return -(sq->bias + sq8_dot_kernel(sq->qs, code, sq->dim));
 }
 
@@ -158,6 +170,11 @@ sq8_distances_at(const Sq8Query *sq, const uint8_t *const *codes, int n, float *
 		sq8_l2_batch_kernel(sq->qs, sq->w, codes, n, sq->dim, out);
 	else if (sq->metric == SHNSW_METRIC_L1)
 		sq8_l1_batch_kernel(sq->qs, sq->w, codes, n, sq->dim, out);
+	else if (shnsw_metric_is_bit(sq->metric))
+	{
+		for (int j = 0; j < n; j++)
+			out[j] = sq8_distance(sq, codes[j]);
+	}
 	else
 	{
 		sq8_dot_batch_kernel(sq->qs, codes, n, sq->dim, out);

@@ -92,14 +92,16 @@ shnsw_quant_nblocks(int dims)
 }
 
 /*
- * shnsw_fill_meta fills the metapage fields fixed at build time; the
- * caller sets the placement fields.
+ * shnsw_fill_meta fills the metapage fields fixed at build time for a
+ * column of dims dimensions (bits for bit); the caller sets the placement
+ * fields.
  */
 void
 shnsw_fill_meta(ShnswMetaPage meta, int dims, int m, int efc, ShnswMetric metric,
 				ShnswElemType elemtype)
 {
-	int			node_size = (int) shnsw_node_size(m, dims);
+	int			navdims = shnsw_nav_dims(elemtype, dims);
+	int			node_size = (int) shnsw_node_size(m, navdims);
 
 	MemSet(meta, 0, sizeof(ShnswMetaPageData));
 	meta->magic = SHNSW_MAGIC;
@@ -118,7 +120,7 @@ shnsw_fill_meta(ShnswMetaPage meta, int dims, int m, int efc, ShnswMetric metric
 	meta->entry = SHNSW_INVALID_REF;
 	meta->entry_level = -1;
 	meta->quant_start = SHNSW_METAPAGE_BLKNO + 1;
-	meta->quant_nblocks = shnsw_quant_nblocks(dims);
+	meta->quant_nblocks = shnsw_quant_nblocks(navdims);
 	meta->insert_graph_blk = InvalidBlockNumber;
 	meta->insert_vec_blk = InvalidBlockNumber;
 	meta->insert_upper_blk = InvalidBlockNumber;
@@ -159,21 +161,24 @@ static void
 shnsw_validate_meta(Relation index, ShnswMetaPage meta)
 {
 	BlockNumber nblocks = RelationGetNumberOfBlocks(index);
-	int			maxdims = meta->elemtype == SHNSW_ELEM_FLOAT2 ? SHNSW_MAX_HALFVEC_DIM : SHNSW_MAX_VECTOR_DIM;
+	ShnswElemType elemtype = (ShnswElemType) meta->elemtype;
+	int			navdims = shnsw_nav_dims(elemtype, meta->dims);
 	const char *field = NULL;
 	uint64		value = 0;
 
-	if (meta->elemtype != SHNSW_ELEM_FLOAT4 && meta->elemtype != SHNSW_ELEM_FLOAT2)
+	if (elemtype != SHNSW_ELEM_FLOAT4 && elemtype != SHNSW_ELEM_FLOAT2 &&
+		elemtype != SHNSW_ELEM_BIT)
 		field = "element type", value = meta->elemtype;
-	else if (meta->metric < SHNSW_METRIC_L2 || meta->metric > SHNSW_METRIC_L1)
+	else if (meta->metric < SHNSW_METRIC_L2 || meta->metric > SHNSW_METRIC_LAST ||
+			 !shnsw_metric_is_bit((ShnswMetric) meta->metric) != (elemtype != SHNSW_ELEM_BIT))
 		field = "metric", value = meta->metric;
 	else if (meta->quantizer != SHNSW_QUANT_SQ8)
 		field = "quantizer", value = meta->quantizer;
-	else if (meta->dims < 1 || meta->dims > maxdims)
+	else if (meta->dims < 1 || meta->dims > shnsw_max_dims(elemtype))
 		field = "dimensions", value = meta->dims;
 	else if (meta->m < SHNSW_MIN_M || meta->m > SHNSW_MAX_M_OPTION)
 		field = "m", value = meta->m;
-	else if (meta->node_size != shnsw_node_size(meta->m, meta->dims) ||
+	else if (meta->node_size != shnsw_node_size(meta->m, navdims) ||
 			 meta->node_size > SHNSW_PAGE_CAPACITY)
 		field = "node size", value = meta->node_size;
 	else if (meta->nodes_per_page != shnsw_nodes_per_page(meta->node_size))
@@ -184,7 +189,7 @@ shnsw_validate_meta(Relation index, ShnswMetaPage meta)
 		field = "vector size", value = meta->vec_size;
 	else if (meta->quant_start != SHNSW_METAPAGE_BLKNO + 1)
 		field = "first quantizer block", value = meta->quant_start;
-	else if (meta->quant_nblocks != (uint32) shnsw_quant_nblocks(meta->dims) ||
+	else if (meta->quant_nblocks != (uint32) shnsw_quant_nblocks(navdims) ||
 			 (uint64) meta->quant_start + meta->quant_nblocks > nblocks)
 		field = "quantizer block count", value = meta->quant_nblocks;
 	else if (meta->ef_construction < SHNSW_MIN_EF_CONSTRUCTION ||
@@ -285,8 +290,9 @@ load_index_info(Relation index)
 
 	meta = lock_meta(index, &buf);
 	shnsw_validate_meta(index, meta);
-	info = palloc0(info_size(meta->dims));
-	info->dims = meta->dims;
+	info = palloc0(info_size(shnsw_nav_dims((ShnswElemType) meta->elemtype, meta->dims)));
+	info->dims = shnsw_nav_dims((ShnswElemType) meta->elemtype, meta->dims);
+	info->coldims = meta->dims;
 	info->m = meta->m;
 	info->ef_construction = meta->ef_construction;
 	info->metric = (ShnswMetric) meta->metric;

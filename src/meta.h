@@ -24,7 +24,8 @@
  */
 typedef struct ShnswIndexInfo
 {
-	int			dims;
+	int			dims;			/* navigation dimensions: shnsw_nav_dims */
+	int			coldims;		/* the column's (bits for bit) */
 	int			m;
 	int			ef_construction;	/* the build's; never the reloption */
 	ShnswMetric metric;

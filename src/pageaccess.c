@@ -605,15 +605,20 @@ shnsw_read_vector(Relation index, ShnswReader *reader, BlockNumber blk, uint16 o
 	/*
 	 * The value goes to the operator's own function: it must be a plain
 	 * varlena of this size (never compressed or external, which would be
-	 * followed) whose dimension count fits it for one of the two element
-	 * types (the caller's function then checks it against the query's).
+	 * followed) whose dimension count fits it for one of the element types
+	 * (the caller's function then checks it against the query's): int16
+	 * dimensions and int16 zero for vector and halfvec, int32 bits for bit.
 	 */
 	{
 		int			dim = ((const int16 *) out)[2];
+		int32		bits;
+		bool		floats,
+					packed;
 
-		if (!VARATT_IS_4B_U(out) || VARSIZE(out) != (Size) size ||
-			((const int16 *) out)[3] != 0 ||
-			(8 + 4 * dim != size && 8 + 2 * dim != size))
+		memcpy(&bits, out + 4, sizeof(bits));
+		floats = ((const int16 *) out)[3] == 0 && (8 + 4 * dim == size || 8 + 2 * dim == size);
+		packed = bits >= 1 && bits <= SHNSW_MAX_BIT_DIM && 8 + (bits + 7) / 8 == size;
+		if (!VARATT_IS_4B_U(out) || VARSIZE(out) != (Size) size || (!floats && !packed))
 			shnsw_corrupt(index, blk - 1, "stored vector header", *(const uint32 *) out);
 	}
 }

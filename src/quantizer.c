@@ -45,7 +45,8 @@
  * shnsw_train_from_first trains the quantizer of an index built empty on
  * its first vector nav: for cosine, the unit range [-1, 1]; otherwise a
  * range around the vector. Later values outside it are clamped until the
- * index retrains as it grows. Writes the quantizer pages and updates info's
+ * index retrains as it grows. A bit index takes the identity (codes are
+ * its bytes), for good. Writes the quantizer pages and updates info's
  * lo and scale; the caller holds the insert lock in ExclusiveLock mode.
  */
 void
@@ -54,7 +55,9 @@ shnsw_train_from_first(Relation index, ShnswIndexInfo *info, const float *nav)
 	int			dims = info->dims;
 	float	   *stream = palloc(sizeof(float) * 2 * dims);
 
-	for (int i = 0; i < dims; i++)
+	for (int i = 0; i < dims && info->elemtype == SHNSW_ELEM_BIT; i++)
+		stream[i] = 0.0f, stream[dims + i] = 1.0f;
+	for (int i = 0; i < dims && info->elemtype != SHNSW_ELEM_BIT; i++)
 	{
 		float		r = info->metric == SHNSW_METRIC_COSINE ? 1.0f : 2.0f * Max(fabsf(nav[i]), 1.0f);
 		float		c = info->metric == SHNSW_METRIC_COSINE ? 0.0f : nav[i];

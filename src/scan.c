@@ -362,7 +362,7 @@ scan_setup(IndexScanDesc scan)
 	}
 	so->null_query = false;
 
-	q = shnsw_check_vector(scan->orderByData[0].sk_argument, info->elemtype, info->dims);
+	q = shnsw_check_vector(scan->orderByData[0].sk_argument, info->elemtype, info->coldims);
 	so->query = PointerGetDatum(q);
 
 	if (snap.entry == SHNSW_INVALID_REF || !info->quant_trained)

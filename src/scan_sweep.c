@@ -213,7 +213,7 @@ sweep_stage(ShnswScanOpaque so, const char *records, int n, SweepSlot *out)
 
 		memcpy(&out[slot].h, h, sizeof(ShnswNodeHeader));
 		out[slot].d = d[slot];
-		out[slot].edge = shnsw_code_at_edge(code, so->info->dims);
+		out[slot].edge = shnsw_code_at_edge(so->info->metric, code, so->info->dims);
 		out[slot].box = out[slot].edge ? shnsw_codebound_code(&so->bound, code) : 0.0;
 	}
 }

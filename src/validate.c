@@ -41,10 +41,10 @@
 
 static const char *const metric_symbols[] = {
 	"streamhnsw_l2_metric", "streamhnsw_ip_metric", "streamhnsw_cosine_metric",
-	"streamhnsw_l1_metric", NULL
+	"streamhnsw_l1_metric", "streamhnsw_hamming_metric", "streamhnsw_jaccard_metric", NULL
 };
 static const char *const type_symbols[] = {
-	"streamhnsw_vector_type", "streamhnsw_halfvec_type", NULL
+	"streamhnsw_vector_type", "streamhnsw_halfvec_type", "streamhnsw_bit_type", NULL
 };
 
 /* The C symbol of a function of this library, or NULL. */
@@ -211,7 +211,8 @@ validate_agreement(Oid opcintype, const char *opclassname, const Oid *procs)
 	char	   *typname = format_type_be(opcintype);
 	char	   *distname = get_func_name(procs[SHNSW_DISTANCE_PROC]);
 	const char *want_type = strcmp(typname, "halfvec") == 0 ? "streamhnsw_halfvec_type"
-		: strcmp(typname, "vector") == 0 ? "streamhnsw_vector_type" : NULL;
+		: strcmp(typname, "vector") == 0 ? "streamhnsw_vector_type"
+		: strcmp(typname, "bit") == 0 ? "streamhnsw_bit_type" : NULL;
 	const char *want_metric = NULL;
 
 	if (distname != NULL)
@@ -224,6 +225,10 @@ validate_agreement(Oid opcintype, const char *opclassname, const Oid *procs)
 			want_metric = "streamhnsw_cosine_metric";
 		else if (strcmp(distname, "l1_distance") == 0)
 			want_metric = "streamhnsw_l1_metric";
+		else if (strcmp(distname, "hamming_distance") == 0)
+			want_metric = "streamhnsw_hamming_metric";
+		else if (strcmp(distname, "jaccard_distance") == 0)
+			want_metric = "streamhnsw_jaccard_metric";
 	}
 	if (want_type == NULL || strcmp(typsym, want_type) != 0)
 		INVALID("streamhnsw operator class \"%s\": support function 3 %s does not describe type %s",

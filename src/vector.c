@@ -10,6 +10,12 @@
  * it: the exact vector stored in the index is the value's own image, so
  * re-ranking can hand it to the operator's function unchanged.
  *
+ * PostgreSQL's bit(n) (bit_hamming_ops, bit_jaccard_ops): a 4-byte varlena
+ * header, int32 bit length, then the bits packed 8 to a byte, first bit in
+ * the high bit, the last byte's unused bits zero. Its navigation form is
+ * its bytes as floats (0 .. 255), which the identity quantizer (lo 0,
+ * scale 1) turns back into the very bytes: the code is the value.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -17,6 +23,7 @@
 #include <math.h>
 
 #include "access/genam.h"
+#include "catalog/pg_type_d.h"
 #include "fmgr.h"
 #include "utils/rel.h"
 
@@ -62,6 +69,27 @@ streamhnsw_l1_metric(PG_FUNCTION_ARGS)
 	PG_RETURN_INT32(SHNSW_METRIC_L1);
 }
 
+PG_FUNCTION_INFO_V1(streamhnsw_hamming_metric);
+Datum
+streamhnsw_hamming_metric(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT32(SHNSW_METRIC_HAMMING);
+}
+
+PG_FUNCTION_INFO_V1(streamhnsw_jaccard_metric);
+Datum
+streamhnsw_jaccard_metric(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT32(SHNSW_METRIC_JACCARD);
+}
+
+PG_FUNCTION_INFO_V1(streamhnsw_bit_type);
+Datum
+streamhnsw_bit_type(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT32(SHNSW_ELEM_BIT);
+}
+
 PG_FUNCTION_INFO_V1(streamhnsw_vector_type);
 Datum
 streamhnsw_vector_type(PG_FUNCTION_ARGS)
@@ -90,8 +118,7 @@ shnsw_index_metric(Relation index)
 {
 	int32		m = call_support(index, SHNSW_METRIC_PROC);
 
-	if (m != SHNSW_METRIC_L2 && m != SHNSW_METRIC_IP && m != SHNSW_METRIC_COSINE &&
-		m != SHNSW_METRIC_L1)
+	if (m < SHNSW_METRIC_L2 || m > SHNSW_METRIC_LAST)
 		elog(ERROR, "streamhnsw: operator class metric function returned %d", m);
 	return (ShnswMetric) m;
 }
@@ -102,27 +129,51 @@ shnsw_index_elemtype(Relation index)
 {
 	int32		t = call_support(index, SHNSW_TYPE_PROC);
 
-	if (t != SHNSW_ELEM_FLOAT4 && t != SHNSW_ELEM_FLOAT2)
+	if (t != SHNSW_ELEM_FLOAT4 && t != SHNSW_ELEM_FLOAT2 && t != SHNSW_ELEM_BIT)
 		elog(ERROR, "streamhnsw: operator class type function returned %d", t);
 	return (ShnswElemType) t;
 }
 
+/* The most dimensions (bits for bit) a column of elemtype may have. */
+int
+shnsw_max_dims(ShnswElemType elemtype)
+{
+	return elemtype == SHNSW_ELEM_FLOAT4 ? SHNSW_MAX_VECTOR_DIM :
+		elemtype == SHNSW_ELEM_FLOAT2 ? SHNSW_MAX_HALFVEC_DIM : SHNSW_MAX_BIT_DIM;
+}
+
+/* The type's name in messages. */
+const char *
+shnsw_elemtype_name(ShnswElemType elemtype)
+{
+	return elemtype == SHNSW_ELEM_FLOAT4 ? "vector" :
+		elemtype == SHNSW_ELEM_FLOAT2 ? "halfvec" : "bit";
+}
+
 /*
  * shnsw_index_dims returns the dimensions the indexed column declares,
- * raising an error if it declares none or more than we support.
+ * raising an error if it declares none or more than we support. A bit
+ * class takes bit(n) only: varbit's values vary in length (pgvector's
+ * hnsw refuses it too).
  */
 int
 shnsw_index_dims(Relation index, ShnswElemType elemtype)
 {
-	int			dims = TupleDescAttr(RelationGetDescr(index), 0)->atttypmod;
-	int			max = elemtype == SHNSW_ELEM_FLOAT4 ? SHNSW_MAX_VECTOR_DIM : SHNSW_MAX_HALFVEC_DIM;
+	Form_pg_attribute att = TupleDescAttr(RelationGetDescr(index), 0);
+	int			dims = att->atttypmod;
+	int			max = shnsw_max_dims(elemtype);
 
+	if (elemtype == SHNSW_ELEM_BIT && att->atttypid != BITOID)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("type not supported for streamhnsw index"),
+				 errhint("Index a bit(n) column (or an expression cast to bit(n)).")));
 	if (dims < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("column does not have dimensions"),
 				 errhint("Declare the column as %s(n) to index it with streamhnsw.",
-						 elemtype == SHNSW_ELEM_FLOAT4 ? "vector" : "halfvec")));
+						 shnsw_elemtype_name(elemtype))));
 	if (dims > max)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
@@ -134,13 +185,15 @@ shnsw_index_dims(Relation index, ShnswElemType elemtype)
 int
 shnsw_vec_size(ShnswElemType elemtype, int dims)
 {
+	if (elemtype == SHNSW_ELEM_BIT)
+		return (int) sizeof(PgvectorHeader) + shnsw_nav_dims(elemtype, dims);
 	return (int) sizeof(PgvectorHeader) + dims * (elemtype == SHNSW_ELEM_FLOAT4 ? 4 : 2);
 }
 
 /*
  * shnsw_check_vector detoasts a value and checks that it has the index's
- * dimensions and only finite elements; returns the detoasted value (which
- * may be palloc'd).
+ * dimensions (bits for bit) and only finite elements; returns the
+ * detoasted value (which may be palloc'd).
  */
 struct varlena *
 shnsw_check_vector(Datum value, ShnswElemType elemtype, int dims)
@@ -148,8 +201,23 @@ shnsw_check_vector(Datum value, ShnswElemType elemtype, int dims)
 	struct varlena *v = PG_DETOAST_DATUM(value);
 	const PgvectorHeader *h = (const PgvectorHeader *) v;
 
+	if (elemtype == SHNSW_ELEM_BIT)
+	{
+		int32		bits;
+
+		memcpy(&bits, (const char *) v + VARHDRSZ, sizeof(bits));
+		if (bits < 0 || bits > SHNSW_MAX_BIT_DIM ||
+			VARSIZE(v) != (Size) shnsw_vec_size(elemtype, bits))
+			elog(ERROR, "streamhnsw: malformed bit value");
+		/* pgvector's hamming_distance and jaccard_distance say the same */
+		if (bits != dims)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_EXCEPTION),
+					 errmsg("different bit lengths %d and %d", bits, dims)));
+		return v;
+	}
 	if (VARSIZE(v) != (Size) shnsw_vec_size(elemtype, h->dim))
-		elog(ERROR, "streamhnsw: malformed %s value", elemtype == SHNSW_ELEM_FLOAT4 ? "vector" : "halfvec");
+		elog(ERROR, "streamhnsw: malformed %s value", shnsw_elemtype_name(elemtype));
 	if (h->dim != dims)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_EXCEPTION),
@@ -179,14 +247,24 @@ shnsw_check_vector(Datum value, ShnswElemType elemtype, int dims)
 
 /*
  * shnsw_vector_to_nav converts a checked value to the float vector the graph
- * navigates on (normalized for cosine). Returns false if the value cannot be
- * indexed: a zero vector under cosine, whose distance to anything is NaN.
+ * navigates on (normalized for cosine; a bit vector's bytes), of dims
+ * navigation dimensions (shnsw_nav_dims). Returns false if the value cannot
+ * be indexed: a zero vector under cosine, whose distance to anything is
+ * NaN. (Under Jaccard a zero bit vector is at distance 1 from everything,
+ * as pgvector has it, and indexed.)
  */
 bool
 shnsw_vector_to_nav(const struct varlena *v, ShnswElemType elemtype, ShnswMetric metric,
 					int dims, float *nav)
 {
-	if (elemtype == SHNSW_ELEM_FLOAT4)
+	if (elemtype == SHNSW_ELEM_BIT)
+	{
+		const uint8 *bytes = (const uint8 *) PGVECTOR_DATA(v);
+
+		for (int i = 0; i < dims; i++)
+			nav[i] = (float) bytes[i];
+	}
+	else if (elemtype == SHNSW_ELEM_FLOAT4)
 		memcpy(nav, PGVECTOR_DATA(v), sizeof(float) * dims);
 	else
 		shnsw_halves_to_floats((const uint16_t *) PGVECTOR_DATA(v), nav, dims);

@@ -23,6 +23,8 @@
 
 extern ShnswMetric shnsw_index_metric(Relation index);
 extern ShnswElemType shnsw_index_elemtype(Relation index);
+extern int	shnsw_max_dims(ShnswElemType elemtype);
+extern const char *shnsw_elemtype_name(ShnswElemType elemtype);
 extern int	shnsw_index_dims(Relation index, ShnswElemType elemtype);
 extern int	shnsw_vec_size(ShnswElemType elemtype, int dims);
 extern struct varlena *shnsw_check_vector(Datum value, ShnswElemType elemtype, int dims);

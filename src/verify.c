@@ -154,6 +154,30 @@ upper_item_ok(Page page, OffsetNumber off, int m)
 }
 
 /*
+ * check_bits reports a stored bit(n) value whose header is not the index's
+ * bit length, or whose last byte has a bit set past it (bit input never
+ * makes one, and Hamming on the bytes would count it).
+ */
+static void
+check_bits(VerifyState *vs, const ShnswMetaPageData *meta, BlockNumber blk, int slot,
+		   BlockNumber vblk, const char *vec)
+{
+	uint32		varsize;
+	int32		bits;
+	int			nbytes = shnsw_nav_dims(SHNSW_ELEM_BIT, meta->dims);
+	uint8		last = (uint8) vec[8 + nbytes - 1];
+
+	memcpy(&varsize, vec, 4);
+	memcpy(&bits, vec + 4, 4);
+	if (!VARATT_IS_4B_U(vec) || VARSIZE(vec) != (Size) meta->vec_size || bits != meta->dims)
+		problem(vs, "node (%u,%d) has a vector at block %u whose header (%08x, %d bits) does not match the index's bit(%u)",
+				blk, slot, vblk, varsize, bits, meta->dims);
+	else if (meta->dims % 8 != 0 && (last & (0xFF >> (meta->dims % 8))) != 0)
+		problem(vs, "node (%u,%d) has a vector at block %u with bits set past its length",
+				blk, slot, vblk);
+}
+
+/*
  * check_vector reports a problem unless the exact vector of node (blk,
  * slot) at (vblk, voff), on vector pages, lies within their data and has a
  * header of the index's dimensions and element type (a plain varlena of
@@ -195,13 +219,18 @@ check_vector(VerifyState *vs, Relation index, const ShnswMetaPageData *meta, Blo
 		voff = 0;
 	}
 	memcpy(&varsize, hdr, 4);
+	if (meta->elemtype == SHNSW_ELEM_BIT)
+	{
+		check_bits(vs, meta, blk, slot, vblk, vec);
+		return;
+	}
 	memcpy(&dim, hdr + 4, 2);
 	memcpy(&unused, hdr + 6, 2);
 	if (!VARATT_IS_4B_U(hdr) || VARSIZE(hdr) != (Size) meta->vec_size || dim != meta->dims || unused != 0)
 	{
 		problem(vs, "node (%u,%d) has a vector at block %u whose header (%08x, %d dimensions) does not match the index's %u-dimensional %s",
 				blk, slot, vblk, varsize, dim, meta->dims,
-				meta->elemtype == SHNSW_ELEM_FLOAT2 ? "halfvec" : "vector");
+				shnsw_elemtype_name((ShnswElemType) meta->elemtype));
 		return;
 	}
 	/* its values: neither vector nor halfvec input accepts NaN or infinity */
@@ -241,7 +270,8 @@ static void
 check_quant(VerifyState *vs, Relation index, const ShnswMetaPageData *meta, uint32 q)
 {
 	BlockNumber blk = meta->quant_start + q;
-	int			total = 2 * meta->dims;
+	int			dims = shnsw_nav_dims((ShnswElemType) meta->elemtype, meta->dims);
+	int			total = 2 * dims;
 	int			per_page = SHNSW_PAGE_CAPACITY / sizeof(float);
 	int			first = (int) q * per_page;
 	int			n = Min(total - first, per_page);
@@ -252,13 +282,13 @@ check_quant(VerifyState *vs, Relation index, const ShnswMetaPageData *meta, uint
 	LockBuffer(buf, BUFFER_LOCK_SHARE);
 	x = (const float *) PageGetContents(BufferGetPage(buf));
 	for (int i = 0; i < n && bad < 0; i++)
-		if (!isfinite(x[i]) || (first + i >= meta->dims && !(x[i] > 0.0f)))
+		if (!isfinite(x[i]) || (first + i >= dims && !(x[i] > 0.0f)))
 			bad = i;
 	UnlockReleaseBuffer(buf);
 	if (bad >= 0)
 		problem(vs, "quantizer block %u has an invalid %s for dimension %d",
-				blk, first + bad < meta->dims ? "lower bound" : "step",
-				(first + bad) % meta->dims);
+				blk, first + bad < dims ? "lower bound" : "step",
+				(first + bad) % dims);
 }
 
 /*
@@ -312,6 +342,7 @@ static bool
 verify_meta_sizes(VerifyState *vs)
 {
 	const ShnswMetaPageData *meta = &vs->meta;
+	int			navdims = shnsw_nav_dims((ShnswElemType) meta->elemtype, meta->dims);
 	int			expect_node_size,
 				expect_per_page;
 
@@ -322,14 +353,16 @@ verify_meta_sizes(VerifyState *vs)
 	}
 	if (meta->m < SHNSW_MIN_M || meta->m > SHNSW_MAX_M_OPTION)
 		problem(vs, "metapage (block 0) has m = %u", meta->m);
-	if ((meta->elemtype != SHNSW_ELEM_FLOAT4 && meta->elemtype != SHNSW_ELEM_FLOAT2) ||
-		meta->dims < 1 ||
-		meta->dims > (meta->elemtype == SHNSW_ELEM_FLOAT2 ? SHNSW_MAX_HALFVEC_DIM : SHNSW_MAX_VECTOR_DIM))
+	if ((meta->elemtype != SHNSW_ELEM_FLOAT4 && meta->elemtype != SHNSW_ELEM_FLOAT2 &&
+		 meta->elemtype != SHNSW_ELEM_BIT) ||
+		meta->dims < 1 || meta->dims > shnsw_max_dims((ShnswElemType) meta->elemtype))
 		problem(vs, "metapage (block 0) has element type %u with %u dimensions",
 				meta->elemtype, meta->dims);
-	if (meta->metric < SHNSW_METRIC_L2 || meta->metric > SHNSW_METRIC_L1)
-		problem(vs, "metapage (block 0) has metric %u", meta->metric);
-	expect_node_size = (int) shnsw_node_size(meta->m, meta->dims);
+	if (meta->metric < SHNSW_METRIC_L2 || meta->metric > SHNSW_METRIC_LAST ||
+		!shnsw_metric_is_bit((ShnswMetric) meta->metric) != (meta->elemtype != SHNSW_ELEM_BIT))
+		problem(vs, "metapage (block 0) has metric %u for element type %u",
+				meta->metric, meta->elemtype);
+	expect_node_size = (int) shnsw_node_size(meta->m, navdims);
 	expect_per_page = shnsw_nodes_per_page(expect_node_size);
 	if (meta->node_size != expect_node_size || expect_node_size > (int) SHNSW_PAGE_CAPACITY ||
 		meta->nodes_per_page != expect_per_page ||
@@ -338,7 +371,7 @@ verify_meta_sizes(VerifyState *vs)
 		problem(vs, "metapage (block 0) sizes are inconsistent: node_size %u, nodes_per_page %u, slot_bits %u, vec_size %u",
 				meta->node_size, meta->nodes_per_page, meta->slot_bits, meta->vec_size);
 	if (meta->quant_start != SHNSW_METAPAGE_BLKNO + 1 ||
-		meta->quant_nblocks != (uint32) shnsw_quant_nblocks(meta->dims))
+		meta->quant_nblocks != (uint32) shnsw_quant_nblocks(navdims))
 		problem(vs, "metapage (block 0) places the quantizer at block %u, %u blocks",
 				meta->quant_start, meta->quant_nblocks);
 	return vs->nproblems == 0;
@@ -766,7 +799,7 @@ streamhnsw_metapage(PG_FUNCTION_ARGS)
 	ShnswMetaPageData meta;
 	Datum		values[14];
 	bool		nulls[14] = {0};
-	static const char *const metrics[] = {"?", "l2", "ip", "cosine", "l1"};
+	static const char *const metrics[] = {"?", "l2", "ip", "cosine", "l1", "hamming", "jaccard"};
 	int			i = 0;
 
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
@@ -781,8 +814,9 @@ streamhnsw_metapage(PG_FUNCTION_ARGS)
 	values[i++] = Int32GetDatum(meta.dims);
 	values[i++] = Int32GetDatum(meta.m);
 	values[i++] = Int32GetDatum(meta.ef_construction);
-	values[i++] = CStringGetTextDatum(metrics[meta.metric <= SHNSW_METRIC_L1 ? meta.metric : 0]);
-	values[i++] = CStringGetTextDatum(meta.elemtype == SHNSW_ELEM_FLOAT2 ? "halfvec" : "vector");
+	values[i++] = CStringGetTextDatum(metrics[meta.metric <= SHNSW_METRIC_LAST ? meta.metric : 0]);
+	values[i++] = CStringGetTextDatum(meta.elemtype == SHNSW_ELEM_FLOAT2 ? "halfvec" :
+									  meta.elemtype == SHNSW_ELEM_BIT ? "bit" : "vector");
 	values[i++] = BoolGetDatum(meta.quant_trained);
 	values[i++] = Int64GetDatum((int64) meta.node_count);
 	values[i++] = Int64GetDatum((int64) meta.deleted_count);

@@ -76,8 +76,17 @@ def vector_literal(v) -> str:
 
 
 def _binary_copy_payload(ids: np.ndarray, x: np.ndarray, typ: str) -> bytes:
-    """PostgreSQL binary COPY data for rows (id int8, embedding vector|halfvec)."""
+    """PostgreSQL binary COPY data for rows (id int8, embedding vector|halfvec|bit):
+    for bit, a row's non-zero elements are its set bits."""
     n, dim = x.shape
+    if typ == "bit":
+        packed = np.packbits(x != 0, axis=1)     # first element in the high bit, as bit(n)
+        rec = np.dtype([("nf", ">i2"), ("idlen", ">i4"), ("id", ">i8"), ("vlen", ">i4"),
+                        ("bits", ">i4"), ("v", np.uint8, (packed.shape[1],))])
+        a = np.empty(n, dtype=rec)
+        a["nf"], a["idlen"], a["id"] = 2, 8, ids
+        a["vlen"], a["bits"], a["v"] = 4 + packed.shape[1], dim, packed
+        return a.tobytes()
     if typ == "vector":
         elem = np.dtype(">f4")
     elif typ == "halfvec":

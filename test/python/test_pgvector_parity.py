@@ -566,6 +566,149 @@ def test_halfvec_insert_recall(cluster, conn, metric):
         pytest.xfail(f"{INSERT_RECALL_FINDING}: {failures}")
 
 
+# --- test/t/020_hnsw_bit_build_recall.pl, 021_hnsw_bit_insert_recall.pl ---
+
+BIT_OPS = {"hamming": ("<~>", "bit_hamming_ops", 0.98), "jaccard": ("<%%>", "bit_jaccard_ops", 0.95)}
+
+# pgvector runs 20 queries; 100 here, so that a figure moves by 0.0005 a row
+# and the issue's margin (pgvector's figure - 0.005) is ten rows, not one.
+BIT_QUERIES = 100
+
+
+def bit_floor(label, ours, pgv, want):
+    """[label] unless streamhnsw reaches pgvector's threshold and pgvector's
+    figure - 0.005 (pgvector's own figure moves that much from build to
+    build: its levels are random); printed either way."""
+    print(f"\n  {label}: streamhnsw {ours} pgvector {pgv} (pgvector's test asks {want})", end="")
+    return [] if ours >= want and ours >= pgv - 0.005 else [(label, ours, pgv, want)]
+
+
+def bit_queries(seed, n=BIT_QUERIES, dim=52):
+    rnd = random.Random(seed)
+    return [format(rnd.randrange(2 ** dim), f"0{dim}b") for _ in range(n)]
+
+
+def bit_expected(conn, table, op, queries, k=20):
+    """pgvector's exact rows with ties: every row no farther than the k-th."""
+    with conn.transaction():
+        conn.execute("SET LOCAL enable_indexscan = off")
+        return [set(ids(conn, f"SELECT i FROM {table} WHERE v {op} %s::bit(52) <= "
+                              f"(SELECT max(d) FROM (SELECT v {op} %s::bit(52) AS d FROM {table} "
+                              f"ORDER BY 1 LIMIT {k}) top)", (q, q))) for q in queries]
+
+
+def bit_recall(conn, table, op, queries, expected, k=20):
+    """pgvector's figure: returned rows among the exact ones, over k per query
+    (at hnsw.ef_search / streamhnsw.ef_search 100, as pgvector's test)."""
+    sql = f"SELECT i FROM {table} ORDER BY v {op} %s::bit(52) LIMIT {k}"
+    with conn.transaction():
+        conn.execute("SET LOCAL enable_seqscan = off")
+        conn.execute("SET LOCAL hnsw.ef_search = 100")
+        conn.execute("SET LOCAL streamhnsw.ef_search = 100")
+        assert "Index Scan" in plan_of(conn, sql, (queries[0],))
+        hits = sum(len(set(ids(conn, sql, (q,))) & e) for q, e in zip(queries, expected))
+    return hits / (k * len(queries))
+
+
+@pytest.mark.parametrize("metric", ["hamming", "jaccard"])
+def test_bit_build_recall(conn, metric):
+    """
+    pgvector's bit build-recall scenario: 10,000 rows of bit(52) from
+    random() (every row distinct in practice, distances tie), 100 queries
+    (pgvector: 20), recall@20 counting the exact rows with ties at
+    ef_search 100: Hamming at least 0.98, Jaccard 0.95; each index built
+    serially, in parallel in memory and in parallel where the graph does
+    not fit (maintenance_work_mem 1MB, as test_build_recall); parallel
+    builds must launch workers. Every build reaches pgvector's threshold and
+    pgvector's recall on the same rows in the same mode - 0.005.
+    """
+    op, opclass, want = BIT_OPS[metric]
+    names = twins(conn, f"pp_bitbuild_{metric}", "i int4, v bit(52)",
+                  "INSERT INTO {t} SELECT i, (random() * 2 ^ 52)::bigint::bit(52) "
+                  "FROM generate_series(1, 10000) i", 0.2)
+    queries = bit_queries(20)
+    expected = bit_expected(conn, names["hnsw"], op, queries)
+    failures = []
+    try:
+        for mode in ("serial", "parallel", "parallel, graph not in memory"):
+            rec = {}
+            for am, t in names.items():
+                notices = []
+                handler = lambda d: notices.append(d.message_primary)  # noqa: E731
+                conn.add_notice_handler(handler)
+                try:
+                    with conn.transaction():
+                        conn.execute("SET LOCAL client_min_messages = debug1")
+                        if mode == "serial":
+                            conn.execute("SET LOCAL max_parallel_maintenance_workers = 0")
+                        elif mode == "parallel":
+                            conn.execute("SET LOCAL max_parallel_maintenance_workers = 2")
+                            conn.execute("SET LOCAL min_parallel_table_scan_size = 1")
+                            conn.execute("SET LOCAL maintenance_work_mem = '512MB'")
+                        else:
+                            conn.execute(f"ALTER TABLE {t} SET (parallel_workers = 2)")
+                            conn.execute("SET LOCAL max_parallel_maintenance_workers = 2")
+                            conn.execute("SET LOCAL maintenance_work_mem = '1MB'")
+                        conn.execute(f"CREATE INDEX {t}_idx ON {t} USING {am} (v {opclass})")
+                        conn.execute(f"ALTER TABLE {t} RESET (parallel_workers)")
+                finally:
+                    conn.remove_notice_handler(handler)
+                if mode != "serial":
+                    launched = [int(m.group(1)) for n in notices for m in [LAUNCHED[am].search(n)] if m]
+                    assert launched and launched[0] >= 1, (am, mode, notices)
+                if mode.endswith("memory"):
+                    assert any("no longer fits into maintenance_work_mem" in n for n in notices), \
+                        (am, notices)
+                rec[am] = bit_recall(conn, t, op, queries, expected)
+                conn.execute(f"DROP INDEX {t}_idx")
+            failures += bit_floor(f"bit {metric} {mode}: recall@20",
+                                  rec["streamhnsw"], rec["hnsw"], want)
+    finally:
+        drop(conn, names)
+    assert not failures, failures
+
+
+@pytest.mark.parametrize("metric", ["hamming", "jaccard"])
+def test_bit_insert_recall(cluster, conn, metric):
+    """
+    pgvector's bit insert-recall scenario: an empty indexed bit(52) table,
+    10 sessions inserting 1,000 rows each of random() (each session seeded,
+    each row its own id, so both tables hold the same rows); 100 queries
+    (pgvector: 20), recall@20 with ties at ef_search 100: at least
+    pgvector's threshold (Hamming 0.98, Jaccard 0.95) and pgvector's figure
+    on the same rows - 0.005.
+    """
+    op, opclass, want = BIT_OPS[metric]
+    names = {am: f"pp_bitins_{metric}_{am}" for am in ENGINES}
+    queries = bit_queries(21)
+    rec = {}
+    try:
+        for am, t in names.items():
+            conn.execute(f"DROP TABLE IF EXISTS {t}")
+            conn.execute(f"CREATE TABLE {t} (i int4, v bit(52))")
+            conn.execute(f"CREATE INDEX {t}_idx ON {t} USING {am} (v {opclass})")
+
+            def insert(k, c, t=t):
+                c.execute("SELECT setseed(%s)", ((k + 1) / 20,))
+                with c.pipeline():
+                    for j in range(1000):
+                        c.execute(f"INSERT INTO {t} VALUES (%s, (random() * 2 ^ 52)::bigint::bit(52))",
+                                  (k * 1000 + j,))
+
+            errors = run_clients(cluster, 10, insert)
+            assert not errors, (am, errors)
+        pgv, ours = names["hnsw"], names["streamhnsw"]
+        assert conn.execute(f"SELECT count(*) FROM {pgv} a JOIN {ours} b USING (i) "
+                            "WHERE a.v = b.v").fetchone()[0] == 10000
+        expected = bit_expected(conn, pgv, op, queries)
+        for am, t in names.items():
+            rec[am] = bit_recall(conn, t, op, queries, expected)
+    finally:
+        drop(conn, names)
+    assert not bit_floor(f"bit {metric} inserted: recall@20", rec["streamhnsw"],
+                         rec["hnsw"], want), rec
+
+
 # --- test/t/014_hnsw_vector_vacuum_recall.pl, 026_hnsw_halfvec_vacuum_recall.pl
 
 @pytest.mark.parametrize("typ", ["vector", "halfvec"])
@@ -859,15 +1002,16 @@ def test_unsupported_operator_classes_fail_clearly(conn):
     """
     Every operator class pgvector's hnsw has (as installed) either exists for
     streamhnsw under the same name (vector and halfvec with L2, inner
-    product, cosine and L1) or is refused when the index is created, with
-    PostgreSQL's error naming the class and the access method (bit,
-    sparsevec); a bit or sparsevec column without a class is refused with
-    "no default operator class". pgvector's hnsw builds each of them.
+    product, cosine and L1; bit with Hamming and Jaccard) or is refused when
+    the index is created, with PostgreSQL's error naming the class and the
+    access method (sparsevec); a bit or sparsevec column without a class is
+    refused with "no default operator class", as by pgvector's hnsw for bit.
+    pgvector's hnsw builds each class.
     """
     import psycopg
 
     supported = {f"{t}_{m}_ops" for t in ("vector", "halfvec")
-                 for m in ("l2", "ip", "cosine", "l1")}
+                 for m in ("l2", "ip", "cosine", "l1")} | {"bit_hamming_ops", "bit_jaccard_ops"}
     classes = ids(conn, "SELECT opcname FROM pg_opclass o JOIN pg_am a ON a.oid = o.opcmethod "
                         "WHERE a.amname = 'hnsw' ORDER BY 1")
     assert supported < set(classes), classes
@@ -951,9 +1095,16 @@ test/t/044_hnsw_iterative_scan_recall.pl: filtered recall >= 0.99, strict
   and relaxed, L2 and cosine, 50,000 rows
   -> test_scan_order.py::test_filtered_recall_next_to_pgvector (strict);
      here, test_iterative_scan_filtered_recall
-test/t/020-023 (bit), 028-031 and 038 (sparsevec): types streamhnsw does
-  not index -> test/regress/sql/errors.sql; every class: here,
-  test_unsupported_operator_classes_fail_clearly
+test/t/020_hnsw_bit_build_recall.pl: bit(52), Hamming >= 0.98, Jaccard
+  >= 0.95 (recall@20 with ties, ef_search 100), serial, parallel, not in
+  memory -> here, test_bit_build_recall
+test/t/021_hnsw_bit_insert_recall.pl: 10 clients insert 10,000 rows
+  -> here, test_bit_insert_recall
+test/sql/hnsw_bit.sql: small tables, NULL query, varbit, 64,000 / 64,001
+  bits -> bit_ops.sql
+test/t/022-023 (bit vacuum, duplicates), 028-031 and 038 (sparsevec):
+  sparsevec is not indexed -> test/regress/sql/errors.sql; every class:
+  here, test_unsupported_operator_classes_fail_clearly
 test/sql/hnsw_vector.sql, hnsw_halfvec.sql: small-table statements per
   class, iterative, unlogged -> vector_ops.sql, halfvec_ops.sql,
   nulls.sql, dml.sql, rescan.sql; pgvector's statements: here,

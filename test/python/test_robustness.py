@@ -56,7 +56,7 @@ RECALL_SLACK = 0.02
 SHAPES = ["zero-1pct-cos", "zero-10pct-cos", "const-dim-cos", "tiny-range-cos",
           "duplicates-cos", "unnormalized-cos", "ip-normalized", "ip-unnormalized",
           "sentence-like-384-cos", "sentence-like-384-halfvec-cos", "uniform-3-l2",
-          "binary-128-l2", "heavy-tail-l1"]
+          "binary-128-l2", "heavy-tail-l1", "signs-256-hamming", "few-bits-64-jaccard"]
 
 
 def _explain_excerpt(e):
@@ -89,7 +89,7 @@ def test_default_query_cost(cluster, name):
             assert ef == rb.EF_REPORT, "the default ef_search changed: update the test"
 
             sql = rb.query_sql(tables["streamhnsw"], shape)
-            lits = [rb.vector_literal(q) for q in queries]
+            lits = [rb.vector_literal(q, shape.typ) for q in queries]
             exps = [rb.explain(conn, sql, lit) for lit in lits]
             assert all("Index Scan using rob_shnsw_idx" in e["text"] for e in exps), \
                 exps[0]["text"]
@@ -156,7 +156,9 @@ def test_shapes_deterministic_and_held_out():
         if shape.metric == "cosine":
             assert (np.linalg.norm(rows, axis=1) > 0).all(), shape.name
             assert (np.linalg.norm(queries, axis=1) > 0).all(), shape.name
-        if shape.name != "binary-128-l2":      # (0/1 rows may repeat by chance)
+        if shape.typ == "bit":
+            assert set(np.unique(rows)) <= {0.0, 1.0}, shape.name
+        if shape.typ != "bit" and shape.name != "binary-128-l2":   # (0/1 rows may repeat)
             rset = {r.tobytes() for r in rows}
             assert not any(q.tobytes() in rset for q in queries), shape.name
 

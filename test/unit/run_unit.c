@@ -190,6 +190,102 @@ test_kernels(void)
  * four-at-a-time body and the remainder), the dimension (16- and 8-wide
  * chunks and the scalar tail) and the stride between codes.
  */
+/* bit vectors: the popcount kernels, sq8_distance on identity codes, bounds */
+static double
+bit_reference(ShnswMetric metric, const uint8_t *a, const uint8_t *b, int nbytes)
+{
+	int			both = 0,
+				either = 0,
+				differ = 0;
+
+	for (int i = 0; i < nbytes * 8; i++)
+	{
+		int			x = (a[i / 8] >> (7 - i % 8)) & 1,
+					y = (b[i / 8] >> (7 - i % 8)) & 1;
+
+		both += x & y;
+		either += x | y;
+		differ += x ^ y;
+	}
+	if (metric == SHNSW_METRIC_HAMMING)
+		return differ;
+	return both == 0 ? 1.0 : 1.0 - (double) both / either;
+}
+
+static void
+test_bit_kernels(void)
+{
+	int			sizes[] = {1, 3, 8, 15, 16, 17, 100, 1000, SHNSW_BIT_MAX_BYTES};
+	uint64_t	saved_rng = rng_state;	/* the later tests' data stay theirs */
+
+	for (int level = SHNSW_SIMD_PORTABLE; level <= SHNSW_SIMD_AVX512; level++)
+	{
+		ShnswSimdLevel got = shnsw_kernels_init((ShnswSimdLevel) level);
+
+		for (size_t t = 0; t < sizeof(sizes) / sizeof(sizes[0]); t++)
+		{
+			int			n = sizes[t];
+			uint8_t    *a = malloc(n),
+					   *b = malloc(n),
+					   *zero = calloc(n, 1);
+			float	   *nav = malloc(sizeof(float) * n),
+					   *lo = malloc(sizeof(float) * n),
+					   *scale = malloc(sizeof(float) * n),
+					   *qs = malloc(sizeof(float) * n),
+					   *w = malloc(sizeof(float) * n);
+			const uint8_t *codes[2];
+			float		batch[2];
+
+			for (int i = 0; i < n; i++)
+			{
+				a[i] = (uint8_t) (urand() * 256);
+				/* sparse b: Jaccard far from 0 and 1 */
+				b[i] = (uint8_t) (urand() * 256) & (uint8_t) (urand() * 256);
+				nav[i] = (float) a[i];
+			}
+			sq8_train_identity(lo, scale, n);
+			for (int m = SHNSW_METRIC_HAMMING; m <= SHNSW_METRIC_JACCARD; m++)
+			{
+				ShnswMetric metric = (ShnswMetric) m;
+				Sq8Query	sq = {n, metric, 0.0f, qs, w, NULL};
+				ShnswCodeBound cb;
+				double		ref = bit_reference(metric, a, b, n);
+				float		d;
+				uint8_t		code[SHNSW_BIT_MAX_BYTES];
+
+				sq8_encode(lo, scale, nav, code, n);
+				CHECK(memcmp(code, a, n) == 0, "bit identity code level %d size %d", got, n);
+				sq8_prepare_query(&sq, metric, nav, lo, scale);
+				d = sq8_distance(&sq, b);
+				CHECK(fabs(d - ref) <= 1e-7 * (1 + ref),
+					  "bit metric %d level %d size %d: %f vs %f", m, got, n, d, ref);
+				codes[0] = b;
+				codes[1] = zero;
+				sq8_distances_at(&sq, codes, 2, batch);
+				CHECK(batch[0] == d && batch[1] == sq8_distance(&sq, zero),
+					  "bit batch metric %d level %d size %d", m, got, n);
+				CHECK(metric == SHNSW_METRIC_HAMMING ||
+					  (sq8_distance(&sq, zero) == 1.0f &&
+					   shnsw_bit_jaccard(zero, 0, zero, n) == 1.0f),
+					  "jaccard of a zero vector level %d size %d", got, n);
+				shnsw_codebound_prepare(&cb, metric, false, nav, lo, scale, n, -1.0);
+				shnsw_codebound_set_residual(&cb, 0.0);
+				CHECK(shnsw_codebound_lower(&cb, d) <= ref && shnsw_codebound_upper(&cb, d) >= ref &&
+					  shnsw_codebound_code(&cb, b) <= ref &&
+					  !shnsw_code_at_edge(metric, b, n) &&
+					  shnsw_code_residual(metric, lo, scale, nav, a, n) == 0.0 &&
+					  (metric == SHNSW_METRIC_JACCARD || shnsw_codebound_lower(&cb, d) == ref),
+					  "bit bounds metric %d level %d size %d", m, got, n);
+				sq8_prepare_code(&sq, metric, a, lo, scale);
+				CHECK(sq8_distance(&sq, b) == d, "bit code query metric %d size %d", m, n);
+			}
+			free(a), free(b), free(zero), free(nav), free(lo), free(scale), free(qs), free(w);
+		}
+	}
+	shnsw_kernels_init(SHNSW_SIMD_AVX512);
+	rng_state = saved_rng;
+}
+
 static void
 test_batch_kernels(void)
 {
@@ -2525,7 +2621,7 @@ test_emit_bounds(void)
 						 * product both are one sum, up to est's float
 						 * rounding
 						 */
-						if (!shnsw_code_at_edge(code, dim) && metric != SHNSW_METRIC_IP)
+						if (!shnsw_code_at_edge(metric, code, dim) && metric != SHNSW_METRIC_IP)
 							box_looser += box < lb - 1e-5 * (1 + fabs(lb));
 						gaps[ngap] = d - lb;
 						ex[ngap++] = d;
@@ -2936,6 +3032,7 @@ main(void)
 {
 	printf("SIMD level: %d\n", shnsw_kernels_init(SHNSW_SIMD_AVX512));
 	test_kernels();
+	test_bit_kernels();
 	test_batch_kernels();
 	test_sq8_clamp_and_half();
 	test_heap_visited();

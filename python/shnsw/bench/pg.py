@@ -15,7 +15,8 @@ import numpy as np
 from .. import data as shdata
 
 OPS = {"l2": ("l2_ops", "<->"), "cosine": ("cosine_ops", "<=>"), "ip": ("ip_ops", "<#>"),
-       "l1": ("l1_ops", "<+>")}
+       "l1": ("l1_ops", "<+>"), "hamming": ("hamming_ops", "<~>"),
+       "jaccard": ("jaccard_ops", "<%>")}
 
 # Server settings of BENCHMARKS.md; every one is written into the report.
 DEFAULT_SETTINGS = {

@@ -45,7 +45,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 OPS = {"l2": ("l2_ops", "<->"), "cosine": ("cosine_ops", "<=>"), "ip": ("ip_ops", "<#>"),
-       "l1": ("l1_ops", "<+>")}
+       "l1": ("l1_ops", "<+>"), "hamming": ("hamming_ops", "<~>"),
+       "jaccard": ("jaccard_ops", "<%>")}
 
 K = 10
 EF_SWEEP = [10, 20, 40, 80, 160]
@@ -143,6 +144,26 @@ def _binary(rng, n, dim):
     return x
 
 
+def _signs(rng, n, dim):
+    """Binary quantization (sign bits) of a Gaussian mixture: pgvector's
+    documented use of bit indexes."""
+    return (_clustered(rng, n, dim) > 0).astype(np.float32)
+
+
+def _few_bits(rng, n, dim):
+    """Ties everywhere: 3 bits set of 64 in each row (distances take a few
+    values), a tenth of the rows all zero (at Jaccard distance 1 from
+    everything, themselves included), a tenth in groups of 10 copies."""
+    x = np.zeros((n, dim), dtype=np.float32)
+    for i in range(n):
+        x[i, rng.choice(dim, 3, replace=False)] = 1.0
+    x[rng.random(n) < 0.1] = 0.0
+    groups = max(1, n // 100)
+    src = rng.choice(n, groups, replace=False)
+    x[rng.choice(n, groups * 10, replace=False)] = np.repeat(x[src], 10, axis=0)
+    return x
+
+
 def _sparse(rng, n, dim):
     """95 % of each row zero; popular dimensions non-zero more often (Zipf),
     non-negative values (tf-idf, counts)."""
@@ -165,10 +186,10 @@ def _sentence_like(rng, n, dim):
 @dataclass(frozen=True)
 class Shape:
     name: str
-    metric: str              # l2 | cosine | ip | l1
+    metric: str              # l2 | cosine | ip | l1 | hamming | jaccard
     dim: int
-    make: object = field(repr=False)   # (rng, n, dim) -> float32 rows
-    typ: str = "vector"      # vector | halfvec
+    make: object = field(repr=False)   # (rng, n, dim) -> float32 rows (0/1 for bit)
+    typ: str = "vector"      # vector | halfvec | bit
     max_rows: int | None = None        # a cap for the widest shapes (build time)
     about: str = ""
 
@@ -211,6 +232,11 @@ SHAPES = [
     Shape("heavy-tail-l1", "l1", 128, _heavy_tailed,
           about="clustered, 4 dimensions 50x the others, L1: their steps dominate the "
                 "codes' error bound"),
+    Shape("signs-256-hamming", "hamming", 256, _signs, typ="bit",
+          about="sign bits of a Gaussian mixture, bit(256), Hamming (<~>)"),
+    Shape("few-bits-64-jaccard", "jaccard", 64, _few_bits, typ="bit",
+          about="3 bits of 64 set, a tenth all zero, a tenth in groups of 10 copies, "
+                "Jaccard (<%>)"),
 ]
 BY_NAME = {s.name: s for s in SHAPES}
 
@@ -261,12 +287,20 @@ def _duplicated_rows(x):
 def distances(rows: np.ndarray, q: np.ndarray, metric: str) -> np.ndarray:
     """Distances from q to every row in float32, as pgvector's operators give
     them: l2 (<->) the Euclidean distance, cosine (<=>) 1 - cos, ip (<#>)
-    the negative inner product, l1 (<+>) the sum of absolute differences."""
+    the negative inner product, l1 (<+>) the sum of absolute differences;
+    on 0/1 rows (bit) hamming (<~>) the bits that differ, jaccard (<%>)
+    1 - shared / either, 1 when none is shared (float64)."""
     if metric == "l2":
         d = rows - q[None, :]
         return np.sqrt((d * d).sum(axis=1, dtype=np.float32))
     if metric == "l1":
         return np.abs(rows - q[None, :]).sum(axis=1, dtype=np.float32)
+    if metric == "hamming":
+        return ((rows != 0) != (q[None, :] != 0)).sum(axis=1).astype(np.float32)
+    if metric == "jaccard":
+        a, b = rows != 0, q[None, :] != 0
+        both, either = (a & b).sum(axis=1), (a | b).sum(axis=1)
+        return np.where(both == 0, 1.0, 1.0 - both / np.maximum(either, 1))
     dots = rows @ q
     if metric == "ip":
         return -dots
@@ -340,7 +374,9 @@ def explain(conn, sql: str, lit: str) -> dict:
     return parse_explain(lines)
 
 
-def vector_literal(v) -> str:
+def vector_literal(v, typ: str = "vector") -> str:
+    if typ == "bit":
+        return "".join("1" if x else "0" for x in v)
     return "[" + ",".join(repr(float(x)) for x in v) + "]"
 
 
@@ -349,8 +385,10 @@ def opclass(shape: Shape) -> str:
 
 
 def query_sql(table: str, shape: Shape, k: int = K) -> str:
-    return (f"SELECT id FROM {table} ORDER BY embedding {OPS[shape.metric][1]} "
-            f"%s::{shape.typ} LIMIT {k}")
+    """One query's statement, with a parameter (so a % is written %%)."""
+    cast = f"bit({shape.dim})" if shape.typ == "bit" else shape.typ
+    return (f"SELECT id FROM {table} ORDER BY embedding "
+            f"{OPS[shape.metric][1].replace('%', '%%')} %s::{cast} LIMIT {k}")
 
 
 def batch_sql(table: str, qtable: str, shape: Shape, k: int = K) -> str:
@@ -363,8 +401,8 @@ def load_queries(conn, qtable: str, shape: Shape, queries: np.ndarray) -> None:
     conn.execute(f"DROP TABLE IF EXISTS {qtable}")
     conn.execute(f"CREATE TABLE {qtable} (i int PRIMARY KEY, v {shape.typ}({shape.dim}))")
     with conn.cursor() as cur:
-        cur.executemany(f"INSERT INTO {qtable} VALUES (%s, %s::{shape.typ})",
-                        [(i, vector_literal(q)) for i, q in enumerate(queries)])
+        cur.executemany(f"INSERT INTO {qtable} VALUES (%s, %s::{shape.typ}({shape.dim}))",
+                        [(i, vector_literal(q, shape.typ)) for i, q in enumerate(queries)])
 
 
 def run_batch(conn, table, qtable, shape, ef_guc, ef, k: int = K) -> list:
@@ -495,7 +533,7 @@ class Matrix:
         cfg, log = self.cfg, self.log
         out = {"recall": {}}
         sql = query_sql(eng.table, shape)
-        lits = [vector_literal(q) for q in queries]
+        lits = [vector_literal(q, shape.typ) for q in queries]
         with self.cluster.connect() as c:
             pg.prewarm(c, eng)
             c.execute("SET enable_seqscan = off")

@@ -99,6 +99,19 @@ CREATE OPERATOR CLASS broken_l1_metric_ops FOR TYPE vector USING streamhnsw AS
   FUNCTION 2 streamhnsw_l2_metric(internal),
   FUNCTION 3 streamhnsw_vector_type(internal);
 SELECT amvalidate(oid) FROM pg_opclass WHERE opcname = 'broken_l1_metric_ops';
+-- a bit class with the other bit metric, and one that says vector
+CREATE OPERATOR CLASS broken_bit_metric_ops FOR TYPE bit USING streamhnsw AS
+  OPERATOR 1 <~> (bit, bit) FOR ORDER BY float_ops,
+  FUNCTION 1 hamming_distance(bit, bit),
+  FUNCTION 2 streamhnsw_jaccard_metric(internal),
+  FUNCTION 3 streamhnsw_bit_type(internal);
+SELECT amvalidate(oid) FROM pg_opclass WHERE opcname = 'broken_bit_metric_ops';
+CREATE OPERATOR CLASS broken_bit_type_ops FOR TYPE bit USING streamhnsw AS
+  OPERATOR 1 <%> (bit, bit) FOR ORDER BY float_ops,
+  FUNCTION 1 jaccard_distance(bit, bit),
+  FUNCTION 2 streamhnsw_jaccard_metric(internal),
+  FUNCTION 3 streamhnsw_vector_type(internal);
+SELECT amvalidate(oid) FROM pg_opclass WHERE opcname = 'broken_bit_type_ops';
 
 -- a correct class of our own validates
 CREATE OPERATOR CLASS amv_good_ops FOR TYPE vector USING streamhnsw AS
@@ -120,5 +133,7 @@ DROP OPERATOR FAMILY broken_strat_ops USING streamhnsw;
 DROP OPERATOR FAMILY broken_type_ops USING streamhnsw;
 DROP OPERATOR FAMILY broken_metric_ops USING streamhnsw;
 DROP OPERATOR FAMILY broken_l1_metric_ops USING streamhnsw;
+DROP OPERATOR FAMILY broken_bit_metric_ops USING streamhnsw;
+DROP OPERATOR FAMILY broken_bit_type_ops USING streamhnsw;
 DROP OPERATOR FAMILY amv_good_ops USING streamhnsw;
 DROP FUNCTION amv_dist(vector, vector);

@@ -82,13 +82,12 @@ CREATE INDEX ON err_types USING streamhnsw (t);
 CREATE INDEX ON err_types USING streamhnsw (s);
 CREATE INDEX ON err_types USING streamhnsw (s sparsevec_l2_ops);
 CREATE INDEX ON err_types USING streamhnsw (b);
-CREATE INDEX ON err_types USING streamhnsw (b bit_hamming_ops);
 CREATE INDEX ON err_types USING streamhnsw (f);
 -- an operator class of the other type
 CREATE INDEX ON err_t USING streamhnsw (val halfvec_l2_ops);
 CREATE INDEX ON err_h USING streamhnsw (val vector_cosine_ops);
 -- a class pgvector has for hnsw that streamhnsw does not
-CREATE INDEX ON err_t USING streamhnsw (val bit_jaccard_ops);
+CREATE INDEX ON err_t USING streamhnsw (val sparsevec_cosine_ops);
 
 -- unsupported index features
 CREATE INDEX ON err_t USING streamhnsw (val, val);
