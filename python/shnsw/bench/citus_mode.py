@@ -31,7 +31,6 @@ page (docs/scaling.md) extrapolates from its per-shard figures.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import threading
@@ -43,6 +42,7 @@ import numpy as np
 from .. import citus, data, demo_citus
 from ..cluster import Cluster
 from . import datasets
+from . import report as report_mod
 
 ROOT = Path(__file__).resolve().parents[3]
 K = demo_citus.K
@@ -260,12 +260,7 @@ def main(argv=None) -> int:
     with Cluster(name="shnsw-citus-single", settings=SETTINGS) as single:
         single.execute("CREATE EXTENSION streamhnsw CASCADE")
         report["single"] = _run_node(Node("single", single, False), ds, a, log)
-    a.out.mkdir(parents=True, exist_ok=True)
-    stem = a.out / f"citus-{a.dataset}"
-    stem.with_suffix(".json").write_text(json.dumps(report, indent=1, default=float))
-    md = _markdown(report)
-    stem.with_suffix(".md").write_text(md)
-    print(md)
+    report_mod.write_standalone(a.out / f"citus-{a.dataset}", report, _markdown(report))
     return 0
 
 

@@ -18,7 +18,6 @@ One run; settings as BENCHMARKS.md's (shared_buffers 2GB and the rest).
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import statistics
 import sys
@@ -29,7 +28,7 @@ import numpy as np
 
 from .. import data, demo_citus
 from ..cluster import Cluster
-from . import datasets
+from . import datasets, report
 
 ROOT = Path(__file__).resolve().parents[3]
 K = demo_citus.K
@@ -195,11 +194,7 @@ def main(argv=None) -> int:
         for am in a.engines.split(","):
             res["engines"][am] = _engine(c, am, ds, a, queries)
     md = _report(res, ds, a)
-    a.out.mkdir(parents=True, exist_ok=True)
-    stem = a.out / f"growth-{a.rows // 1000}k-{a.dim}"
-    stem.with_suffix(".json").write_text(json.dumps(res, indent=1, default=float))
-    stem.with_suffix(".md").write_text(md)
-    print(md)
+    report.write_standalone(a.out / f"growth-{a.rows // 1000}k-{a.dim}", res, md)
     return 0
 
 

@@ -501,3 +501,12 @@ def write_combined(results: list, outdir: Path, plots: dict, started) -> dict:
         md.append("")
     (outdir / "report.md").write_text("\n".join(md))
     return {"markdown": outdir / "report.md"}
+
+
+def write_standalone(stem: Path, res: dict, md: str) -> None:
+    """A standalone preset's report: stem.json (the figures) and stem.md,
+    printed too."""
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    stem.with_suffix(".json").write_text(json.dumps(res, indent=1, default=float))
+    stem.with_suffix(".md").write_text(md)
+    print(md)

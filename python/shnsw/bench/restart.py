@@ -20,7 +20,6 @@ One run; settings as BENCHMARKS.md's (shared_buffers 2GB and the rest).
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import statistics
 import sys
@@ -29,7 +28,7 @@ from pathlib import Path
 
 from .. import data, demo_citus
 from ..cluster import Cluster
-from . import datasets, pg
+from . import datasets, pg, report
 
 ROOT = Path(__file__).resolve().parents[3]
 K = demo_citus.K
@@ -130,11 +129,7 @@ def main(argv=None) -> int:
               f"- autoprewarm: " + (f"prewarmed {pw[0]} of {pw[1]} blocks (all relations)"
                                     if pw else "no completion line in the log")]
     md = "\n".join(lines) + "\n"
-    a.out.mkdir(parents=True, exist_ok=True)
-    stem = a.out / f"restart-{a.dataset}"
-    stem.with_suffix(".json").write_text(json.dumps(res, indent=1, default=float))
-    stem.with_suffix(".md").write_text(md)
-    print(md)
+    report.write_standalone(a.out / f"restart-{a.dataset}", res, md)
     return 0
 
 
