@@ -1161,6 +1161,20 @@ cache_request_build(Relation index, int kind, int *status)
 	bool		warm;
 	int			slot = -1;
 
+	/* the common case while a worker runs: asked already, nothing to do */
+	LWLockAcquire(&cache_ctl->lock, LW_SHARED);
+	e = cache_find_entry(index);
+	launch = e == NULL || e->launched_at == 0 ||
+		TimestampDifferenceExceeds(e->launched_at, now, CACHE_RETRY_SECS * 1000);
+	LWLockRelease(&cache_ctl->lock);
+	if (!launch)
+	{
+		if (kind != CACHE_REQ_REGROW)
+			*status = refresh ? SHNSW_CACHE_STALE : SHNSW_CACHE_BUILDING;
+		return true;
+	}
+	launch = false;
+
 	cache_sweep_dropped();
 	LWLockAcquire(&cache_ctl->lock, LW_EXCLUSIVE);
 	warm = cache_ctl->warm_pending;
