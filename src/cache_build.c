@@ -20,6 +20,7 @@
 
 #include "access/relation.h"
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_database.h"
 #include "commands/defrem.h"
@@ -435,7 +436,7 @@ build_yields(int slot)
  * build_delay is streamhnsw.debug_cache_build_delay for tests: a worker's
  * build waits that long after its claim, holding what a build holds (the
  * index's AccessShareLock, the claim), unless a truncation waits (then it
- * gives up: false).
+ * gives up: false); a worker's refresh as long after reading its token.
  */
 static bool
 build_delay(int slot)
@@ -726,6 +727,50 @@ copy_finish(Relation index, int slot, LocalCopy *li, uint64 nodes, uint32 ng, ui
 }
 
 /*
+ * copy_catch_up ends a build or refresh of a published copy, on a server
+ * that was a primary when it began, at the metapage's state now rather
+ * than at the one read before the pages were copied. Every change since
+ * that read is in a page copied after it or was written through into the
+ * copy, except blocks appended before the copy was published, which are
+ * copied here (from: the relation's size when its pages were listed).
+ * Writers advance a copy's token only from the state before their own
+ * change (write_meta_through), so a copy left at the first token while
+ * writes go on would stay behind until they stop. The token is set under
+ * the metapage's share lock: no writer changes it meanwhile.
+ */
+static void
+copy_catch_up(Relation index, LocalCopy *li, BlockNumber from)
+{
+	CacheCopy  *cp = li->cp;
+	BlockNumber nblocks = RelationGetNumberOfBlocks(index);
+	Buffer		buf;
+	Page		page;
+	ShnswMetaPage meta;
+
+	for (BlockNumber blk = Max(from, SHNSW_METAPAGE_BLKNO + 1); blk < nblocks; blk++)
+	{
+		buf = ReadBuffer(index, blk);
+		LockBuffer(buf, BUFFER_LOCK_SHARE);
+		cache_copy_page(li, blk, BufferGetPage(buf), true);
+		UnlockReleaseBuffer(buf);
+		if ((blk & 255) == 0)
+			CHECK_FOR_INTERRUPTS();
+	}
+	buf = ReadBuffer(index, SHNSW_METAPAGE_BLKNO);
+	LockBuffer(buf, BUFFER_LOCK_SHARE);
+	page = BufferGetPage(buf);
+	meta = ShnswPageGetMeta(page);
+	if (meta->build_nonce == cp->meta_nonce && meta->truncations == cp->meta_trunc)
+	{
+		if (PageGetLSN(page) > pg_atomic_read_u64(&cp->meta_lsn))
+			pg_atomic_write_u64(&cp->meta_lsn, PageGetLSN(page));
+		if (meta->cache_generation > pg_atomic_read_u64(&cp->meta_gen))
+			pg_atomic_write_u64(&cp->meta_gen, meta->cache_generation);
+	}
+	UnlockReleaseBuffer(buf);
+}
+
+/*
  * successor_swap puts the successor built in slot in the place of the
  * index's outgrown copy, which is dropped (backends that map it keep it
  * until their transaction ends), and claims it for the refresh that
@@ -838,6 +883,7 @@ build_copy(Relation index, const ShnswIndexInfo *info, bool explicit, bool succe
 	int			npp = shnsw_nodes_per_page(info->node_size);
 	Size		gstride = TYPEALIGN(64, (Size) npp * info->node_size);
 	Size		budget = cache_budget();
+	bool		primary = !RecoveryInProgress();	/* before the token */
 	ShnswMetaSnapshot snap;
 	char		why[320];
 	int			slot;
@@ -927,6 +973,8 @@ build_copy(Relation index, const ShnswIndexInfo *info, bool explicit, bool succe
 		*status = SHNSW_CACHE_MISSING;
 		return NULL;
 	}
+	if (primary && !cache_ctl->entries[slot].successor)
+		copy_catch_up(index, li, nblocks);	/* a successor: its refresh does */
 	if (cache_ctl->entries[slot].successor)
 	{
 		/* the writes it missed are found by their page LSNs */
@@ -966,12 +1014,15 @@ void
 cache_refresh(Relation index, LocalCopy *li)
 {
 	CacheCopy   *cp = li->cp;
+	bool		primary = !RecoveryInProgress();	/* before the token */
 	ShnswMetaSnapshot snap;
 	CacheToken	tok;
 	BlockNumber nblocks;
 
 	shnsw_read_meta(index, &snap);
 	tok = cache_token_of(&snap);
+	if (shnsw_debug_cache_build_delay > 0 && cache_pending_slot >= 0)
+		(void) build_delay(cache_pending_slot);
 	if (tok.nonce != cp->meta_nonce || tok.trunc != cp->meta_trunc)
 	{
 		/* rebuilt or truncated since: blocks may have changed type; rebuild */
@@ -1008,6 +1059,8 @@ cache_refresh(Relation index, LocalCopy *li)
 	}
 	pg_atomic_write_u64(&cp->meta_lsn, tok.lsn);
 	pg_atomic_write_u64(&cp->meta_gen, tok.gen);
+	if (primary)
+		copy_catch_up(index, li, nblocks);
 }
 
 /*

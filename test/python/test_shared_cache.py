@@ -283,6 +283,53 @@ def test_successor_build_yields_to_vacuum_truncation(conn):
     same_on_off(conn, "sg_sucvac", queries)
 
 
+def test_copy_current_under_a_stream_of_inserts(cluster):
+    """A copy refreshed while another session inserts without pause ends
+    current: a refresh (here the one that follows a regrowth's swap, which
+    catches up on the writes the larger copy missed) and a build take as
+    their token the metapage's state at their end, under the metapage's
+    lock, not the state read before the pages were copied, which the writes
+    meanwhile left behind for as long as writes went on (every scan then
+    read through buffers). Searches use the copy while the inserts go on.
+    The refresh is held for 1 s after reading its token
+    (streamhnsw.debug_cache_build_delay), as on a large index."""
+    rows, queries = data.clustered(20000, 16, seed=26, n_queries=5)
+    stop = threading.Event()
+    with cluster.connect() as c:
+        c.execute("DROP TABLE IF EXISTS sg_stream")
+        indexed_table(c, "sg_stream", rows[:2000])
+        assert explain_shared(c, "sg_stream", queries[0]).startswith(BACKGROUND)
+        wait_ready(c, "sg_stream_idx")
+        data.load(c, "sg_stream_rows", rows[2000:], start_id=2000)
+
+        def insert():
+            with cluster.connect() as w:
+                for i in range(2000, 20000, 200):
+                    if stop.is_set():
+                        break
+                    w.execute("INSERT INTO sg_stream SELECT * FROM sg_stream_rows "
+                              f"WHERE id >= {i} AND id < {i + 200}")
+
+        # the regrowth's worker waits 1 s after reading its token, inserts going on
+        c.execute("SET streamhnsw.debug_cache_build_delay = '1s'")
+        t = threading.Thread(target=insert)
+        t.start()
+        try:
+            deadline = time.time() + 60
+            used = 0
+            while used < 3:
+                assert t.is_alive(), ("the inserts ended first", cache_row(c, "sg_stream_idx"))
+                assert time.time() < deadline, explain_shared(c, "sg_stream", queries[1])
+                line = explain_shared(c, "sg_stream", queries[1])
+                used += "shared cache: used" in line and cache_row(c, "sg_stream_idx")["builds"] > 1
+                time.sleep(0.05)
+        finally:
+            stop.set()
+            t.join()
+            c.execute("RESET streamhnsw.debug_cache_build_delay")
+        same_on_off(c, "sg_stream", queries)
+
+
 def test_list_load_drop_reindex(conn):
     rows, queries = data.clustered(2000, 16, seed=31, n_queries=5)
     data.load(conn, "sg_list", rows)
