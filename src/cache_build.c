@@ -1205,7 +1205,7 @@ cache_request_build(Relation index, int kind, int *status)
 {
 	bool		refresh = kind != CACHE_REQ_BUILD;	/* of a ready copy */
 	BackgroundWorker bgw;
-	CacheBuildRequest req;
+	CacheBuildRequest req = {0};	/* last_used 0: not the warmer's */
 	CacheEntry   *e;
 	dsm_handle	unpin[CACHE_MAX_ENTRIES + 1];
 	int			nunpin = 0;

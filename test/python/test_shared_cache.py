@@ -330,6 +330,21 @@ def test_copy_current_under_a_stream_of_inserts(cluster):
         same_on_off(c, "sg_stream", queries)
 
 
+def test_background_build_is_not_the_warmers(conn):
+    """A build a scan asks a worker for is a lazy build of now: its copy's
+    last use is the build's (a request left uninitialized once passed the
+    worker a stack value as the warmer's "last used before the restart",
+    which also kept the build from evicting idle copies)."""
+    rows, queries = data.clustered(2000, 16, seed=27, n_queries=1)
+    conn.execute("DROP TABLE IF EXISTS sg_lazy")
+    indexed_table(conn, "sg_lazy", rows)
+    assert explain_shared(conn, "sg_lazy", queries[0]).startswith(BACKGROUND)
+    wait_ready(conn, "sg_lazy_idx")
+    assert conn.execute("SELECT last_used BETWEEN now() - interval '1 minute' AND "
+                        "clock_timestamp() FROM streamhnsw_cache_list() "
+                        "WHERE index = 'sg_lazy_idx'::regclass").fetchone()[0]
+
+
 def test_list_load_drop_reindex(conn):
     rows, queries = data.clustered(2000, 16, seed=31, n_queries=5)
     data.load(conn, "sg_list", rows)
