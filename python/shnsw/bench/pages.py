@@ -190,17 +190,24 @@ def _rel(p: Path) -> Path:
     return p.relative_to(ROOT) if p.is_relative_to(ROOT) else p
 
 
-def citus_section(md: Path) -> str:
-    """The citus preset's report (python -m shnsw.bench --preset citus) as written."""
+# the standalone presets whose reports get a section: file prefix, heading
+STANDALONE = (("citus-", "Scaling out: Citus"), ("growth-", "An index grown by inserts"),
+              ("restart-", "A restart"))
+
+
+def standalone_section(md: Path) -> str:
+    """A standalone preset's report (python -m shnsw.bench --preset NAME) as
+    written, under its source."""
     body = md.read_text().split("\n", 1)[1].strip()
-    return (f"Source `{_rel(md)}`; the projection to larger clusters: "
-            f"[bench/scaling.md](../bench/scaling.md).\n\n{body}")
+    more = ("; the projection to larger clusters: [bench/scaling.md](../bench/scaling.md)"
+            if md.name.startswith("citus-") else "")
+    return f"Source `{_rel(md)}`{more}.\n\n{body}"
 
 
 def load(reports: Path) -> tuple:
-    """(suite reports, robustness page sections, Citus sections) from a
-    reports directory."""
-    suites, robust, citus = [], [], []
+    """(suite reports, robustness page sections, standalone sections as
+    (heading, text)) from a reports directory."""
+    suites, robust, extra = [], [], []
     stems = sorted({p.stem for p in reports.glob("*.json")} |
                    {p.stem for p in reports.glob("*.md")})
     for stem in stems:
@@ -210,8 +217,9 @@ def load(reports: Path) -> tuple:
             if "shapes" in res:
                 robust.append(robustness_section(res, _rel(js)))
                 continue
-            if "citus" in res and "single" in res and md.exists():
-                citus.append(citus_section(md))
+            heading = next((h for pre, h in STANDALONE if stem.startswith(pre)), None)
+            if heading is not None and md.exists():
+                extra.append((heading, standalone_section(md)))
                 continue
             if "modes" in res and "engines" in res:
                 suites.append(suite_report_from_json(stem, res, str(_rel(js))))
@@ -220,7 +228,7 @@ def load(reports: Path) -> tuple:
             text = md.read_text()
             if text.startswith("# streamhnsw benchmark:"):
                 suites.append(parse_suite_markdown(stem, text, str(_rel(md))))
-    return suites, robust, citus
+    return suites, robust, extra
 
 
 def dataset_key(r: Report) -> str:
@@ -257,7 +265,7 @@ def _dataset_order(title: str):
     return next((i for i, k in enumerate(order) if low.startswith(k)), len(order)), title
 
 
-def render(suites: list, robust: list, reports: Path, citus: list = ()) -> str:
+def render(suites: list, robust: list, reports: Path, extra: list = ()) -> str:
     rel = _rel(reports)
     md = [
         "# Performance",
@@ -304,8 +312,8 @@ def render(suites: list, robust: list, reports: Path, citus: list = ()) -> str:
                "3 to 4,000 dimensions, halfvec, real sentence embeddings).", ""]
         for sec in robust:
             md += [sec, ""]
-    for sec in citus:
-        md += ["## Scaling out: Citus", "", sec, ""]
+    for heading, sec in extra:
+        md += [f"## {heading}", "", sec, ""]
     md += ["## Runs", "",
            "Each run as its report gives it: settings, the comparison at equal recall, "
            "and the per-mode tables (folded).", ""]
@@ -334,12 +342,12 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "performance.md")
     args = ap.parse_args(argv)
     reports = args.reports.resolve()
-    suites, robust, citus = load(reports)
+    suites, robust, extra = load(reports)
     if not suites and not robust:
         print(f"no suite reports in {reports}", file=sys.stderr)
         return 1
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(render(suites, robust, reports, citus))
+    args.out.write_text(render(suites, robust, reports, extra))
     print(f"{args.out}: {len(suites)} suite runs, {len(robust)} robustness matrix")
     return 0
 
