@@ -18,8 +18,8 @@ BLCKSZ = 8192
 SPECIAL = BLCKSZ - 8          # page_type (u16), nslots (u16), magic (u32)
 CONTENTS = 24                 # MAXALIGN(SizeOfPageHeaderData)
 GRAPH, VECTOR = 3, 4
-META_QUANT_TRAINED = CONTENTS + 17
-META_NODE_SIZE = CONTENTS + 22
+META_QUANT_TRAINED = CONTENTS + 19
+META_NODE_SIZE = CONTENTS + 24
 
 
 def graph_nodes(buf):
