@@ -110,7 +110,7 @@ def test_corrupt_free_list_head_is_an_error(private_cluster):
     f = c.datadir / path
     buf = bytearray(f.read_bytes())
     free_head_at = 24 + 108          # page header, then ShnswMetaPageData.free_head
-    slot_bits = buf[24 + 18]
+    slot_bits = buf[24 + 20]
     head = struct.unpack_from("<I", buf, free_head_at)[0]
     assert head != 0xFFFFFFFF, "VACUUM left no free slot"
     blk = head >> slot_bits
