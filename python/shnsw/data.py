@@ -73,7 +73,7 @@ def sparse_clustered(n: int, dim: int, nnz: int, seed: int = 0, n_topics: int = 
 
 def sparse_literal(idx, val, dim: int) -> str:
     """pgvector's sparsevec text form (1-based indices) of (indices, values)."""
-    return "{" + ",".join(f"{i + 1}:{v:.6g}" for i, v in zip(idx, val)) + f"}}/{dim}"
+    return "{" + ",".join(f"{i + 1}:{v:.9g}" for i, v in zip(idx, val)) + f"}}/{dim}"
 
 
 def load_sparse(conn, table: str, rows: list, dim: int, start_id: int = 0) -> None:
@@ -166,6 +166,18 @@ def load(conn, table: str, x: np.ndarray, typ: str = "vector", start_id: int = 0
     Row i of x gets id start_id + i. Uses binary COPY.
     """
     n, dim = x.shape
+    if typ == "sparsevec":
+        # dense rows, loaded as sparse ones (text COPY)
+        rows = [(np.flatnonzero(r), r[np.flatnonzero(r)]) for r in x]
+        if create:
+            load_sparse(conn, table, rows, dim, start_id)
+            return
+        with conn.cursor() as cur:
+            with cur.copy(f"COPY {table} (id, embedding) FROM STDIN") as cp:
+                for i, (idx, val) in enumerate(rows):
+                    cp.write(f"{start_id + i}\t{sparse_literal(idx, val, dim)}\n")
+        conn.execute(f"ANALYZE {table}")
+        return
     if create:
         conn.execute(f"DROP TABLE IF EXISTS {table}")
         conn.execute(f"CREATE TABLE {table} (id bigint PRIMARY KEY, embedding {typ}({dim}))")
