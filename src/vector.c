@@ -220,8 +220,10 @@ shnsw_vec_size(ShnswElemType elemtype, int dims)
 }
 
 /*
- * check_sparse checks a detoasted sparsevec: its size, its dimensions
- * against the index's, finite values (sparsevec input refuses the others).
+ * check_sparse checks a detoasted sparsevec: its size (its non-zero
+ * elements', or the index's stored size: a build inserts the rows it could
+ * not hold in memory from their stored images), its dimensions against the
+ * index's, finite values (sparsevec input refuses the others).
  */
 static struct varlena *
 check_sparse(struct varlena *v, int dims)
@@ -230,7 +232,9 @@ check_sparse(struct varlena *v, int dims)
 	const float *x;
 
 	if (VARSIZE(v) < sizeof(PgvectorSparseHeader) || h->nnz < 0 || h->nnz > h->dim ||
-		VARSIZE(v) != (Size) SPARSE_SIZE(h->nnz))
+		(VARSIZE(v) != (Size) SPARSE_SIZE(h->nnz) &&
+		 (VARSIZE(v) != (Size) shnsw_vec_size(SHNSW_ELEM_SPARSE, dims) ||
+		  h->nnz > SHNSW_SPARSE_MAX_NNZ)))
 		elog(ERROR, "streamhnsw: malformed sparsevec value");
 	/* pgvector's sparsevec distance functions say the same */
 	if (h->dim != dims)
