@@ -267,7 +267,7 @@ typedef enum ShnswElemType
  */
 #define SHNSW_SPARSE_MAX_NNZ		1000
 #define SHNSW_MAX_SPARSE_DIM		1000000000
-#define SHNSW_SPARSE_SKETCH_DIMS	2048
+#define SHNSW_SPARSE_SKETCH_DIMS	1024
 
 /*
  * The navigation dimensions of a column of dims dimensions: the length of

@@ -285,6 +285,8 @@ scan_prepare_bounds(ShnswScanOpaque so, const ShnswIndexInfo *info,
 			*clamp_factor *= 1 + 1e-4;
 		}
 	}
+	if (so->bound.sketched)
+		so->stats.first_bound = SHNSW_FIRST_NONE;	/* a sketch bounds nothing */
 }
 
 /*

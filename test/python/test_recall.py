@@ -288,7 +288,7 @@ def test_sparsevec_recall_not_below_pgvector(conn, metric):
     pgvector's own functions), 200 queries of about 30 non-zero elements
     over 6,000 seeded rows of about 100 in 30,000 dimensions, topic-shaped
     as learned sparse embeddings are (streamhnsw navigates on their sketch
-    of 2,048 dimensions): at least pgvector's hnsw - 0.005, its median over
+    of 1,024 dimensions): at least pgvector's hnsw - 0.005, its median over
     three builds on the same rows in the same run.
     """
     op = {"l2": "<->", "ip": "<#>", "cosine": "<=>", "l1": "<+>"}[metric]

@@ -2,7 +2,7 @@
 -- sparsevec_cosine_ops (<=>) and sparsevec_l1_ops (<+>) on pgvector's
 -- sparsevec. 40 rows < ef_search: the search sees every node, so the
 -- complete answer is certain. sparsevec(100000) navigates on a sketch of
--- 2,048 dimensions (src/README, Sparse vectors), sparsevec(6) on itself.
+-- 1,024 dimensions (src/README, Sparse vectors), sparsevec(6) on itself.
 SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS streamhnsw CASCADE;
 RESET client_min_messages;
