@@ -23,6 +23,7 @@ OBJS = \
 	src/kernels.o \
 	src/kernels_l1.o \
 	src/kernels_bit.o \
+	src/kernels_sparse.o \
 	src/buildgraph.o \
 	src/reachability.o \
 	src/layout.o \
@@ -61,7 +62,7 @@ OBJS = \
 
 DATA = sql/streamhnsw--$(EXTVERSION).sql
 
-REGRESS      = version vector_ops halfvec_ops l1_ops bit_ops nulls dml vacuum rescan options errors plans filtered edge_values amvalidate duplicates ef_search_option
+REGRESS      = version vector_ops halfvec_ops l1_ops bit_ops sparsevec_ops nulls dml vacuum rescan options errors plans filtered edge_values amvalidate duplicates ef_search_option
 REGRESS_OPTS = --inputdir=test/regress --outputdir=test/regress
 
 VENV        ?= .venv
@@ -119,7 +120,7 @@ regress-discard-caches: venv
 
 # Unit tests of the pure algorithm code: no server, plain C.
 UNIT_SRCS = test/unit/run_unit.c test/unit/host_malloc.c test/unit/nodecheck_test.c \
-	src/nodecheck.c src/kernels.c src/kernels_l1.c src/kernels_bit.c src/buildgraph.c src/reachability.c src/layout.c \
+	src/nodecheck.c src/kernels.c src/kernels_l1.c src/kernels_bit.c src/kernels_sparse.c src/buildgraph.c src/reachability.c src/layout.c \
 	src/search.c src/codebound.c src/neighbors_select.c src/lookahead.c
 unit:
 	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -Isrc -o test/unit/run_unit $(UNIT_SRCS) -lm

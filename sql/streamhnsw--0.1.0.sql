@@ -37,6 +37,8 @@ CREATE FUNCTION streamhnsw_halfvec_type(internal) RETURNS internal
 	AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 CREATE FUNCTION streamhnsw_bit_type(internal) RETURNS internal
 	AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION streamhnsw_sparsevec_type(internal) RETURNS internal
+	AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
 -- Operator classes, named as pgvector names them for hnsw. Function 1 is
 -- the ORDER BY operator's own function: re-ranking computes the very value
@@ -113,6 +115,36 @@ CREATE OPERATOR CLASS bit_jaccard_ops
 	FUNCTION 1 jaccard_distance(bit, bit),
 	FUNCTION 2 streamhnsw_jaccard_metric(internal),
 	FUNCTION 3 streamhnsw_bit_type(internal);
+
+-- sparsevec, up to 1,000 non-zero elements per indexed value
+
+CREATE OPERATOR CLASS sparsevec_l2_ops
+	FOR TYPE sparsevec USING streamhnsw AS
+	OPERATOR 1 <-> (sparsevec, sparsevec) FOR ORDER BY float_ops,
+	FUNCTION 1 l2_distance(sparsevec, sparsevec),
+	FUNCTION 2 streamhnsw_l2_metric(internal),
+	FUNCTION 3 streamhnsw_sparsevec_type(internal);
+
+CREATE OPERATOR CLASS sparsevec_ip_ops
+	FOR TYPE sparsevec USING streamhnsw AS
+	OPERATOR 1 <#> (sparsevec, sparsevec) FOR ORDER BY float_ops,
+	FUNCTION 1 sparsevec_negative_inner_product(sparsevec, sparsevec),
+	FUNCTION 2 streamhnsw_ip_metric(internal),
+	FUNCTION 3 streamhnsw_sparsevec_type(internal);
+
+CREATE OPERATOR CLASS sparsevec_cosine_ops
+	FOR TYPE sparsevec USING streamhnsw AS
+	OPERATOR 1 <=> (sparsevec, sparsevec) FOR ORDER BY float_ops,
+	FUNCTION 1 cosine_distance(sparsevec, sparsevec),
+	FUNCTION 2 streamhnsw_cosine_metric(internal),
+	FUNCTION 3 streamhnsw_sparsevec_type(internal);
+
+CREATE OPERATOR CLASS sparsevec_l1_ops
+	FOR TYPE sparsevec USING streamhnsw AS
+	OPERATOR 1 <+> (sparsevec, sparsevec) FOR ORDER BY float_ops,
+	FUNCTION 1 l1_distance(sparsevec, sparsevec),
+	FUNCTION 2 streamhnsw_l1_metric(internal),
+	FUNCTION 3 streamhnsw_sparsevec_type(internal);
 
 -- Inspection
 

@@ -244,6 +244,7 @@ build_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull,
 
 	old = MemoryContextSwitchTo(bs->tmpctx);
 	v = shnsw_check_vector(values[0], bs->elemtype, bs->coldims);
+	v = shnsw_stored_image(v, bs->elemtype, bs->vec_size);
 	if (!shnsw_vector_to_nav(v, bs->elemtype, bs->metric, bs->dims, bs->navbuf))
 	{
 		/* a zero vector under cosine is not indexed */

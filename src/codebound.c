@@ -94,6 +94,7 @@ shnsw_codebound_prepare(ShnswCodeBound *b, ShnswMetric metric, bool unbounded,
 	}
 	b->metric = metric;
 	b->unbounded = unbounded;
+	b->sketched = false;
 	b->dims = dims;
 	b->nav = nav;
 	b->lo = lo;
@@ -278,6 +279,9 @@ shnsw_codebound_upper(const ShnswCodeBound *b, double est)
 {
 	double		base;
 
+	if (b->sketched)
+		return INFINITY;
+
 	switch (b->metric)
 	{
 		case SHNSW_METRIC_L2:
@@ -301,6 +305,9 @@ double
 shnsw_codebound_lower(const ShnswCodeBound *b, double est)
 {
 	double		base;
+
+	if (b->sketched)
+		return -INFINITY;
 
 	switch (b->metric)
 	{
@@ -363,7 +370,7 @@ shnsw_codebound_code(const ShnswCodeBound *b, const uint8_t *code)
 	double		sum = 0.0,
 				mag = 0.0;
 
-	if (b->metric == SHNSW_METRIC_COSINE && b->unbounded)
+	if ((b->metric == SHNSW_METRIC_COSINE && b->unbounded) || b->sketched)
 		return -INFINITY;
 	if (shnsw_metric_is_bit(b->metric))
 		return codebound_bit_code(b, code);

@@ -25,6 +25,9 @@ typedef struct ShnswCodeBound
 {
 	ShnswMetric metric;			/* the index's metric */
 	bool		unbounded;		/* cosine, zero query: every distance is NaN */
+	bool		sketched;		/* navigation on a sketch (a sparsevec of many
+								 * dimensions): no code distance bounds an
+								 * exact one (src/README, Sparse vectors) */
 	double		err_abs;		/* SQ8 error, in exact-distance units */
 	double		err_typ;		/* the error a row inside the trained range
 								 * exceeds with odds below 1e-8

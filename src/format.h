@@ -16,9 +16,10 @@
 #include <stdint.h>
 
 #define SHNSW_MAGIC				0x53484E57	/* "SHNW" */
-#define SHNSW_FORMAT_VERSION	4	/* 3: a node holds up to SHNSW_NODE_TIDS rows;
+#define SHNSW_FORMAT_VERSION	5	/* 3: a node holds up to SHNSW_NODE_TIDS rows;
 									 * 4: a node's rows beyond its first are in its
-									 * upper record, not its graph record */
+									 * upper record, not its graph record;
+									 * 5: the metapage's dims is 32 bits (sparsevec) */
 
 /*
  * A node reference: the graph page's block number and the node's slot on it,
@@ -254,18 +255,43 @@ typedef enum ShnswElemType
 {
 	SHNSW_ELEM_FLOAT4 = 1,		/* pgvector vector */
 	SHNSW_ELEM_FLOAT2 = 2,		/* pgvector halfvec */
-	SHNSW_ELEM_BIT = 3			/* PostgreSQL bit(n), packed 8 to a byte */
+	SHNSW_ELEM_BIT = 3,			/* PostgreSQL bit(n), packed 8 to a byte */
+	SHNSW_ELEM_SPARSE = 4		/* pgvector sparsevec */
 } ShnswElemType;
+
+/*
+ * A sparsevec: the most non-zero elements an indexed value may have
+ * (pgvector's hnsw's limit), the most dimensions (pgvector's), and the
+ * navigation dimensions of one of more dimensions than
+ * SHNSW_SPARSE_SKETCH_DIMS (its sketch: kernels_sparse.h).
+ */
+#define SHNSW_SPARSE_MAX_NNZ		1000
+#define SHNSW_MAX_SPARSE_DIM		1000000000
+#define SHNSW_SPARSE_SKETCH_DIMS	1024
 
 /*
  * The navigation dimensions of a column of dims dimensions: the length of
  * its navigation vector and of a node's code. A bit(n) column navigates on
- * its bytes, ceil(n / 8), each an exact code (src/README, Bit vectors).
+ * its bytes, ceil(n / 8), each an exact code (src/README, Bit vectors); a
+ * sparsevec on at most SHNSW_SPARSE_SKETCH_DIMS (src/README, Sparse
+ * vectors).
  */
 static inline int
 shnsw_nav_dims(ShnswElemType elemtype, int dims)
 {
+	if (elemtype == SHNSW_ELEM_SPARSE && dims > SHNSW_SPARSE_SKETCH_DIMS)
+		return SHNSW_SPARSE_SKETCH_DIMS;
 	return elemtype == SHNSW_ELEM_BIT ? (dims + 7) / 8 : dims;
+}
+
+/*
+ * Does the column navigate on a sketch, whose distances bound nothing (a
+ * sparsevec of more dimensions than its navigation vector has)?
+ */
+static inline int
+shnsw_nav_sketched(ShnswElemType elemtype, int dims)
+{
+	return elemtype == SHNSW_ELEM_SPARSE && dims > SHNSW_SPARSE_SKETCH_DIMS;
 }
 
 /* Where an upper-layer record lives (an item on an upper page). */

@@ -1060,6 +1060,7 @@ shnsw_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid,
 	is.m = is.info->m;
 
 	v = shnsw_check_vector(values[0], is.info->elemtype, is.info->coldims);
+	v = shnsw_stored_image(v, is.info->elemtype, is.info->vec_size);
 	nav = palloc(sizeof(float) * is.dims);
 	if (shnsw_vector_to_nav(v, is.info->elemtype, is.info->metric, is.dims, nav))
 	{

@@ -166,8 +166,7 @@ shnsw_validate_meta(Relation index, ShnswMetaPage meta)
 	const char *field = NULL;
 	uint64		value = 0;
 
-	if (elemtype != SHNSW_ELEM_FLOAT4 && elemtype != SHNSW_ELEM_FLOAT2 &&
-		elemtype != SHNSW_ELEM_BIT)
+	if (elemtype < SHNSW_ELEM_FLOAT4 || elemtype > SHNSW_ELEM_SPARSE)
 		field = "element type", value = meta->elemtype;
 	else if (meta->metric < SHNSW_METRIC_L2 || meta->metric > SHNSW_METRIC_LAST ||
 			 !shnsw_metric_is_bit((ShnswMetric) meta->metric) != (elemtype != SHNSW_ELEM_BIT))

@@ -570,14 +570,14 @@ shnsw_vector_blocks(BlockNumber blk, uint16 offset, int size, BlockNumber *out)
 }
 
 /*
- * shnsw_read_vector copies an exact vector of `size` bytes starting at
- * (blk, offset) into out. A vector written by a build may continue on the
+ * shnsw_read_vector copies an exact vector of elemtype, `size` bytes,
+ * starting at (blk, offset) into out. A vector written by a build may continue on the
  * following block(s); each page is pinned and share-locked only while
  * copying from it.
  */
 void
 shnsw_read_vector(Relation index, ShnswReader *reader, BlockNumber blk, uint16 offset,
-				  int size, char *out)
+				  ShnswElemType elemtype, int size, char *out)
 {
 	int			done = 0;
 
@@ -605,20 +605,24 @@ shnsw_read_vector(Relation index, ShnswReader *reader, BlockNumber blk, uint16 o
 	/*
 	 * The value goes to the operator's own function: it must be a plain
 	 * varlena of this size (never compressed or external, which would be
-	 * followed) whose dimension count fits it for one of the element types
-	 * (the caller's function then checks it against the query's): int16
-	 * dimensions and int16 zero for vector and halfvec, int32 bits for bit.
+	 * followed) whose dimension count fits it (the caller's function then
+	 * checks it against the query's): int16 dimensions and int16 zero for
+	 * vector and halfvec, int32 bits for bit, a sparsevec's int32
+	 * dimensions and a non-zero count its size holds.
 	 */
 	{
-		int			dim = ((const int16 *) out)[2];
-		int32		bits;
-		bool		floats,
-					packed;
+		int32		h[4] = {0};
+		bool		ok;
 
-		memcpy(&bits, out + 4, sizeof(bits));
-		floats = ((const int16 *) out)[3] == 0 && (8 + 4 * dim == size || 8 + 2 * dim == size);
-		packed = bits >= 1 && bits <= SHNSW_MAX_BIT_DIM && 8 + (bits + 7) / 8 == size;
-		if (!VARATT_IS_4B_U(out) || VARSIZE(out) != (Size) size || (!floats && !packed))
+		memcpy(h, out, Min(size, (int) sizeof(h)));
+		if (elemtype == SHNSW_ELEM_SPARSE)
+			ok = size >= 16 && h[1] >= 1 && h[2] >= 0 && h[2] <= (size - 16) / 8 && h[3] == 0;
+		else if (elemtype == SHNSW_ELEM_BIT)
+			ok = h[1] >= 1 && h[1] <= SHNSW_MAX_BIT_DIM && 8 + (h[1] + 7) / 8 == size;
+		else
+			ok = ((const int16 *) out)[3] == 0 &&
+				8 + (elemtype == SHNSW_ELEM_FLOAT4 ? 4 : 2) * ((const int16 *) out)[2] == size;
+		if (!VARATT_IS_4B_U(out) || VARSIZE(out) != (Size) size || !ok)
 			shnsw_corrupt(index, blk - 1, "stored vector header", *(const uint32 *) out);
 	}
 }

@@ -41,7 +41,7 @@ extern void shnsw_buffer_source_init(ShnswNodeSource *ops, ShnswPageCtx *ctx, Re
 								const ShnswIndexInfo *info, ShnswReader *reader);
 extern void shnsw_buffer_source_descent(ShnswPageCtx *ctx, uint64 node_count);
 extern void shnsw_read_vector(Relation index, ShnswReader *reader, BlockNumber blk,
-							  uint16 offset, int size, char *out);
+							  uint16 offset, ShnswElemType elemtype, int size, char *out);
 extern int	shnsw_vector_blocks(BlockNumber blk, uint16 offset, int size, BlockNumber *out);
 
 /* bounds checks of what is read from disk (pageaccess.c; src/README, Corruption) */

@@ -56,7 +56,7 @@ typedef struct ShnswMetaPageData
 {
 	uint32		magic;
 	uint32		version;
-	uint16		dims;
+	uint32		dims;			/* the column's (bits for bit) */
 	uint16		m;
 	uint16		ef_construction;
 	uint8		metric;			/* ShnswMetric */

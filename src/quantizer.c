@@ -188,7 +188,7 @@ shnsw_retrain(Relation index)
 			continue;
 		for (int s = 0; s < pv.n; s++)
 		{
-			shnsw_read_vector(index, NULL, pv.blk[s], pv.off[s], info->vec_size, img);
+			shnsw_read_vector(index, NULL, pv.blk[s], pv.off[s], info->elemtype, info->vec_size, img);
 			if (shnsw_vector_to_nav((struct varlena *) img, info->elemtype, info->metric, dims, nav))
 				sq8_train_add(mins, maxs, nav, dims);
 			rows++;
@@ -211,7 +211,7 @@ shnsw_retrain(Relation index)
 			continue;
 		for (int s = 0; s < pv.n; s++)
 		{
-			shnsw_read_vector(index, NULL, pv.blk[s], pv.off[s], info->vec_size, img);
+			shnsw_read_vector(index, NULL, pv.blk[s], pv.off[s], info->elemtype, info->vec_size, img);
 			shnsw_vector_to_nav((struct varlena *) img, info->elemtype, info->metric, dims, nav);
 			sq8_encode(lo, scale, nav, codes + (Size) s * dims, dims);
 			max_residual = Max(max_residual,

@@ -242,6 +242,7 @@ scan_prepare_bounds(ShnswScanOpaque so, const ShnswIndexInfo *info,
 					  SHNSW_METRIC_L2 : info->metric, nav, info->lo, info->scale);
 	shnsw_codebound_prepare(&so->bound, info->metric, so->unbounded, nav, info->lo, info->scale,
 						dims, -1.0);
+	so->bound.sketched = shnsw_nav_sketched(info->elemtype, info->coldims);
 	so->proof = so->bound;
 	if (snap->max_residual >= 0.0)
 		shnsw_codebound_set_residual(&so->proof, snap->max_residual);
@@ -284,6 +285,8 @@ scan_prepare_bounds(ShnswScanOpaque so, const ShnswIndexInfo *info,
 			*clamp_factor *= 1 + 1e-4;
 		}
 	}
+	if (so->bound.sketched)
+		so->stats.first_bound = SHNSW_FIRST_NONE;	/* a sketch bounds nothing */
 }
 
 /*

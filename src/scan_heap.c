@@ -158,7 +158,7 @@ scan_rerank(IndexScanDesc scan, int n)
 		nblks += shnsw_vector_blocks(c->vec_block, c->vec_offset, info->vec_size,
 									 blks + nblks);
 		shnsw_read_vector(scan->indexRelation, &so->reader, c->vec_block, c->vec_offset,
-						  info->vec_size, so->vecbuf);
+						  info->elemtype, info->vec_size, so->vecbuf);
 		so->stats.reranked++;
 		d = DatumGetFloat8(FunctionCall2Coll(so->distproc, so->collation, so->query,
 											 PointerGetDatum(so->vecbuf)));

@@ -330,8 +330,17 @@ scan_may_widen(ShnswScanOpaque so)
 bool
 scan_proof_may_search(ShnswScanOpaque so)
 {
-	if (so->swept || so->unbounded || shnsw_iterative_scan != SHNSW_ITERATIVE_STRICT ||
-		so->search.rounds != 1)
+	if (so->swept || so->unbounded || shnsw_iterative_scan != SHNSW_ITERATIVE_STRICT)
+		return true;
+
+	/*
+	 * A sketch's code distances bound nothing (src/README, Sparse
+	 * vectors): no later round could prove a row either, so every round's
+	 * rows are returned as the first round's are.
+	 */
+	if (so->bound.sketched)
+		return false;
+	if (so->search.rounds != 1)
 		return true;
 	return scan_distance_cmp(so->held[0].distance, so->first_floor) > 0;
 }

@@ -44,7 +44,8 @@ static const char *const metric_symbols[] = {
 	"streamhnsw_l1_metric", "streamhnsw_hamming_metric", "streamhnsw_jaccard_metric", NULL
 };
 static const char *const type_symbols[] = {
-	"streamhnsw_vector_type", "streamhnsw_halfvec_type", "streamhnsw_bit_type", NULL
+	"streamhnsw_vector_type", "streamhnsw_halfvec_type", "streamhnsw_bit_type",
+	"streamhnsw_sparsevec_type", NULL
 };
 
 /* The C symbol of a function of this library, or NULL. */
@@ -212,7 +213,8 @@ validate_agreement(Oid opcintype, const char *opclassname, const Oid *procs)
 	char	   *distname = get_func_name(procs[SHNSW_DISTANCE_PROC]);
 	const char *want_type = strcmp(typname, "halfvec") == 0 ? "streamhnsw_halfvec_type"
 		: strcmp(typname, "vector") == 0 ? "streamhnsw_vector_type"
-		: strcmp(typname, "bit") == 0 ? "streamhnsw_bit_type" : NULL;
+		: strcmp(typname, "bit") == 0 ? "streamhnsw_bit_type"
+		: strcmp(typname, "sparsevec") == 0 ? "streamhnsw_sparsevec_type" : NULL;
 	const char *want_metric = NULL;
 
 	if (distname != NULL)

@@ -29,6 +29,7 @@
 
 #include "format.h"
 #include "kernels.h"
+#include "kernels_sparse.h"
 #include "vector.h"
 
 typedef struct PgvectorHeader
@@ -39,6 +40,19 @@ typedef struct PgvectorHeader
 } PgvectorHeader;
 
 #define PGVECTOR_DATA(v) ((const char *) (v) + sizeof(PgvectorHeader))
+
+/* pgvector's sparsevec: indices (0-based, ascending), then the values */
+typedef struct PgvectorSparseHeader
+{
+	int32		vl_len_;
+	int32		dim;
+	int32		nnz;
+	int32		unused;
+} PgvectorSparseHeader;
+
+#define SPARSE_SIZE(nnz) ((int) sizeof(PgvectorSparseHeader) + 8 * (nnz))
+#define SPARSE_INDICES(v) ((const int32 *) ((const char *) (v) + sizeof(PgvectorSparseHeader)))
+#define SPARSE_VALUES(v, nnz) ((const float *) (SPARSE_INDICES(v) + (nnz)))
 
 /* Metric and element-type support functions of the operator classes. */
 PG_FUNCTION_INFO_V1(streamhnsw_l2_metric);
@@ -90,6 +104,13 @@ streamhnsw_bit_type(PG_FUNCTION_ARGS)
 	PG_RETURN_INT32(SHNSW_ELEM_BIT);
 }
 
+PG_FUNCTION_INFO_V1(streamhnsw_sparsevec_type);
+Datum
+streamhnsw_sparsevec_type(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT32(SHNSW_ELEM_SPARSE);
+}
+
 PG_FUNCTION_INFO_V1(streamhnsw_vector_type);
 Datum
 streamhnsw_vector_type(PG_FUNCTION_ARGS)
@@ -129,7 +150,7 @@ shnsw_index_elemtype(Relation index)
 {
 	int32		t = call_support(index, SHNSW_TYPE_PROC);
 
-	if (t != SHNSW_ELEM_FLOAT4 && t != SHNSW_ELEM_FLOAT2 && t != SHNSW_ELEM_BIT)
+	if (t < SHNSW_ELEM_FLOAT4 || t > SHNSW_ELEM_SPARSE)
 		elog(ERROR, "streamhnsw: operator class type function returned %d", t);
 	return (ShnswElemType) t;
 }
@@ -139,7 +160,8 @@ int
 shnsw_max_dims(ShnswElemType elemtype)
 {
 	return elemtype == SHNSW_ELEM_FLOAT4 ? SHNSW_MAX_VECTOR_DIM :
-		elemtype == SHNSW_ELEM_FLOAT2 ? SHNSW_MAX_HALFVEC_DIM : SHNSW_MAX_BIT_DIM;
+		elemtype == SHNSW_ELEM_FLOAT2 ? SHNSW_MAX_HALFVEC_DIM :
+		elemtype == SHNSW_ELEM_BIT ? SHNSW_MAX_BIT_DIM : SHNSW_MAX_SPARSE_DIM;
 }
 
 /* The type's name in messages. */
@@ -147,7 +169,8 @@ const char *
 shnsw_elemtype_name(ShnswElemType elemtype)
 {
 	return elemtype == SHNSW_ELEM_FLOAT4 ? "vector" :
-		elemtype == SHNSW_ELEM_FLOAT2 ? "halfvec" : "bit";
+		elemtype == SHNSW_ELEM_FLOAT2 ? "halfvec" :
+		elemtype == SHNSW_ELEM_BIT ? "bit" : "sparsevec";
 }
 
 /*
@@ -181,13 +204,80 @@ shnsw_index_dims(Relation index, ShnswElemType elemtype)
 	return dims;
 }
 
-/* Size of the varlena image of a vector of these dimensions. */
+/*
+ * Size of the varlena image of a vector of these dimensions; of a
+ * sparsevec, the image of the most non-zero elements it may have (stored
+ * values are padded to it: shnsw_stored_image).
+ */
 int
 shnsw_vec_size(ShnswElemType elemtype, int dims)
 {
+	if (elemtype == SHNSW_ELEM_SPARSE)
+		return SPARSE_SIZE(Min(dims, SHNSW_SPARSE_MAX_NNZ));
 	if (elemtype == SHNSW_ELEM_BIT)
 		return (int) sizeof(PgvectorHeader) + shnsw_nav_dims(elemtype, dims);
 	return (int) sizeof(PgvectorHeader) + dims * (elemtype == SHNSW_ELEM_FLOAT4 ? 4 : 2);
+}
+
+/*
+ * check_sparse checks a detoasted sparsevec: its size (its non-zero
+ * elements', or the index's stored size: a build inserts the rows it could
+ * not hold in memory from their stored images), its dimensions against the
+ * index's, finite values (sparsevec input refuses the others).
+ */
+static struct varlena *
+check_sparse(struct varlena *v, int dims)
+{
+	const PgvectorSparseHeader *h = (const PgvectorSparseHeader *) v;
+	const float *x;
+
+	if (VARSIZE(v) < sizeof(PgvectorSparseHeader) || h->nnz < 0 || h->nnz > h->dim ||
+		(VARSIZE(v) != (Size) SPARSE_SIZE(h->nnz) &&
+		 (VARSIZE(v) != (Size) shnsw_vec_size(SHNSW_ELEM_SPARSE, dims) ||
+		  h->nnz > SHNSW_SPARSE_MAX_NNZ)))
+		elog(ERROR, "streamhnsw: malformed sparsevec value");
+	/* pgvector's sparsevec distance functions say the same */
+	if (h->dim != dims)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("different sparsevec dimensions %d and %d", h->dim, dims)));
+	x = SPARSE_VALUES(v, h->nnz);
+	for (int i = 0; i < h->nnz; i++)
+		if (!isfinite(x[i]))
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_EXCEPTION),
+					 errmsg(isnan(x[i]) ? "NaN not allowed in sparsevec" : "infinite value not allowed in sparsevec")));
+	return v;
+}
+
+/*
+ * shnsw_stored_image returns the image a checked value v is stored as
+ * (vec_size bytes, shnsw_vec_size): the value itself, but a sparsevec
+ * padded with zeros to the most non-zero elements an indexed one may have,
+ * its varlena header saying the padded size (its functions read nnz
+ * elements: src/README, Sparse vectors). Raises pgvector's error for a
+ * sparsevec with more. The result may be palloc'd.
+ */
+struct varlena *
+shnsw_stored_image(struct varlena *v, ShnswElemType elemtype, int vec_size)
+{
+	const PgvectorSparseHeader *h = (const PgvectorSparseHeader *) v;
+	struct varlena *img;
+
+	if (elemtype != SHNSW_ELEM_SPARSE)
+		return v;
+	if (h->nnz > SHNSW_SPARSE_MAX_NNZ)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("sparsevec cannot have more than %d non-zero elements for streamhnsw index",
+						SHNSW_SPARSE_MAX_NNZ)));
+	if (VARSIZE(v) > (Size) vec_size)
+		elog(ERROR, "streamhnsw: sparsevec of %d non-zero elements larger than the index's vectors",
+			 h->nnz);
+	img = palloc0(vec_size);
+	memcpy(img, v, VARSIZE(v));
+	SET_VARSIZE(img, vec_size);
+	return img;
 }
 
 /*
@@ -216,6 +306,8 @@ shnsw_check_vector(Datum value, ShnswElemType elemtype, int dims)
 					 errmsg("different bit lengths %d and %d", bits, dims)));
 		return v;
 	}
+	if (elemtype == SHNSW_ELEM_SPARSE)
+		return check_sparse(v, dims);
 	if (VARSIZE(v) != (Size) shnsw_vec_size(elemtype, h->dim))
 		elog(ERROR, "streamhnsw: malformed %s value", shnsw_elemtype_name(elemtype));
 	if (h->dim != dims)
@@ -246,6 +338,33 @@ shnsw_check_vector(Datum value, ShnswElemType elemtype, int dims)
 }
 
 /*
+ * sparse_to_nav is shnsw_vector_to_nav of a sparsevec: its sketch
+ * (kernels_sparse.h), normalized for cosine. A value that is not zero is
+ * indexed under cosine even if its sketch is (its elements cancelled in
+ * their buckets): it navigates as the first axis.
+ */
+static bool
+sparse_to_nav(const struct varlena *v, ShnswMetric metric, int dims, float *nav)
+{
+	const PgvectorSparseHeader *h = (const PgvectorSparseHeader *) v;
+	bool		zero = true;
+
+	shnsw_sparse_sketch(SPARSE_INDICES(v), SPARSE_VALUES(v, h->nnz), h->nnz, h->dim, nav, dims);
+	if (metric != SHNSW_METRIC_COSINE)
+		return true;
+	for (int i = 0; i < h->nnz && zero; i++)
+		zero = SPARSE_VALUES(v, h->nnz)[i] == 0.0f;
+	if (zero)
+		return false;
+	if (!shnsw_normalize(nav, dims))
+	{
+		memset(nav, 0, sizeof(float) * dims);
+		nav[0] = 1.0f;
+	}
+	return true;
+}
+
+/*
  * shnsw_vector_to_nav converts a checked value to the float vector the graph
  * navigates on (normalized for cosine; a bit vector's bytes), of dims
  * navigation dimensions (shnsw_nav_dims). Returns false if the value cannot
@@ -264,6 +383,8 @@ shnsw_vector_to_nav(const struct varlena *v, ShnswElemType elemtype, ShnswMetric
 		for (int i = 0; i < dims; i++)
 			nav[i] = (float) bytes[i];
 	}
+	else if (elemtype == SHNSW_ELEM_SPARSE)
+		return sparse_to_nav(v, metric, dims, nav);
 	else if (elemtype == SHNSW_ELEM_FLOAT4)
 		memcpy(nav, PGVECTOR_DATA(v), sizeof(float) * dims);
 	else

@@ -28,6 +28,8 @@ extern const char *shnsw_elemtype_name(ShnswElemType elemtype);
 extern int	shnsw_index_dims(Relation index, ShnswElemType elemtype);
 extern int	shnsw_vec_size(ShnswElemType elemtype, int dims);
 extern struct varlena *shnsw_check_vector(Datum value, ShnswElemType elemtype, int dims);
+extern struct varlena *shnsw_stored_image(struct varlena *v, ShnswElemType elemtype,
+										  int vec_size);
 extern bool shnsw_vector_to_nav(const struct varlena *v, ShnswElemType elemtype,
 								ShnswMetric metric, int dims, float *nav);
 

@@ -178,6 +178,53 @@ check_bits(VerifyState *vs, const ShnswMetaPageData *meta, BlockNumber blk, int 
 }
 
 /*
+ * check_sparse reports a stored sparsevec whose header is not the index's
+ * (padded size, dimensions, a non-zero count the padded size holds), whose
+ * indices do not ascend within the dimensions, whose values are not
+ * finite, or whose padding is not zero (src/README, Sparse vectors).
+ */
+static void
+check_sparse(VerifyState *vs, const ShnswMetaPageData *meta, BlockNumber blk, int slot,
+			 BlockNumber vblk, const char *vec)
+{
+	int32		hdr[4];
+	int			maxnnz = ((int) meta->vec_size - 16) / 8;
+
+	memcpy(hdr, vec, sizeof(hdr));
+	if (!VARATT_IS_4B_U(vec) || VARSIZE(vec) != (Size) meta->vec_size ||
+		hdr[1] != (int32) meta->dims || hdr[2] < 0 || hdr[2] > maxnnz || hdr[3] != 0)
+	{
+		problem(vs, "node (%u,%d) has a vector at block %u whose header (%08x, %d dimensions, %d non-zero) does not match the index's sparsevec(%u)",
+				blk, slot, vblk, (uint32) hdr[0], hdr[1], hdr[2], meta->dims);
+		return;
+	}
+	for (int i = 0; i < hdr[2]; i++)
+	{
+		int32		at,
+					prev = -1;
+		float		f;
+
+		memcpy(&at, vec + 16 + 4 * i, 4);
+		memcpy(&f, vec + 16 + 4 * hdr[2] + 4 * i, 4);
+		if (i > 0)
+			memcpy(&prev, vec + 16 + 4 * (i - 1), 4);
+		if (at <= prev || at >= (int32) meta->dims || !isfinite(f))
+		{
+			problem(vs, "node (%u,%d) has a vector at block %u whose element %d is invalid",
+					blk, slot, vblk, i);
+			return;
+		}
+	}
+	for (int b = 16 + 8 * hdr[2]; b < (int) meta->vec_size; b++)
+		if (vec[b] != 0)
+		{
+			problem(vs, "node (%u,%d) has a vector at block %u with bytes past its elements",
+					blk, slot, vblk);
+			return;
+		}
+}
+
+/*
  * check_vector reports a problem unless the exact vector of node (blk,
  * slot) at (vblk, voff), on vector pages, lies within their data and has a
  * header of the index's dimensions and element type (a plain varlena of
@@ -222,6 +269,11 @@ check_vector(VerifyState *vs, Relation index, const ShnswMetaPageData *meta, Blo
 	if (meta->elemtype == SHNSW_ELEM_BIT)
 	{
 		check_bits(vs, meta, blk, slot, vblk, vec);
+		return;
+	}
+	if (meta->elemtype == SHNSW_ELEM_SPARSE)
+	{
+		check_sparse(vs, meta, blk, slot, vblk, vec);
 		return;
 	}
 	memcpy(&dim, hdr + 4, 2);
@@ -353,8 +405,7 @@ verify_meta_sizes(VerifyState *vs)
 	}
 	if (meta->m < SHNSW_MIN_M || meta->m > SHNSW_MAX_M_OPTION)
 		problem(vs, "metapage (block 0) has m = %u", meta->m);
-	if ((meta->elemtype != SHNSW_ELEM_FLOAT4 && meta->elemtype != SHNSW_ELEM_FLOAT2 &&
-		 meta->elemtype != SHNSW_ELEM_BIT) ||
+	if (meta->elemtype < SHNSW_ELEM_FLOAT4 || meta->elemtype > SHNSW_ELEM_SPARSE ||
 		meta->dims < 1 || meta->dims > shnsw_max_dims((ShnswElemType) meta->elemtype))
 		problem(vs, "metapage (block 0) has element type %u with %u dimensions",
 				meta->elemtype, meta->dims);
@@ -815,8 +866,9 @@ streamhnsw_metapage(PG_FUNCTION_ARGS)
 	values[i++] = Int32GetDatum(meta.m);
 	values[i++] = Int32GetDatum(meta.ef_construction);
 	values[i++] = CStringGetTextDatum(metrics[meta.metric <= SHNSW_METRIC_LAST ? meta.metric : 0]);
-	values[i++] = CStringGetTextDatum(meta.elemtype == SHNSW_ELEM_FLOAT2 ? "halfvec" :
-									  meta.elemtype == SHNSW_ELEM_BIT ? "bit" : "vector");
+	values[i++] = CStringGetTextDatum(meta.elemtype >= SHNSW_ELEM_FLOAT4 &&
+									  meta.elemtype <= SHNSW_ELEM_SPARSE ?
+									  shnsw_elemtype_name((ShnswElemType) meta.elemtype) : "?");
 	values[i++] = BoolGetDatum(meta.quant_trained);
 	values[i++] = Int64GetDatum((int64) meta.node_count);
 	values[i++] = Int64GetDatum((int64) meta.deleted_count);

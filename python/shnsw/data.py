@@ -36,6 +36,58 @@ def clustered(n: int, dim: int, seed: int = 0, n_clusters: int | None = None,
     return x[:n], x[n:]
 
 
+def sparse_clustered(n: int, dim: int, nnz: int, seed: int = 0, n_topics: int = 16,
+                     n_queries: int = 0, query_nnz: int | None = None):
+    """Return (rows, queries): lists of (indices, values) pairs (int32 indices
+    ascending, 0-based; float32 values, all positive), like learned sparse
+    embeddings (SPLADE): each vector is about seven tenths terms of its
+    topic (a few hundred terms, Zipf-weighted; topics' sizes Zipf-like too)
+    and the rest terms from the whole vocabulary, Zipf-weighted as words
+    are. Queries have query_nnz terms (default nnz / 3) from the same mix.
+    """
+    rng = np.random.default_rng(seed)
+    vocab_w = 1.0 / np.arange(1, dim + 1) ** 1.05
+    vocab_w /= vocab_w.sum()
+    vocab = rng.permutation(dim).astype(np.int32)
+    topic_w = 1.0 / np.arange(1, n_topics + 1) ** 0.8
+    topic_w /= topic_w.sum()
+    topic_size = min(dim, max(4 * nnz, 300))
+    topics = [rng.choice(dim, size=topic_size, replace=False).astype(np.int32)
+              for _ in range(n_topics)]
+    term_w = 1.0 / np.arange(1, topic_size + 1) ** 0.7
+    term_w /= term_w.sum()
+
+    def one(k):
+        t = rng.choice(n_topics, p=topic_w)
+        own = rng.choice(topics[t], size=min(topic_size, max(1, (7 * k) // 10)),
+                         replace=False, p=term_w)
+        other = vocab[rng.choice(dim, size=k - len(own), replace=False, p=vocab_w)]
+        idx = np.unique(np.concatenate([own, other]))
+        val = rng.lognormal(-0.5, 0.6, size=len(idx)).astype(np.float32)
+        return idx, val
+
+    rows = [one(nnz) for _ in range(n)]
+    queries = [one(query_nnz or max(1, nnz // 3)) for _ in range(n_queries)]
+    return rows, queries
+
+
+def sparse_literal(idx, val, dim: int) -> str:
+    """pgvector's sparsevec text form (1-based indices) of (indices, values)."""
+    return "{" + ",".join(f"{i + 1}:{v:.9g}" for i, v in zip(idx, val)) + f"}}/{dim}"
+
+
+def load_sparse(conn, table: str, rows: list, dim: int, start_id: int = 0) -> None:
+    """Create `table (id bigint primary key, embedding sparsevec(dim))` and COPY
+    rows ((indices, values) pairs) in; row i gets id start_id + i."""
+    conn.execute(f"DROP TABLE IF EXISTS {table}")
+    conn.execute(f"CREATE TABLE {table} (id bigint PRIMARY KEY, embedding sparsevec({dim}))")
+    with conn.cursor() as cur:
+        with cur.copy(f"COPY {table} (id, embedding) FROM STDIN") as cp:
+            for i, (idx, val) in enumerate(rows):
+                cp.write(f"{start_id + i}\t{sparse_literal(idx, val, dim)}\n")
+    conn.execute(f"ANALYZE {table}")
+
+
 def ground_truth(rows: np.ndarray, queries: np.ndarray, k: int, metric: str = "l2",
                  batch: int = 256) -> np.ndarray:
     """Exact k nearest neighbours (row indices, nearest first), float32 numpy.
@@ -114,6 +166,18 @@ def load(conn, table: str, x: np.ndarray, typ: str = "vector", start_id: int = 0
     Row i of x gets id start_id + i. Uses binary COPY.
     """
     n, dim = x.shape
+    if typ == "sparsevec":
+        # dense rows, loaded as sparse ones (text COPY)
+        rows = [(np.flatnonzero(r), r[np.flatnonzero(r)]) for r in x]
+        if create:
+            load_sparse(conn, table, rows, dim, start_id)
+            return
+        with conn.cursor() as cur:
+            with cur.copy(f"COPY {table} (id, embedding) FROM STDIN") as cp:
+                for i, (idx, val) in enumerate(rows):
+                    cp.write(f"{start_id + i}\t{sparse_literal(idx, val, dim)}\n")
+        conn.execute(f"ANALYZE {table}")
+        return
     if create:
         conn.execute(f"DROP TABLE IF EXISTS {table}")
         conn.execute(f"CREATE TABLE {table} (id bigint PRIMARY KEY, embedding {typ}({dim}))")

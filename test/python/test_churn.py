@@ -109,8 +109,8 @@ def test_corrupt_free_list_head_is_an_error(private_cluster):
     assert r.returncode == 0, r.stderr
     f = c.datadir / path
     buf = bytearray(f.read_bytes())
-    free_head_at = 24 + 100          # page header, then ShnswMetaPageData.free_head
-    slot_bits = buf[24 + 18]
+    free_head_at = 24 + 108          # page header, then ShnswMetaPageData.free_head
+    slot_bits = buf[24 + 20]
     head = struct.unpack_from("<I", buf, free_head_at)[0]
     assert head != 0xFFFFFFFF, "VACUUM left no free slot"
     blk = head >> slot_bits

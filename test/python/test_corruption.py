@@ -78,7 +78,7 @@ def c1_nslots(buf):
 
 
 def c2_vec_size(buf):
-    put(buf, 48, "<I", 0xFFFFFFF0)
+    put(buf, 52, "<I", 0xFFFFFFF0)
     return [0]
 
 
@@ -93,17 +93,17 @@ def c3_vec_offset(buf):
 
 
 def c4_node_size(buf):
-    put(buf, 46, "<H", 65535)
+    put(buf, 48, "<H", 65535)
     return [0]
 
 
 def c5_insert_graph_blk(buf):
-    put(buf, 68, "<I", 0)
+    put(buf, 72, "<I", 0)
     return [0]
 
 
 def c6_m_zero(buf):
-    put(buf, 34, "<H", 0)
+    put(buf, 36, "<H", 0)
     return [0]
 
 

@@ -129,7 +129,7 @@ def test_layers_point_down():
     assert not comps, explain(edges, comps)
 
 
-PURE_MODULES = {"buildgraph", "codebound", "format", "host", "kernels", "kernels_bit", "kernels_l1", "layout",
+PURE_MODULES = {"buildgraph", "codebound", "format", "host", "kernels", "kernels_bit", "kernels_l1", "kernels_sparse", "layout",
                 "lookahead", "simd",
                 "neighbors_select", "nodecheck", "nodesource", "pqueue", "reachability",
                 "search", "visited"}

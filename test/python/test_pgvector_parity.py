@@ -33,6 +33,8 @@ import time
 
 import pytest
 
+from shnsw import data
+
 ENGINES = ("hnsw", "streamhnsw")
 OPS = {"l2": "<->", "ip": "<#>", "cosine": "<=>", "l1": "<+>"}
 
@@ -491,6 +493,105 @@ def test_build_recall(conn, metric, typ):
     if failures and metric == "l1" and typ == "halfvec" and \
             all(ours >= want for _, ours, _, _ in failures):
         pytest.xfail(f"{L1_BUILD_RECALL_FINDING}: {failures}")
+    assert not failures, failures
+
+
+# --- sparsevec builds (pgvector's build-recall scenario's modes) -------------
+
+# What test_sparsevec_build_recall reports as an expected failure under inner
+# product and cosine: every build within 0.015 of pgvector's - 0.005.
+SPARSE_SKETCH_FINDING = (
+    "FINDING (issue 50): on 3,000 rows of about 50 non-zero elements and queries of about "
+    "20, recall@20 under inner product (0.965 against 0.976) and cosine (0.969 against "
+    "0.978) is about 0.01 under pgvector's with the sketch of 1,024 dimensions; with 2,048 "
+    "both pass (0.978 against 0.976, 0.976 against 0.978) but L2 on test_recall.py's rows "
+    "falls to 0.952 against 0.975 (181 nodes the build had to link to make reachable): "
+    "docs/design-decisions.md")
+
+# What test_sparsevec_build_recall reports as an expected failure when only
+# the build whose graph does not fit in memory is below pgvector's - 0.005.
+SPARSE_SPILLED_FINDING = (
+    "FINDING (issue 50): sparsevec builds whose graph does not fit (maintenance_work_mem "
+    "1MB: about 400 of 3,000 rows in memory, the rest inserted by the leader and two "
+    "workers at once), 200 queries, recall@20: L2 0.966 to 0.969 against pgvector's 0.983, "
+    "L1 0.955 against 0.967; the same rows built in memory 0.987 (L2) and 0.973 (L1), and "
+    "inserted by one session into an empty index 0.974 against 0.975 (L2, 50 queries): "
+    "the partly inserted graph, navigating on the sketch, is the weaker one")
+
+@pytest.mark.parametrize("metric", ["l2", "ip", "cosine", "l1"])
+def test_sparsevec_build_recall(conn, metric):
+    """
+    sparsevec_*_ops built the three ways test_build_recall builds (serial,
+    parallel in memory, parallel where the graph does not fit: the rest
+    inserted), on 3,000 topic-shaped rows of about 50 non-zero elements in
+    30,000 dimensions (streamhnsw navigates on their sketch), 200 queries of
+    about 20, recall@20 at the default ef_search against a sequential scan:
+    every build at least pgvector's recall on the same rows in the same mode
+    - 0.005 (the issue's bar; pgvector has no sparsevec recall scenario).
+    Where the graph does not fit, most rows are inserted into the written
+    index, concurrently: below that bar there, with the in-memory builds
+    above it, is an expected failure (SPARSE_SPILLED_FINDING).
+    """
+    dim = 30000
+    rows, queries = data.sparse_clustered(3000, dim, 50, seed=53, n_queries=200, query_nnz=20)
+    lits = [data.sparse_literal(i, v, dim) for i, v in queries]
+    names = {am: f"pp_spbuild_{metric}_{am}" for am in ENGINES}
+    sql = f"SELECT id FROM {{t}} ORDER BY embedding {OPS[metric]} %s::sparsevec LIMIT 20"
+    failures = []
+    try:
+        for t in names.values():
+            data.load_sparse(conn, t, rows, dim)
+        with conn.transaction():
+            conn.execute("SET LOCAL enable_indexscan = off")
+            expected = [set(ids(conn, sql.format(t=names["hnsw"]), (q,))) for q in lits]
+        for mode in ("serial", "parallel", "parallel, graph not in memory"):
+            rec = {}
+            for am, t in names.items():
+                notices = []
+                handler = lambda d: notices.append(d.message_primary)  # noqa: E731
+                conn.add_notice_handler(handler)
+                try:
+                    with conn.transaction():
+                        conn.execute("SET LOCAL client_min_messages = debug1")
+                        if mode == "serial":
+                            conn.execute("SET LOCAL max_parallel_maintenance_workers = 0")
+                        elif mode == "parallel":
+                            conn.execute("SET LOCAL max_parallel_maintenance_workers = 2")
+                            conn.execute("SET LOCAL min_parallel_table_scan_size = 1")
+                            conn.execute("SET LOCAL maintenance_work_mem = '512MB'")
+                        else:
+                            conn.execute(f"ALTER TABLE {t} SET (parallel_workers = 2)")
+                            conn.execute("SET LOCAL max_parallel_maintenance_workers = 2")
+                            conn.execute("SET LOCAL maintenance_work_mem = '1MB'")
+                        conn.execute(f"CREATE INDEX {t}_idx ON {t} USING {am} "
+                                     f"(embedding sparsevec_{metric}_ops)")
+                        conn.execute(f"ALTER TABLE {t} RESET (parallel_workers)")
+                finally:
+                    conn.remove_notice_handler(handler)
+                if mode != "serial":
+                    launched = [int(m.group(1)) for n in notices for m in [LAUNCHED[am].search(n)] if m]
+                    assert launched and launched[0] >= 1, (am, mode, notices)
+                if mode.endswith("memory"):
+                    assert any("no longer fits into maintenance_work_mem" in n for n in notices), \
+                        (am, notices)
+                with conn.transaction():
+                    conn.execute("SET LOCAL enable_seqscan = off")
+                    assert f"Index Scan using {t}_idx" in plan_of(conn, sql.format(t=t), (lits[0],))
+                    rec[am] = scenario_recall(conn, sql.format(t=t), lits, expected)
+                if am == "streamhnsw":
+                    assert conn.execute("SELECT count(*) FROM streamhnsw_verify(%s)",
+                                        (f"{t}_idx",)).fetchone()[0] == 0, mode
+                conn.execute(f"DROP INDEX {t}_idx")
+            failures += floor_failures(f"sparsevec {metric} {mode}: recall@20 (pgvector's - 0.005)",
+                                       rec["streamhnsw"], round(rec["hnsw"] - 0.005, 4))
+    finally:
+        drop(conn, names)
+    if failures and all(label.endswith("memory: recall@20 (pgvector's - 0.005)")
+                        for label, *_ in failures):
+        pytest.xfail(f"{SPARSE_SPILLED_FINDING}: {failures}")
+    if failures and metric in ("ip", "cosine") and all(ours >= pgv - 0.015
+                                                       for _, ours, pgv, _ in failures):
+        pytest.xfail(f"{SPARSE_SKETCH_FINDING}: {failures}")
     assert not failures, failures
 
 
@@ -1000,21 +1101,21 @@ def test_iterative_scan_filtered_recall(conn, iter_tables, metric):
 
 def test_unsupported_operator_classes_fail_clearly(conn):
     """
-    Every operator class pgvector's hnsw has (as installed) either exists for
-    streamhnsw under the same name (vector and halfvec with L2, inner
-    product, cosine and L1; bit with Hamming and Jaccard) or is refused when
-    the index is created, with PostgreSQL's error naming the class and the
-    access method (sparsevec); a bit or sparsevec column without a class is
-    refused with "no default operator class", as by pgvector's hnsw for bit.
-    pgvector's hnsw builds each class.
+    Every operator class pgvector's hnsw has (as installed) exists for
+    streamhnsw under the same name (vector, halfvec and sparsevec with L2,
+    inner product, cosine and L1; bit with Hamming and Jaccard: 14), and
+    both build each; a class streamhnsw lacked would be refused with
+    PostgreSQL's error naming the class and the access method. A bit or
+    sparsevec column without a class is refused with "no default operator
+    class", as by pgvector's hnsw.
     """
     import psycopg
 
-    supported = {f"{t}_{m}_ops" for t in ("vector", "halfvec")
+    supported = {f"{t}_{m}_ops" for t in ("vector", "halfvec", "sparsevec")
                  for m in ("l2", "ip", "cosine", "l1")} | {"bit_hamming_ops", "bit_jaccard_ops"}
     classes = ids(conn, "SELECT opcname FROM pg_opclass o JOIN pg_am a ON a.oid = o.opcmethod "
                         "WHERE a.amname = 'hnsw' ORDER BY 1")
-    assert supported < set(classes), classes
+    assert supported == set(classes), classes
     column = {"vector": "v", "halfvec": "h", "sparsevec": "s", "bit": "b"}
     conn.execute("DROP TABLE IF EXISTS pp_types")
     conn.execute("CREATE TABLE pp_types (v vector(3), h halfvec(3), s sparsevec(3), b bit(3))")

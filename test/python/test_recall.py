@@ -278,3 +278,64 @@ def test_bit_recall_not_below_pgvector(conn, metric):
     finally:
         for table in (*tables.values(), "r_bit_src"):
             conn.execute(f"DROP TABLE IF EXISTS {table}")
+
+
+# What test_sparsevec_recall_not_below_pgvector reports as an expected
+# failure: cosine within 0.02 of pgvector's, but more than 0.005 under it.
+SPARSE_COSINE_FINDING = (
+    "FINDING (issue 50): under sparsevec_cosine_ops streamhnsw's recall@10 at the default "
+    "ef_search is about 0.01 under pgvector's hnsw on these rows (0.960 to 0.963 against "
+    "0.968 to 0.975); a sketch of 2,048 or 4,096 dimensions does not close it, ef_search 80 "
+    "gives 0.986 to 0.990: the walk over the graph built on the sketch, not the sketch's "
+    "noise (docs/design-decisions.md)")
+
+
+@pytest.mark.parametrize("metric", ["l2", "ip", "cosine", "l1"])
+def test_sparsevec_recall_not_below_pgvector(conn, metric):
+    """
+    sparsevec_{l2,ip,cosine,l1}_ops: recall@10 at the default settings
+    (ef_search 40 for both) against the exact order (a sequential scan with
+    pgvector's own functions), 200 queries of about 30 non-zero elements
+    over 6,000 seeded rows of about 100 in 30,000 dimensions, topic-shaped
+    as learned sparse embeddings are (streamhnsw navigates on their sketch
+    of 1,024 dimensions): at least pgvector's hnsw - 0.005, its median over
+    three builds on the same rows in the same run.
+    """
+    op = {"l2": "<->", "ip": "<#>", "cosine": "<=>", "l1": "<+>"}[metric]
+    dim = 30000
+    rows, queries = data.sparse_clustered(6000, dim, 100, seed=52, n_queries=200)
+    lits = [data.sparse_literal(i, v, dim) for i, v in queries]
+    tables = {"hnsw": f"r_pgv_sp_{metric}", "streamhnsw": f"r_sh_sp_{metric}"}
+    sql = "SELECT id FROM {t} ORDER BY embedding " + op + " %s::sparsevec LIMIT 10"
+    found = {"hnsw": [], "streamhnsw": []}
+    try:
+        for table in tables.values():
+            data.load_sparse(conn, table, rows, dim)
+        with conn.transaction():
+            conn.execute("SET LOCAL enable_indexscan = off")
+            truth = [[r[0] for r in conn.execute(sql.format(t=tables["hnsw"]), (lit,))]
+                     for lit in lits]
+        for am, table in tables.items():
+            for _ in range(3 if am == "hnsw" else 1):
+                conn.execute(f"CREATE INDEX {table}_idx ON {table} USING {am} "
+                             f"(embedding sparsevec_{metric}_ops)")
+                with conn.transaction():
+                    conn.execute("SET LOCAL enable_seqscan = off")
+                    plan = "\n".join(r[0] for r in conn.execute(
+                        "EXPLAIN " + sql.format(t=table), (lits[0],)))
+                    assert f"Index Scan using {table}_idx" in plan, plan
+                    got = [[r[0] for r in conn.execute(sql.format(t=table), (lit,))]
+                           for lit in lits]
+                found[am].append(sum(len(set(g) & set(t)) for g, t in zip(got, truth))
+                                 / (10 * len(lits)))
+                conn.execute(f"DROP INDEX {table}_idx")
+        pgv = statistics.median(found["hnsw"])
+        ours = found["streamhnsw"][0]
+        print(f"\nsparsevec {metric} recall@10 at the default ef_search: streamhnsw {ours:.3f} "
+              f"pgvector {pgv:.3f} (builds {found['hnsw']})", end="")
+        if metric == "cosine" and pgv - 0.02 <= ours < pgv - 0.005:
+            pytest.xfail(f"{SPARSE_COSINE_FINDING}: {ours:.3f}, pgvector {found['hnsw']}")
+        assert ours >= pgv - 0.005, (ours, found["hnsw"])
+    finally:
+        for table in tables.values():
+            conn.execute(f"DROP TABLE IF EXISTS {table}")

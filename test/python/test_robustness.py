@@ -56,7 +56,8 @@ RECALL_SLACK = 0.02
 SHAPES = ["zero-1pct-cos", "zero-10pct-cos", "const-dim-cos", "tiny-range-cos",
           "duplicates-cos", "unnormalized-cos", "ip-normalized", "ip-unnormalized",
           "sentence-like-384-cos", "sentence-like-384-halfvec-cos", "uniform-3-l2",
-          "binary-128-l2", "heavy-tail-l1", "signs-256-hamming", "few-bits-64-jaccard"]
+          "binary-128-l2", "heavy-tail-l1", "signs-256-hamming", "few-bits-64-jaccard",
+          "splade-8192-ip"]
 
 
 def _explain_excerpt(e):

@@ -18,8 +18,8 @@ BLCKSZ = 8192
 SPECIAL = BLCKSZ - 8          # page_type (u16), nslots (u16), magic (u32)
 CONTENTS = 24                 # MAXALIGN(SizeOfPageHeaderData)
 GRAPH, VECTOR = 3, 4
-META_QUANT_TRAINED = CONTENTS + 17
-META_NODE_SIZE = CONTENTS + 22
+META_QUANT_TRAINED = CONTENTS + 19
+META_NODE_SIZE = CONTENTS + 24
 
 
 def graph_nodes(buf):
@@ -98,3 +98,66 @@ def test_verify_reports_silent_corruptions():
             for name, (_, expect) in CASES.items():
                 rows = [r[0] for r in conn.execute(f"SELECT * FROM streamhnsw_verify('{name}_v')")]
                 assert any(expect in r for r in rows), (name, rows)
+
+
+def test_corrupt_sparsevec_values():
+    """A stored sparsevec (padded to 1,000 non-zero elements) with a non-zero
+    count past its padded size is reported by verify and stops a scan with
+    the corruption error before pgvector's function could read past it;
+    indices out of order and a non-zero byte in the padding are reported."""
+    import psycopg
+    import pytest
+
+    def stored(buf):
+        return [(vb, vo) for _, flags, vb, vo in graph_nodes(buf) if flags == 0]
+
+    def nnz_past(buf):
+        vb, vo = stored(buf)[0]
+        struct.pack_into("<i", buf, vb * BLCKSZ + CONTENTS + vo + 8, 5000)
+
+    def unsorted(buf):
+        vb, vo = stored(buf)[1]
+        struct.pack_into("<ii", buf, vb * BLCKSZ + CONTENTS + vo + 16, 29000, 5)
+
+    def padding(buf):
+        vb, vo = stored(buf)[2]
+        at = vb * BLCKSZ + CONTENTS + vo + 16 + 8 * 3 + 100
+        if at >= (vb + 1) * BLCKSZ - 8:            # the vector continued on the next page
+            at = (vb + 1) * BLCKSZ + CONTENTS + 100
+        buf[at] = 7
+
+    cases = {"nnz_past": (nnz_past, "does not match the index's sparsevec(30000)"),
+             "unsorted": (unsorted, "whose element 1 is invalid"),
+             "padding": (padding, "with bytes past its elements")}
+    with Cluster(name="shnsw-verify-sparse", settings={"autovacuum": "off"}) as c:
+        c.execute("CREATE EXTENSION streamhnsw CASCADE")
+        paths = {}
+        with c.connect() as conn:
+            for name in cases:
+                conn.execute(f"CREATE TABLE {name} (id int, v sparsevec(30000))")
+                conn.execute(f"INSERT INTO {name} SELECT g, format('{{%s:1,%s:2,%s:%s}}/30000', "
+                             "g % 50 + 1, 100 + g % 70, 20000 + g, g)::sparsevec "
+                             "FROM generate_series(1, 200) g")
+                conn.execute(f"CREATE INDEX {name}_v ON {name} USING streamhnsw "
+                             "(v sparsevec_l2_ops) WITH (m = 8)")
+                assert conn.execute(f"SELECT * FROM streamhnsw_verify('{name}_v')").fetchall() == []
+                paths[name] = conn.execute("SELECT pg_relation_filepath(%s)",
+                                           (name + "_v",)).fetchone()[0]
+            conn.execute("CHECKPOINT")
+        c.stop()
+        r = c._run([c.bindir / "pg_checksums", "--disable", "-D", c.datadir], check=False)
+        assert r.returncode == 0, r.stderr
+        for name, (corrupt, _) in cases.items():
+            path = c.datadir / paths[name]
+            buf = bytearray(path.read_bytes())
+            corrupt(buf)
+            path.write_bytes(bytes(buf))
+        c.start()
+        with c.connect() as conn:
+            for name, (_, expect) in cases.items():
+                rows = [r[0] for r in conn.execute(f"SELECT * FROM streamhnsw_verify('{name}_v')")]
+                assert any(expect in r for r in rows), (name, rows)
+            conn.execute("SET enable_seqscan = off")
+            with pytest.raises(psycopg.errors.IndexCorrupted, match="stored vector header"):
+                conn.execute("SELECT id FROM nnz_past ORDER BY v <-> '{1:1}/30000' "
+                             "LIMIT 300").fetchall()

@@ -15,6 +15,7 @@
 #include "buildgraph.h"
 #include "codebound.h"
 #include "kernels.h"
+#include "kernels_sparse.h"
 #include "layout.h"
 #include "lookahead.h"
 #include "neighbors_select.h"
@@ -284,6 +285,108 @@ test_bit_kernels(void)
 	}
 	shnsw_kernels_init(SHNSW_SIMD_AVX512);
 	rng_state = saved_rng;
+}
+
+/*
+ * The sparse sketch (kernels_sparse.h): the value itself up to its
+ * navigation dimensions; beyond, each element in one bucket with a sign,
+ * so that sketches add as the values do, hashing spreads indices evenly,
+ * and inner products are kept on average (E[s(x).s(y)] = x.y). A sketched
+ * bound bounds nothing.
+ */
+static void
+test_sparse_sketch(void)
+{
+	enum {D = SHNSW_SPARSE_SKETCH_DIMS, NNZ = 100};
+	static float out[D], out2[D], sum[D];
+	int32_t		idx[NNZ],
+				idx2[NNZ];
+	float		val[NNZ],
+				val2[NNZ];
+	int			load[D] = {0};
+	int			maxload = 0,
+				negative = 0,
+				ntrial = 400;
+	double		bias = 0.0,
+				spread = 0.0;
+	ShnswCodeBound cb;
+	float		lo[4] = {0},
+				scale[4] = {1, 1, 1, 1};
+
+	/* few dimensions: the dense value */
+	idx[0] = 1, idx[1] = 5, val[0] = 2.5f, val[1] = -1.0f;
+	shnsw_sparse_sketch(idx, val, 2, 6, out, 6);
+	CHECK(out[0] == 0 && out[1] == 2.5f && out[5] == -1.0f && out[2] == 0 && out[3] == 0 &&
+		  out[4] == 0, "sparse sketch of few dimensions is the value");
+
+	/* one element: one bucket, its value with a sign */
+	for (uint32_t at = 0; at < 16 * D; at++)
+	{
+		uint64_t	h = shnsw_sparse_hash(at);
+
+		load[(uint32_t) h % D]++;
+		negative += (int) (h >> 63);
+	}
+	for (int b = 0; b < D; b++)
+		maxload = load[b] > maxload ? load[b] : maxload;
+	CHECK(maxload <= 48 && abs(negative - 8 * D) < 4 * (int) sqrt(16.0 * D),
+		  "sparse hash spreads: max load %d of 16 a bucket, %d of %d negative",
+		  maxload, negative, 16 * D);
+	idx[0] = 123456, val[0] = 3.0f;
+	shnsw_sparse_sketch(idx, val, 1, 1000000, out, D);
+	{
+		int			nz = 0;
+
+		for (int b = 0; b < D; b++)
+			nz += out[b] != 0.0f && fabsf(out[b]) == 3.0f;
+		CHECK(nz == 1, "sparse sketch of one element: one bucket of its magnitude");
+	}
+
+	/* additive, deterministic, and inner products kept on average */
+	for (int t = 0; t < ntrial; t++)
+	{
+		double		exact = 0.0,
+					est = 0.0;
+
+		for (int i = 0; i < NNZ; i++)
+		{
+			idx[i] = t * 2 * 10007 * NNZ + i * 10007;
+			val[i] = (float) (urand() + 0.1);
+			/* half the indices shared, in the same order */
+			idx2[i] = i % 2 == 0 ? idx[i] : idx[i] + 5003;
+			val2[i] = (float) (urand() + 0.1);
+			if (i % 2 == 0)
+				exact += (double) val[i] * val2[i];
+		}
+		shnsw_sparse_sketch(idx, val, NNZ, 2000000000, out, D);
+		shnsw_sparse_sketch(idx2, val2, NNZ, 2000000000, out2, D);
+		for (int b = 0; b < D; b++)
+			est += (double) out[b] * out2[b];
+		bias += (est - exact) / ntrial;
+		spread += (est - exact) * (est - exact) / ntrial;
+		if (t == 0)
+		{
+			shnsw_sparse_sketch(idx, val, NNZ / 2, 2000000000, sum, D);
+			shnsw_sparse_sketch(idx + NNZ / 2, val + NNZ / 2, NNZ - NNZ / 2, 2000000000, out2, D);
+			for (int b = 0; b < D; b++)
+				sum[b] += out2[b];
+			shnsw_sparse_sketch(idx, val, NNZ, 2000000000, out2, D);
+			CHECK(memcmp(out, out2, sizeof(out)) == 0, "sparse sketch is deterministic");
+			for (int b = 0; b < D; b++)
+				CHECK(fabsf(sum[b] - out[b]) <= 1e-6f, "sparse sketch adds up, bucket %d", b);
+		}
+	}
+	/* the estimate's spread is about |x||y| / sqrt(D): about 0.7 here */
+	CHECK(fabs(bias) < 4 * sqrt(spread / ntrial) && sqrt(spread) < 2.0,
+		  "sparse sketch keeps inner products: bias %.4f, spread %.4f", bias, sqrt(spread));
+
+	/* a sketch's code distances bound nothing */
+	shnsw_codebound_prepare(&cb, SHNSW_METRIC_L2, false, scale, lo, scale, 4, 0.0);
+	cb.sketched = true;
+	CHECK(isinf(shnsw_codebound_lower(&cb, 1.0)) && shnsw_codebound_lower(&cb, 1.0) < 0 &&
+		  isinf(shnsw_codebound_upper(&cb, 1.0)) && shnsw_codebound_upper(&cb, 1.0) > 0 &&
+		  isinf(shnsw_codebound_code(&cb, (const uint8_t *) "\1\2\3\4")),
+		  "a sketched bound bounds nothing");
 }
 
 static void
@@ -3033,6 +3136,7 @@ main(void)
 	printf("SIMD level: %d\n", shnsw_kernels_init(SHNSW_SIMD_AVX512));
 	test_kernels();
 	test_bit_kernels();
+	test_sparse_sketch();
 	test_batch_kernels();
 	test_sq8_clamp_and_half();
 	test_heap_visited();

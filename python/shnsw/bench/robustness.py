@@ -174,6 +174,17 @@ def _sparse(rng, n, dim):
     return (mask * np.abs(rng.standard_normal((n, dim), dtype=np.float32))).astype(np.float32)
 
 
+def _splade(rng, n, dim):
+    """Topic-shaped learned sparse vectors (shnsw.data.sparse_clustered): 60
+    non-zero elements a row, positive, as dense rows."""
+    from .. import data
+    rows, _ = data.sparse_clustered(n, dim, 60, seed=int(rng.integers(2 ** 31)))
+    x = np.zeros((n, dim), dtype=np.float32)
+    for i, (idx, val) in enumerate(rows):
+        x[i, idx] = val
+    return x
+
+
 def _sentence_like(rng, n, dim):
     """A stand-in for halfvec-rounded sentence embeddings: clustered,
     normalized, 2 dimensions zero in every row (rounded to float16 by
@@ -189,7 +200,7 @@ class Shape:
     metric: str              # l2 | cosine | ip | l1 | hamming | jaccard
     dim: int
     make: object = field(repr=False)   # (rng, n, dim) -> float32 rows (0/1 for bit)
-    typ: str = "vector"      # vector | halfvec | bit
+    typ: str = "vector"      # vector | halfvec | bit | sparsevec
     max_rows: int | None = None        # a cap for the widest shapes (build time)
     about: str = ""
 
@@ -237,6 +248,9 @@ SHAPES = [
     Shape("few-bits-64-jaccard", "jaccard", 64, _few_bits, typ="bit",
           about="3 bits of 64 set, a tenth all zero, a tenth in groups of 10 copies, "
                 "Jaccard (<%>)"),
+    Shape("splade-8192-ip", "ip", 8192, _splade, typ="sparsevec", max_rows=20000,
+          about="sparsevec(8192), 60 topic-shaped non-zeros a row, inner product: "
+                "navigation on a sketch, whose distances bound nothing"),
 ]
 BY_NAME = {s.name: s for s in SHAPES}
 
@@ -377,6 +391,9 @@ def explain(conn, sql: str, lit: str) -> dict:
 def vector_literal(v, typ: str = "vector") -> str:
     if typ == "bit":
         return "".join("1" if x else "0" for x in v)
+    if typ == "sparsevec":
+        nz = np.flatnonzero(v)
+        return "{" + ",".join(f"{i + 1}:{float(v[i])!r}" for i in nz) + f"}}/{len(v)}"
     return "[" + ",".join(repr(float(x)) for x in v) + "]"
 
 

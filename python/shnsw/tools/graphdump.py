@@ -24,10 +24,10 @@ def read_graph(conn, index: str) -> dict:
     with open(relation_path(conn, index), "rb") as f:
         raw = f.read()
     meta = raw[PAGE_HEADER:PAGE_HEADER + 64]
-    m = struct.unpack_from("<H", meta, 10)[0]
-    slot_bits = meta[18]
-    node_size = struct.unpack_from("<H", meta, 22)[0]
-    entry = struct.unpack_from("<I", meta, 28)[0]
+    m = struct.unpack_from("<H", meta, 12)[0]
+    slot_bits = meta[20]
+    node_size = struct.unpack_from("<H", meta, 24)[0]
+    entry = struct.unpack_from("<I", meta, 32)[0]
     tid, flags, nbrs, level, upper_at, upper = {}, {}, {}, {}, {}, {}
     for blk in range(1, len(raw) // BLCKSZ):
         page = raw[blk * BLCKSZ:(blk + 1) * BLCKSZ]

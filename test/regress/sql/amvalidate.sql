@@ -112,6 +112,13 @@ CREATE OPERATOR CLASS broken_bit_type_ops FOR TYPE bit USING streamhnsw AS
   FUNCTION 2 streamhnsw_jaccard_metric(internal),
   FUNCTION 3 streamhnsw_vector_type(internal);
 SELECT amvalidate(oid) FROM pg_opclass WHERE opcname = 'broken_bit_type_ops';
+-- a sparsevec class that says halfvec
+CREATE OPERATOR CLASS broken_sparse_type_ops FOR TYPE sparsevec USING streamhnsw AS
+  OPERATOR 1 <+> (sparsevec, sparsevec) FOR ORDER BY float_ops,
+  FUNCTION 1 l1_distance(sparsevec, sparsevec),
+  FUNCTION 2 streamhnsw_l1_metric(internal),
+  FUNCTION 3 streamhnsw_halfvec_type(internal);
+SELECT amvalidate(oid) FROM pg_opclass WHERE opcname = 'broken_sparse_type_ops';
 
 -- a correct class of our own validates
 CREATE OPERATOR CLASS amv_good_ops FOR TYPE vector USING streamhnsw AS
@@ -135,5 +142,6 @@ DROP OPERATOR FAMILY broken_metric_ops USING streamhnsw;
 DROP OPERATOR FAMILY broken_l1_metric_ops USING streamhnsw;
 DROP OPERATOR FAMILY broken_bit_metric_ops USING streamhnsw;
 DROP OPERATOR FAMILY broken_bit_type_ops USING streamhnsw;
+DROP OPERATOR FAMILY broken_sparse_type_ops USING streamhnsw;
 DROP OPERATOR FAMILY amv_good_ops USING streamhnsw;
 DROP FUNCTION amv_dist(vector, vector);

@@ -80,14 +80,22 @@ CREATE TABLE err_types (i int, t text, s sparsevec(3), b bit(3), f float4[]);
 CREATE INDEX ON err_types USING streamhnsw (i);
 CREATE INDEX ON err_types USING streamhnsw (t);
 CREATE INDEX ON err_types USING streamhnsw (s);
-CREATE INDEX ON err_types USING streamhnsw (s sparsevec_l2_ops);
 CREATE INDEX ON err_types USING streamhnsw (b);
 CREATE INDEX ON err_types USING streamhnsw (f);
 -- an operator class of the other type
 CREATE INDEX ON err_t USING streamhnsw (val halfvec_l2_ops);
 CREATE INDEX ON err_h USING streamhnsw (val vector_cosine_ops);
--- a class pgvector has for hnsw that streamhnsw does not
 CREATE INDEX ON err_t USING streamhnsw (val sparsevec_cosine_ops);
+-- sparsevec: a column without dimensions, more non-zero elements than
+-- pgvector's hnsw indexes (1,000), a query of another dimension count
+CREATE TABLE err_sparse (s sparsevec);
+CREATE INDEX ON err_sparse USING streamhnsw (s sparsevec_l2_ops);
+CREATE TABLE err_sparse_nnz (s sparsevec(2000));
+CREATE INDEX err_sparse_nnz_idx ON err_sparse_nnz USING streamhnsw (s sparsevec_ip_ops);
+INSERT INTO err_sparse_nnz SELECT array_agg(1)::vector::sparsevec FROM generate_series(1, 2000);
+INSERT INTO err_sparse_nnz VALUES ('{1:1}/2000');
+SELECT s <#> '{1:1}/5' FROM err_sparse_nnz ORDER BY s <#> '{1:1}/5' LIMIT 1;
+DROP TABLE err_sparse, err_sparse_nnz;
 
 -- unsupported index features
 CREATE INDEX ON err_t USING streamhnsw (val, val);
