@@ -424,6 +424,42 @@ L1_BUILD_RECALL_FINDING = (
     "not the SQ8 codes; L2, inner product and cosine find every row there.")
 
 
+BUILD_MODES = ("serial", "parallel", "parallel, graph not in memory")
+
+
+def build_in_mode(conn, am, t, mode, column):
+    """CREATE INDEX {t}_idx ON t USING am (column) the way mode says:
+    serially, in parallel in memory, or in parallel where the graph does
+    not fit (maintenance_work_mem 1MB: the rest inserted); parallel builds
+    must launch workers and the last must say it no longer fits (DEBUG1)."""
+    notices = []
+    handler = lambda d: notices.append(d.message_primary)  # noqa: E731
+    conn.add_notice_handler(handler)
+    try:
+        with conn.transaction():
+            conn.execute("SET LOCAL client_min_messages = debug1")
+            if mode == "serial":
+                conn.execute("SET LOCAL max_parallel_maintenance_workers = 0")
+            elif mode == "parallel":
+                conn.execute("SET LOCAL max_parallel_maintenance_workers = 2")
+                conn.execute("SET LOCAL min_parallel_table_scan_size = 1")
+                conn.execute("SET LOCAL maintenance_work_mem = '512MB'")
+            else:
+                conn.execute(f"ALTER TABLE {t} SET (parallel_workers = 2)")
+                conn.execute("SET LOCAL max_parallel_maintenance_workers = 2")
+                conn.execute("SET LOCAL maintenance_work_mem = '1MB'")
+            conn.execute(f"CREATE INDEX {t}_idx ON {t} USING {am} ({column})")
+            conn.execute(f"ALTER TABLE {t} RESET (parallel_workers)")
+    finally:
+        conn.remove_notice_handler(handler)
+    if mode != "serial":
+        launched = [int(m.group(1)) for n in notices for m in [LAUNCHED[am].search(n)] if m]
+        assert launched and launched[0] >= 1, (am, mode, notices)
+    if mode.endswith("memory"):
+        assert any("no longer fits into maintenance_work_mem" in n for n in notices), \
+            (am, notices)
+
+
 @pytest.mark.parametrize("typ", ["vector", "halfvec"])
 @pytest.mark.parametrize("metric", ["l2", "ip", "cosine", "l1"])
 def test_build_recall(conn, metric, typ):
@@ -452,35 +488,10 @@ def test_build_recall(conn, metric, typ):
     expected = [set(ids(conn, sql.format(t=names["hnsw"]), (q,))) for q in queries]
     failures = []
     try:
-        for mode in ("serial", "parallel", "parallel, graph not in memory"):
+        for mode in BUILD_MODES:
             rec = {}
             for am, t in names.items():
-                notices = []
-                handler = lambda d: notices.append(d.message_primary)  # noqa: E731
-                conn.add_notice_handler(handler)
-                try:
-                    with conn.transaction():
-                        conn.execute("SET LOCAL client_min_messages = debug1")
-                        if mode == "serial":
-                            conn.execute("SET LOCAL max_parallel_maintenance_workers = 0")
-                        elif mode == "parallel":
-                            conn.execute("SET LOCAL max_parallel_maintenance_workers = 2")
-                            conn.execute("SET LOCAL min_parallel_table_scan_size = 1")
-                            conn.execute("SET LOCAL maintenance_work_mem = '512MB'")
-                        else:
-                            conn.execute(f"ALTER TABLE {t} SET (parallel_workers = 2)")
-                            conn.execute("SET LOCAL max_parallel_maintenance_workers = 2")
-                            conn.execute("SET LOCAL maintenance_work_mem = '1MB'")
-                        conn.execute(f"CREATE INDEX {t}_idx ON {t} USING {am} (v {typ}_{metric}_ops)")
-                        conn.execute(f"ALTER TABLE {t} RESET (parallel_workers)")
-                finally:
-                    conn.remove_notice_handler(handler)
-                if mode != "serial":
-                    launched = [int(m.group(1)) for n in notices for m in [LAUNCHED[am].search(n)] if m]
-                    assert launched and launched[0] >= 1, (am, mode, notices)
-                if mode.endswith("memory"):
-                    assert any("no longer fits into maintenance_work_mem" in n for n in notices), \
-                        (am, notices)
+                build_in_mode(conn, am, t, mode, f"v {typ}_{metric}_ops")
                 with conn.transaction():
                     conn.execute("SET LOCAL enable_seqscan = off")
                     assert f"Index Scan using {t}_idx" in plan_of(conn, sql.format(t=t), (queries[0],))
@@ -544,36 +555,10 @@ def test_sparsevec_build_recall(conn, metric):
         with conn.transaction():
             conn.execute("SET LOCAL enable_indexscan = off")
             expected = [set(ids(conn, sql.format(t=names["hnsw"]), (q,))) for q in lits]
-        for mode in ("serial", "parallel", "parallel, graph not in memory"):
+        for mode in BUILD_MODES:
             rec = {}
             for am, t in names.items():
-                notices = []
-                handler = lambda d: notices.append(d.message_primary)  # noqa: E731
-                conn.add_notice_handler(handler)
-                try:
-                    with conn.transaction():
-                        conn.execute("SET LOCAL client_min_messages = debug1")
-                        if mode == "serial":
-                            conn.execute("SET LOCAL max_parallel_maintenance_workers = 0")
-                        elif mode == "parallel":
-                            conn.execute("SET LOCAL max_parallel_maintenance_workers = 2")
-                            conn.execute("SET LOCAL min_parallel_table_scan_size = 1")
-                            conn.execute("SET LOCAL maintenance_work_mem = '512MB'")
-                        else:
-                            conn.execute(f"ALTER TABLE {t} SET (parallel_workers = 2)")
-                            conn.execute("SET LOCAL max_parallel_maintenance_workers = 2")
-                            conn.execute("SET LOCAL maintenance_work_mem = '1MB'")
-                        conn.execute(f"CREATE INDEX {t}_idx ON {t} USING {am} "
-                                     f"(embedding sparsevec_{metric}_ops)")
-                        conn.execute(f"ALTER TABLE {t} RESET (parallel_workers)")
-                finally:
-                    conn.remove_notice_handler(handler)
-                if mode != "serial":
-                    launched = [int(m.group(1)) for n in notices for m in [LAUNCHED[am].search(n)] if m]
-                    assert launched and launched[0] >= 1, (am, mode, notices)
-                if mode.endswith("memory"):
-                    assert any("no longer fits into maintenance_work_mem" in n for n in notices), \
-                        (am, notices)
+                build_in_mode(conn, am, t, mode, f"embedding sparsevec_{metric}_ops")
                 with conn.transaction():
                     conn.execute("SET LOCAL enable_seqscan = off")
                     assert f"Index Scan using {t}_idx" in plan_of(conn, sql.format(t=t), (lits[0],))
@@ -731,35 +716,10 @@ def test_bit_build_recall(conn, metric):
     expected = bit_expected(conn, names["hnsw"], op, queries)
     failures = []
     try:
-        for mode in ("serial", "parallel", "parallel, graph not in memory"):
+        for mode in BUILD_MODES:
             rec = {}
             for am, t in names.items():
-                notices = []
-                handler = lambda d: notices.append(d.message_primary)  # noqa: E731
-                conn.add_notice_handler(handler)
-                try:
-                    with conn.transaction():
-                        conn.execute("SET LOCAL client_min_messages = debug1")
-                        if mode == "serial":
-                            conn.execute("SET LOCAL max_parallel_maintenance_workers = 0")
-                        elif mode == "parallel":
-                            conn.execute("SET LOCAL max_parallel_maintenance_workers = 2")
-                            conn.execute("SET LOCAL min_parallel_table_scan_size = 1")
-                            conn.execute("SET LOCAL maintenance_work_mem = '512MB'")
-                        else:
-                            conn.execute(f"ALTER TABLE {t} SET (parallel_workers = 2)")
-                            conn.execute("SET LOCAL max_parallel_maintenance_workers = 2")
-                            conn.execute("SET LOCAL maintenance_work_mem = '1MB'")
-                        conn.execute(f"CREATE INDEX {t}_idx ON {t} USING {am} (v {opclass})")
-                        conn.execute(f"ALTER TABLE {t} RESET (parallel_workers)")
-                finally:
-                    conn.remove_notice_handler(handler)
-                if mode != "serial":
-                    launched = [int(m.group(1)) for n in notices for m in [LAUNCHED[am].search(n)] if m]
-                    assert launched and launched[0] >= 1, (am, mode, notices)
-                if mode.endswith("memory"):
-                    assert any("no longer fits into maintenance_work_mem" in n for n in notices), \
-                        (am, notices)
+                build_in_mode(conn, am, t, mode, f"v {opclass}")
                 rec[am] = bit_recall(conn, t, op, queries, expected)
                 conn.execute(f"DROP INDEX {t}_idx")
             failures += bit_floor(f"bit {metric} {mode}: recall@20",
