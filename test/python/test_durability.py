@@ -210,13 +210,20 @@ def test_interrupted_vacuum_keeps_counts_consistent(cluster):
 
 def _during_vacuum_index_pass(cluster, table, fn, cost_limit=4):
     """Run VACUUM slowed down (cost delay) and call fn(conn) 0.1 s into its
-    index pass; return fn's result and how long the index pass lasted."""
+    index pass; return fn's result and how long the index pass lasted (up to
+    0.6 s: the VACUUM is cancelled then)."""
     out = {}
     with cluster.connect() as vc, cluster.connect() as mon, cluster.connect() as conn:
         pid = vc.execute("SELECT pg_backend_pid()").fetchone()[0]
         vc.execute("SET vacuum_cost_delay = '1ms'")
         vc.execute(f"SET vacuum_cost_limit = {cost_limit}")
-        t = threading.Thread(target=lambda: vc.execute(f"VACUUM {table}"))
+        def vacuum():
+            try:
+                vc.execute(f"VACUUM {table}")
+            except psycopg.errors.QueryCanceled:
+                pass
+
+        t = threading.Thread(target=vacuum)
         t.start()
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and t.is_alive():
@@ -228,13 +235,16 @@ def _during_vacuum_index_pass(cluster, table, fn, cost_limit=4):
         start = time.monotonic()
         time.sleep(0.1)
         out["result"] = fn(conn)
-        while time.monotonic() < deadline and t.is_alive():
+        # the pass must have lasted past the call (0.6 s will do): then the
+        # VACUUM, which would crawl on for a minute, is cancelled
+        while time.monotonic() < start + 0.6 and t.is_alive():
             r = mon.execute("SELECT phase FROM pg_stat_progress_vacuum WHERE pid = %s",
                             (pid,)).fetchall()
             if not r or r[0][0] != "vacuuming indexes":
                 break
             time.sleep(0.002)
         out["pass"] = time.monotonic() - start
+        mon.execute("SELECT pg_cancel_backend(%s)", (pid,))
         t.join()
     return out["result"], out["pass"]
 

@@ -72,9 +72,9 @@ def test_no_worker_launched_is_the_serial_build(conn):
     # the metapage after its header (the LSN and checksum differ): entry
     # point, counts and the codes' largest residual, which the parallel
     # build takes while it reads rows back and the serial one before it
-    # writes the pages; not build_nonce (bytes 136-143 of the metapage's
+    # writes the pages; not build_nonce (bytes 144-151 of the metapage's
     # data), random in every build
-    meta_sql = ("SELECT substr(p, 25, 136) || substr(p, 25 + 144) "
+    meta_sql = ("SELECT substr(p, 25, 144) || substr(p, 25 + 152) "
                 "FROM get_raw_page('pb_zero_idx', 0) p")
     for mem in ("512MB", "3MB"):  # on float vectors, then on SQ8 codes
         notices = []

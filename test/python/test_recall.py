@@ -296,14 +296,14 @@ def test_sparsevec_recall_not_below_pgvector(conn, metric):
     sparsevec_{l2,ip,cosine,l1}_ops: recall@10 at the default settings
     (ef_search 40 for both) against the exact order (a sequential scan with
     pgvector's own functions), 200 queries of about 30 non-zero elements
-    over 6,000 seeded rows of about 100 in 30,000 dimensions, topic-shaped
+    over 3,000 seeded rows of about 100 in 30,000 dimensions, topic-shaped
     as learned sparse embeddings are (streamhnsw navigates on their sketch
     of 1,024 dimensions): at least pgvector's hnsw - 0.005, its median over
     three builds on the same rows in the same run.
     """
     op = {"l2": "<->", "ip": "<#>", "cosine": "<=>", "l1": "<+>"}[metric]
     dim = 30000
-    rows, queries = data.sparse_clustered(6000, dim, 100, seed=52, n_queries=200)
+    rows, queries = data.sparse_clustered(3000, dim, 100, seed=52, n_queries=200)
     lits = [data.sparse_literal(i, v, dim) for i, v in queries]
     tables = {"hnsw": f"r_pgv_sp_{metric}", "streamhnsw": f"r_sh_sp_{metric}"}
     sql = "SELECT id FROM {t} ORDER BY embedding " + op + " %s::sparsevec LIMIT 10"
