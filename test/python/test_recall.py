@@ -92,7 +92,6 @@ def test_l1_recall_not_below_pgvector(conn, typ):
     lits = [data.vector_literal(q) for q in queries]
     tables = {"hnsw": f"r_pgv_l1_{typ}", "streamhnsw": f"r_sh_l1_{typ}"}
     sql = "SELECT id FROM {t} ORDER BY embedding <+> %s::" + typ + " LIMIT 10"
-    found = {"hnsw": [], "streamhnsw": []}
     try:
         for am, table in tables.items():
             data.load(conn, table, rows, typ=typ)
@@ -100,19 +99,8 @@ def test_l1_recall_not_below_pgvector(conn, typ):
             conn.execute("SET LOCAL enable_indexscan = off")
             truth = [[r[0] for r in conn.execute(sql.format(t=tables["hnsw"]), (lit,))]
                      for lit in lits]
-        for am, table in tables.items():
-            for _ in range(3 if am == "hnsw" else 1):
-                conn.execute(f"CREATE INDEX {table}_idx ON {table} USING {am} (embedding {opclass})")
-                with conn.transaction():
-                    conn.execute("SET LOCAL enable_seqscan = off")
-                    plan = "\n".join(r[0] for r in conn.execute(
-                        "EXPLAIN " + sql.format(t=table), (lits[0],)))
-                    assert f"Index Scan using {table}_idx" in plan, plan
-                    got = [[r[0] for r in conn.execute(sql.format(t=table), (lit,))]
-                           for lit in lits]
-                found[am].append(sum(len(set(g) & set(t)) for g, t in zip(got, truth))
-                                 / (10 * len(lits)))
-                conn.execute(f"DROP INDEX {table}_idx")
+        found = indexed_recall(conn, tables, f"embedding {opclass}", sql, lits[0],
+                               lambda t: _overlap(conn, sql.format(t=t), lits, truth))
         pgv = statistics.median(found["hnsw"])
         ours = found["streamhnsw"][0]
         print(f"\n{typ} l1 recall@10 at the default ef_search: streamhnsw {ours:.3f} "
@@ -215,6 +203,31 @@ def test_pgvector_insert_recall_scenario(cluster, conn, metric, typ):
         conn.execute(f"DROP TABLE {table}")
 
 
+def indexed_recall(conn, tables, column, sql, first, measure):
+    """Each engine's recall figures: its index on column is built (three
+    times for pgvector, whose figure varies from build to build: the tests
+    compare the median), its plan checked with the first query (sql, {t}
+    the table), measured by measure(table), and dropped."""
+    found = {am: [] for am in tables}
+    for am, table in tables.items():
+        for _ in range(3 if am == "hnsw" else 1):
+            conn.execute(f"CREATE INDEX {table}_idx ON {table} USING {am} ({column})")
+            with conn.transaction():
+                conn.execute("SET LOCAL enable_seqscan = off")
+                plan = "\n".join(r[0] for r in conn.execute(
+                    "EXPLAIN " + sql.format(t=table), (first,)))
+                assert f"Index Scan using {table}_idx" in plan, plan
+                found[am].append(measure(table))
+            conn.execute(f"DROP INDEX {table}_idx")
+    return found
+
+
+def _overlap(conn, sql, lits, truth):
+    """recall@10 of sql's rows against the exact ids of each query."""
+    got = [[r[0] for r in conn.execute(sql, (lit,))] for lit in lits]
+    return sum(len(set(g) & set(t)) for g, t in zip(got, truth)) / (10 * len(lits))
+
+
 def _bit_recall(conn, table, op, lits, kth, k):
     """Recall@k of the index on bit queries whose exact k-th distance is
     kth[i]: a returned row counts if it is no farther (Hamming and Jaccard
@@ -258,18 +271,9 @@ def test_bit_recall_not_below_pgvector(conn, metric):
                 kth.append(conn.execute(
                     f"SELECT b {op} %s::bit(256) FROM {tables['hnsw']} ORDER BY 1 LIMIT 10 OFFSET 9",
                     (lit,)).fetchone()[0])
-        found = {"hnsw": [], "streamhnsw": []}
-        for am, table in tables.items():
-            for _ in range(3 if am == "hnsw" else 1):
-                conn.execute(f"CREATE INDEX {table}_idx ON {table} USING {am} (b {opclass})")
-                with conn.transaction():
-                    conn.execute("SET LOCAL enable_seqscan = off")
-                    plan = "\n".join(r[0] for r in conn.execute(
-                        f"EXPLAIN SELECT id FROM {table} ORDER BY b {op} %s::bit(256) LIMIT 10",
-                        (lits[0],)))
-                    assert f"Index Scan using {table}_idx" in plan, plan
-                    found[am].append(_bit_recall(conn, table, op, lits, kth, 10))
-                conn.execute(f"DROP INDEX {table}_idx")
+        sql = f"SELECT id FROM {{t}} ORDER BY b {op} %s::bit(256) LIMIT 10"
+        found = indexed_recall(conn, tables, f"b {opclass}", sql, lits[0],
+                               lambda t: _bit_recall(conn, t, op, lits, kth, 10))
         pgv = statistics.median(found["hnsw"])
         ours = found["streamhnsw"][0]
         print(f"\nbit {metric} recall@10 at the default ef_search: streamhnsw {ours:.3f} "
@@ -307,7 +311,6 @@ def test_sparsevec_recall_not_below_pgvector(conn, metric):
     lits = [data.sparse_literal(i, v, dim) for i, v in queries]
     tables = {"hnsw": f"r_pgv_sp_{metric}", "streamhnsw": f"r_sh_sp_{metric}"}
     sql = "SELECT id FROM {t} ORDER BY embedding " + op + " %s::sparsevec LIMIT 10"
-    found = {"hnsw": [], "streamhnsw": []}
     try:
         for table in tables.values():
             data.load_sparse(conn, table, rows, dim)
@@ -315,20 +318,8 @@ def test_sparsevec_recall_not_below_pgvector(conn, metric):
             conn.execute("SET LOCAL enable_indexscan = off")
             truth = [[r[0] for r in conn.execute(sql.format(t=tables["hnsw"]), (lit,))]
                      for lit in lits]
-        for am, table in tables.items():
-            for _ in range(3 if am == "hnsw" else 1):
-                conn.execute(f"CREATE INDEX {table}_idx ON {table} USING {am} "
-                             f"(embedding sparsevec_{metric}_ops)")
-                with conn.transaction():
-                    conn.execute("SET LOCAL enable_seqscan = off")
-                    plan = "\n".join(r[0] for r in conn.execute(
-                        "EXPLAIN " + sql.format(t=table), (lits[0],)))
-                    assert f"Index Scan using {table}_idx" in plan, plan
-                    got = [[r[0] for r in conn.execute(sql.format(t=table), (lit,))]
-                           for lit in lits]
-                found[am].append(sum(len(set(g) & set(t)) for g, t in zip(got, truth))
-                                 / (10 * len(lits)))
-                conn.execute(f"DROP INDEX {table}_idx")
+        found = indexed_recall(conn, tables, f"embedding sparsevec_{metric}_ops", sql, lits[0],
+                               lambda t: _overlap(conn, sql.format(t=t), lits, truth))
         pgv = statistics.median(found["hnsw"])
         ours = found["streamhnsw"][0]
         print(f"\nsparsevec {metric} recall@10 at the default ef_search: streamhnsw {ours:.3f} "

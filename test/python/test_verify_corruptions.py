@@ -70,6 +70,20 @@ CASES = {
 }
 
 
+def corrupt_stopped(c, paths, cases):
+    """Stop the cluster, turn its checksums off, apply each case's corruption
+    to its index's file (paths: relation file paths by case name), start it."""
+    c.stop()
+    r = c._run([c.bindir / "pg_checksums", "--disable", "-D", c.datadir], check=False)
+    assert r.returncode == 0, r.stderr
+    for name, (corrupt, _) in cases.items():
+        path = c.datadir / paths[name]
+        buf = bytearray(path.read_bytes())
+        corrupt(buf)
+        path.write_bytes(bytes(buf))
+    c.start()
+
+
 def test_verify_reports_silent_corruptions():
     with Cluster(name="shnsw-verify49", settings={"autovacuum": "off"}) as c:
         c.execute("CREATE EXTENSION streamhnsw CASCADE")
@@ -84,15 +98,7 @@ def test_verify_reports_silent_corruptions():
                 paths[name] = conn.execute("SELECT pg_relation_filepath(%s)",
                                            (name + "_v",)).fetchone()[0]
             conn.execute("CHECKPOINT")
-        c.stop()
-        r = c._run([c.bindir / "pg_checksums", "--disable", "-D", c.datadir], check=False)
-        assert r.returncode == 0, r.stderr
-        for name, (corrupt, _) in CASES.items():
-            path = c.datadir / paths[name]
-            buf = bytearray(path.read_bytes())
-            corrupt(buf)
-            path.write_bytes(bytes(buf))
-        c.start()
+        corrupt_stopped(c, paths, CASES)
         with c.connect() as conn:
             assert conn.execute("SELECT * FROM streamhnsw_verify('sound_v')").fetchall() == []
             for name, (_, expect) in CASES.items():
@@ -144,15 +150,7 @@ def test_corrupt_sparsevec_values():
                 paths[name] = conn.execute("SELECT pg_relation_filepath(%s)",
                                            (name + "_v",)).fetchone()[0]
             conn.execute("CHECKPOINT")
-        c.stop()
-        r = c._run([c.bindir / "pg_checksums", "--disable", "-D", c.datadir], check=False)
-        assert r.returncode == 0, r.stderr
-        for name, (corrupt, _) in cases.items():
-            path = c.datadir / paths[name]
-            buf = bytearray(path.read_bytes())
-            corrupt(buf)
-            path.write_bytes(bytes(buf))
-        c.start()
+        corrupt_stopped(c, paths, cases)
         with c.connect() as conn:
             for name, (_, expect) in cases.items():
                 rows = [r[0] for r in conn.execute(f"SELECT * FROM streamhnsw_verify('{name}_v')")]
