@@ -152,6 +152,8 @@ typedef struct CacheCtl
 	int			overflow_mappers;
 	bool		warm_pending;	/* not preloaded: the first build request
 								 * starts the warmer (cache_warm.c) */
+	bool		warm_taken;		/* not preloaded: the last life's list was
+								 * moved aside for it (cache_warm.c) */
 	pg_atomic_uint32 size_logged;	/* the capped default was logged */
 	CacheEntry	entries[CACHE_MAX_ENTRIES];
 	CacheDropped dropped[CACHE_MAX_DROPPED];

@@ -12,7 +12,11 @@
  * is rewritten whenever a copy is built or dropped on request
  * (cache_warm_note), and the server's first request for a background build
  * (a scan that finds no copy) starts the warmer as a dynamic worker, which
- * rebuilds the list's copies and exits.
+ * rebuilds the list's copies and exits. The list it reads is the one the
+ * last life of the server left: the first rewrite or request of a life
+ * moves it aside (WARM_LAST_FILE) before anything of this life is written,
+ * so copies built in this life before its first request are neither lost
+ * from the last list nor rebuilt again.
  *
  * The list names indexes by (database, OID). A build worker
  * (streamhnsw_cache_worker in cache_build.c) opens the index by OID in its
@@ -43,6 +47,8 @@
 
 /* in the data directory, as autoprewarm's autoprewarm.blocks */
 #define WARM_FILE		"streamhnsw_cache.list"
+#define WARM_LAST_FILE	"streamhnsw_cache.list.last"	/* not preloaded:
+														 * the last life's */
 #define WARM_DUMP_SECS	300		/* rewrite the list this often, for a crash */
 
 typedef struct WarmItem
@@ -100,7 +106,7 @@ warm_dump(void)
 	}
 	LWLockRelease(&cache_ctl->lock);
 
-	snprintf(tmp, sizeof(tmp), "%s.tmp", WARM_FILE);
+	snprintf(tmp, sizeof(tmp), "%s.%d.tmp", WARM_FILE, MyProcPid);	/* one a writer */
 	f = AllocateFile(tmp, PG_BINARY_W);
 	if (f == NULL)
 	{
@@ -118,11 +124,11 @@ warm_dump(void)
 				 errmsg("could not write file \"%s\": %m", WARM_FILE)));
 }
 
-/* warm_read reads WARM_FILE into items (at most max); the count */
+/* warm_read reads the list in path into items (at most max); the count */
 static int
-warm_read(WarmItem *items, int max)
+warm_read(const char *path, WarmItem *items, int max)
 {
-	FILE	   *f = AllocateFile(WARM_FILE, PG_BINARY_R);
+	FILE	   *f = AllocateFile(path, PG_BINARY_R);
 	int			n = 0;
 	unsigned int dbid,
 				relid;
@@ -186,7 +192,13 @@ streamhnsw_cache_warmer(Datum arg)
 	pqsignal(SIGUSR1, procsignal_sigusr1_handler);
 	BackgroundWorkerUnblockSignals();
 
-	n = shnsw_shared_cache_warm ? warm_read(items, lengthof(items)) : 0;
+	if (DatumGetInt32(arg) == WARMER_ONCE)
+	{
+		n = shnsw_shared_cache_warm ? warm_read(WARM_LAST_FILE, items, lengthof(items)) : 0;
+		(void) unlink(WARM_LAST_FILE);
+	}
+	else
+		n = shnsw_shared_cache_warm ? warm_read(WARM_FILE, items, lengthof(items)) : 0;
 	qsort(items, n, sizeof(WarmItem), warm_cmp);
 	for (int i = 0; i < n && !ShutdownRequestPending; i++)
 	{
@@ -250,6 +262,27 @@ warmer_init(BackgroundWorker *bgw, int kind)
 }
 
 /*
+ * warm_take_last moves the last life's list aside, once a life and before
+ * this life writes one (not preloaded): a list left by an earlier life and
+ * never read goes, as it is older than WARM_FILE or than no list at all.
+ */
+static void
+warm_take_last(void)
+{
+	cache_get_ctl();
+	LWLockAcquire(&cache_ctl->lock, LW_EXCLUSIVE);
+	if (!cache_ctl->warm_taken)
+	{
+		cache_ctl->warm_taken = true;
+		if (access(WARM_FILE, F_OK) == 0)
+			(void) durable_rename(WARM_FILE, WARM_LAST_FILE, LOG);
+		else
+			(void) unlink(WARM_LAST_FILE);
+	}
+	LWLockRelease(&cache_ctl->lock);
+}
+
+/*
  * cache_warm_start starts the warmer once, without preloading: called for
  * the first build request of the server's life (the registry's
  * warm_pending). No worker slot: the copies come back as scans ask.
@@ -259,7 +292,10 @@ cache_warm_start(void)
 {
 	BackgroundWorker bgw;
 
-	if (cache_preloaded || !shnsw_shared_cache_warm || access(WARM_FILE, F_OK) != 0)
+	if (cache_preloaded || !shnsw_shared_cache_warm)
+		return;
+	warm_take_last();
+	if (access(WARM_LAST_FILE, F_OK) != 0)
 		return;
 	warmer_init(&bgw, WARMER_ONCE);
 	(void) RegisterDynamicBackgroundWorker(&bgw, NULL);
@@ -272,8 +308,11 @@ cache_warm_start(void)
 void
 cache_warm_note(void)
 {
-	if (!cache_preloaded && shnsw_shared_cache_warm)
-		warm_dump();
+	if (cache_preloaded || !shnsw_shared_cache_warm ||
+		(cache_ctl == NULL && !cache_marker_present()))
+		return;
+	warm_take_last();
+	warm_dump();
 }
 
 /*

@@ -175,29 +175,14 @@ shnsw_codebound_set_residual(ShnswCodeBound *b, double residual)
 			b->err_rel * b->mag;
 }
 
-double
-shnsw_code_residual(ShnswMetric metric, const float *lo, const float *scale, const float *v,
-					const uint8_t *code, int dims)
-{
-	double		sum = 0.0;
-
-	if (shnsw_metric_is_bit(metric))
-		return 0.0;
-	for (int i = 0; i < dims; i++)
-	{
-		double		r = (double) v[i] - ((double) lo[i] + (double) code[i] * (double) scale[i]);
-
-		sum += metric == SHNSW_METRIC_L1 ? fabs(r) : r * r;
-	}
-	if (metric != SHNSW_METRIC_L1)
-		sum = sqrt(sum);
-	/* double rounding of the sums, upwards (the bound rounds it up again) */
-	return sum * (1 + 1e-9) + 1e-12;
-}
-
-double
-shnsw_code_excess(ShnswMetric metric, const float *lo, const float *scale, const float *v,
-				  const uint8_t *code, int dims)
+/*
+ * |x - x'| of a value and its decoded code (excess false), or the norm of
+ * what the difference exceeds half a step by, past encoding's float
+ * rounding (excess true): one loop for the two, as they must decode alike.
+ */
+static double
+code_error(ShnswMetric metric, const float *lo, const float *scale, const float *v,
+		   const uint8_t *code, int dims, bool excess)
 {
 	double		sum = 0.0;
 
@@ -206,18 +191,39 @@ shnsw_code_excess(ShnswMetric metric, const float *lo, const float *scale, const
 	for (int i = 0; i < dims; i++)
 	{
 		double		x = (double) lo[i] + (double) code[i] * (double) scale[i];
-		/* the float rounding of encoding: of v - lo, and of its quotient */
-		double		tol = 2 * FLT_EPSILON * (fabs((double) v[i]) + fabs(x) + 256.0 * scale[i]);
-		double		e = fabs((double) v[i] - x) - (double) scale[i] / 2;
+		double		e = fabs((double) v[i] - x);
 
-		if (e > tol)
-			sum += metric == SHNSW_METRIC_L1 ? e : e * e;
+		if (excess)
+		{
+			/* the float rounding of encoding: of v - lo, and of its quotient */
+			double		tol = 2 * FLT_EPSILON * (fabs((double) v[i]) + fabs(x) + 256.0 * scale[i]);
+
+			e -= (double) scale[i] / 2;
+			if (e <= tol)
+				continue;
+		}
+		sum += metric == SHNSW_METRIC_L1 ? e : e * e;
 	}
-	if (sum == 0.0)
+	if (sum == 0.0 && excess)
 		return 0.0;
 	if (metric != SHNSW_METRIC_L1)
 		sum = sqrt(sum);
+	/* double rounding of the sums, upwards (the bound rounds it up again) */
 	return sum * (1 + 1e-9) + 1e-12;
+}
+
+double
+shnsw_code_residual(ShnswMetric metric, const float *lo, const float *scale, const float *v,
+					const uint8_t *code, int dims)
+{
+	return code_error(metric, lo, scale, v, code, dims, false);
+}
+
+double
+shnsw_code_excess(ShnswMetric metric, const float *lo, const float *scale, const float *v,
+				  const uint8_t *code, int dims)
+{
+	return code_error(metric, lo, scale, v, code, dims, true);
 }
 
 double

@@ -125,34 +125,36 @@ streamhnsw_halfvec_type(PG_FUNCTION_ARGS)
 	PG_RETURN_INT32(SHNSW_ELEM_FLOAT2);
 }
 
+/*
+ * The value an operator class support function returns (it takes no
+ * argument), checked to lie in [lo, hi]: what is called is a catalog
+ * entry, so a bad value is an error, not an assertion.
+ */
 static int32
-call_support(Relation index, uint16 procnum)
+call_support(Relation index, uint16 procnum, int32 lo, int32 hi)
 {
 	FmgrInfo   *proc = index_getprocinfo(index, 1, procnum);
+	int32		v = DatumGetInt32(FunctionCall1(proc, PointerGetDatum(NULL)));
 
-	return DatumGetInt32(FunctionCall1(proc, PointerGetDatum(NULL)));
+	if (v < lo || v > hi)
+		elog(ERROR, "streamhnsw: operator class support function %d returned %d", procnum, v);
+	return v;
 }
 
 /* shnsw_index_metric asks the index's operator class (support function 2). */
 ShnswMetric
 shnsw_index_metric(Relation index)
 {
-	int32		m = call_support(index, SHNSW_METRIC_PROC);
-
-	if (m < SHNSW_METRIC_L2 || m > SHNSW_METRIC_LAST)
-		elog(ERROR, "streamhnsw: operator class metric function returned %d", m);
-	return (ShnswMetric) m;
+	return (ShnswMetric) call_support(index, SHNSW_METRIC_PROC,
+									  SHNSW_METRIC_L2, SHNSW_METRIC_LAST);
 }
 
 /* shnsw_index_elemtype asks the index's operator class (support function 3). */
 ShnswElemType
 shnsw_index_elemtype(Relation index)
 {
-	int32		t = call_support(index, SHNSW_TYPE_PROC);
-
-	if (t < SHNSW_ELEM_FLOAT4 || t > SHNSW_ELEM_SPARSE)
-		elog(ERROR, "streamhnsw: operator class type function returned %d", t);
-	return (ShnswElemType) t;
+	return (ShnswElemType) call_support(index, SHNSW_TYPE_PROC,
+										SHNSW_ELEM_FLOAT4, SHNSW_ELEM_SPARSE);
 }
 
 /* The most dimensions (bits for bit) a column of elemtype may have. */

@@ -963,17 +963,32 @@ def test_restart_without_preloading_comes_back_warm():
     """Without preloading, the list of copies is rewritten whenever one is
     built, and the first scan after a restart that asks for a background
     build starts the warmer: the other index's copy comes back ready
-    before any scan of it, its last use the one before the restart."""
+    before any scan of it, its last use the one before the restart. The
+    warmer reads the last life's list: a copy built in this life before the
+    first request neither overwrites it (sg_l2 came back only by chance
+    before) nor makes a fresh server start a warmer (which held an xmin
+    while it ran: an isolation spec's VACUUM once removed nothing)."""
     rows, queries = data.clustered(2000, 16, seed=96, n_queries=3)
     with Cluster(name="shnsw-sg-warm-lazy") as c:
         c.execute("CREATE EXTENSION streamhnsw CASCADE")
         with c.connect() as conn:
             cached_tables(conn, ("sg_l1", "sg_l2"), rows)
+            data.load(conn, "sg_l3", rows)
+            conn.execute("CREATE INDEX sg_l3_idx ON sg_l3 USING streamhnsw (embedding vector_l2_ops)")
+            # the first life's first request: no last list, no warmer
+            assert explain_shared(conn, "sg_l3", queries[0]).startswith(BACKGROUND)
+            wait_ready(conn, "sg_l3_idx")
             before = conn.execute("SELECT last_used FROM streamhnsw_cache_list() "
                                   "WHERE index = 'sg_l2_idx'::regclass").fetchone()[0]
+            conn.execute("SELECT streamhnsw_cache_drop('sg_l3_idx')")
+        assert "rebuilt the shared cache's copies" not in c.log_tail(20000)
         c.restart()
         with c.connect() as conn:
             assert conn.execute("SELECT count(*) FROM streamhnsw_cache_list()").fetchone()[0] == 0
+            # a copy built in the scan, before any request: the list is rewritten
+            conn.execute("SET streamhnsw.shared_cache_background = off")
+            assert "built by this scan" in explain_shared(conn, "sg_l3", queries[0])
+            conn.execute("RESET streamhnsw.shared_cache_background")
             assert explain_shared(conn, "sg_l1", queries[0]).startswith(BACKGROUND)
             st = wait_ready(conn, "sg_l2_idx")
             assert st["hits"] == 0 and st["misses"] == 0, st
@@ -982,7 +997,10 @@ def test_restart_without_preloading_comes_back_warm():
             assert used == before, (used, before)
             assert "shared cache: used" in explain_shared(conn, "sg_l2", queries[1])
             same_on_off(conn, "sg_l2", queries)
-        assert "rebuilt the shared cache's copies" in c.log_tail(20000)
+        log = c.log_tail(20000)
+        assert "rebuilt the shared cache's copies" in log
+        assert "streamhnsw_cache.list" not in log, log   # no write failed
+        assert not os.path.exists(os.path.join(c.datadir, "streamhnsw_cache.list.last"))
 
 
 def test_preloaded_restart_comes_back_warm():
