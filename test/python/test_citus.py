@@ -389,6 +389,15 @@ def test_worker_with_more_shards_than_its_cache_holds(cc, items):
             for ready, nbytes, shards in copies:
                 assert 1 <= ready < shards, copies
                 assert nbytes <= 1024 * 1024, copies
+            # the coordinator lists each worker's copies by shard index
+            listed = conn.execute(
+                "SELECT nodeport, success, result FROM run_command_on_workers("
+                "$$SELECT string_agg(index::regclass::text, ',') FROM streamhnsw_cache_list() "
+                "WHERE state = 'ready'$$) ORDER BY nodeport").fetchall()
+            assert len(listed) == len(cc.workers), listed
+            for port, ok, result in listed:
+                names = result.split(",") if ok and result else []
+                assert names and all(re.fullmatch(r"items_emb_[0-9]+", n) for n in names), listed
             plan = _task_plans(conn, q[0])
             cached = [p for p in plan if "shared cache: used" in p]
             assert 0 < len(cached) < SHARDS, "\n".join(plan)
