@@ -67,6 +67,17 @@ PRESETS = {
                ef_search=[16, 24, 32, 40, 64, 96, 128, 200],
                cold_queries=30, latency_queries=15, ltm_fractions=[0.25], ltm_seconds=10,
                settings={"shared_buffers": "6GB", "maintenance_work_mem": "4GB"}),
+    # 1M x 768 (cosine, m 16, ef_construction 64), both engines built with the
+    # same maintenance_work_mem (both graphs fit) and 2 parallel workers:
+    # build time, size and memory, hot q/s at recall 0.95 and 0.99, a client
+    # sweep to each engine's peak, a new connection's first query, cold reads.
+    # About an hour on 2 cores.
+    "1m-768": dict(rows=1_000_000, dim=768, hot_queries=300, queries=1000,
+                   modes=["hot", "fresh", "concurrent", "cold"],
+                   ef_search=[16, 24, 32, 40, 64, 96, 128, 200, 300, 400],
+                   clients=[1, 2, 4, 8, 16], seconds=10, cold_queries=30,
+                   settings={"shared_buffers": "10GB", "maintenance_work_mem": "6GB",
+                             "max_parallel_maintenance_workers": 2}),
 }
 
 # Presets that are measurements of their own, each with its own runner and
