@@ -9,6 +9,7 @@
     python -m shnsw.bench --dataset file --file my.npy --metric l2
     python -m shnsw.bench --io-modes sync,stream    # A/B of streamhnsw.io_mode
     python -m shnsw.bench --preset robustness   # data shapes, both engines (robustness.py)
+    python -m shnsw.bench --preset types        # bit (re-ranked) and sparsevec, both engines
     python -m shnsw.bench --preset recall --help    # presets with a runner of their own:
                                                 # writes, recall, range, filter, order,
                                                 # churn, build-memory, build-parallel,

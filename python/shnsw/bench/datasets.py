@@ -55,9 +55,8 @@ class Dataset:
 
     def describe(self) -> dict:
         return {"name": self.name, "key": self.key, "metric": self.metric,
-                "rows": int(self.rows.shape[0]), "dim": self.dim,
-                "queries": int(self.queries.shape[0]),
-                "insert_rows": int(self.inserts.shape[0]),
+                "rows": len(self.rows), "dim": self.dim,
+                "queries": len(self.queries), "insert_rows": len(self.inserts),
                 "k_truth": int(self.truth.shape[1]), **self.info}
 
 

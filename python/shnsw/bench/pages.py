@@ -192,13 +192,15 @@ def _rel(p: Path) -> Path:
 
 # the standalone presets whose reports get a section: file prefix, heading
 STANDALONE = (("citus-", "Scaling out: Citus"), ("growth-", "An index grown by inserts"),
-              ("restart-", "A restart"))
+              ("restart-", "A restart"), ("types-", "bit and sparsevec"))
 
 
 def standalone_section(md: Path) -> str:
     """A standalone preset's report (python -m shnsw.bench --preset NAME) as
     written, under its source."""
     body = md.read_text().split("\n", 1)[1].strip()
+    # its sections go under the page's heading of the report
+    body = re.sub(r"^(#+) ", r"#\1 ", body, flags=re.M)
     more = ("; the projection to larger clusters: [bench/scaling.md](../bench/scaling.md)"
             if md.name.startswith("citus-") else "")
     return f"Source `{_rel(md)}`{more}.\n\n{body}"

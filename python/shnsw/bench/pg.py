@@ -108,9 +108,14 @@ def literals(x: np.ndarray) -> list:
 
 # --- loading and building --------------------------------------------------------
 
-def load_table(conn, table: str, rows: np.ndarray, typ: str, progress=None) -> float:
+def load_table(conn, table: str, rows, typ: str, progress=None, dim: int | None = None) -> float:
+    """Load rows (an array; with dim, sparsevec (indices, values) pairs of
+    dim dimensions) into a new table, frozen and analyzed; the seconds it took."""
     t = time.perf_counter()
-    shdata.load(conn, table, rows, typ=typ, progress=progress)
+    if dim is not None:
+        shdata.load_sparse(conn, table, rows, dim)
+    else:
+        shdata.load(conn, table, rows, typ=typ, progress=progress)
     conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = off)")
     conn.execute(f"VACUUM (ANALYZE, FREEZE) {table}")
     return time.perf_counter() - t
@@ -185,11 +190,12 @@ class MemorySampler:
 
 
 def build_index(cluster, eng: Engine, typ: str, metric: str, m: int, efc: int,
-                log=print, poll: float = 5.0) -> dict:
-    """CREATE INDEX with a progress line every `poll` seconds from a second
-    connection (pg_stat_progress_create_index)."""
+                log=print, poll: float = 5.0, column: str = "embedding") -> dict:
+    """CREATE INDEX on column (or a parenthesized expression) with a progress
+    line every `poll` seconds from a second connection
+    (pg_stat_progress_create_index)."""
     sql = (f"CREATE INDEX {eng.index} ON {eng.table} USING {eng.am} "
-           f"(embedding {opclass(typ, metric)}) WITH (m = {m}, ef_construction = {efc})")
+           f"({column} {opclass(typ, metric)}) WITH (m = {m}, ef_construction = {efc})")
     done = threading.Event()
     with cluster.connect() as conn:
         pid = conn.info.backend_pid

@@ -88,6 +88,8 @@ STANDALONE = {
     "citus": ("citus_mode", "both engines on a local Citus cluster beside one node"),
     "vdbbench": ("vdbbench", "VectorDBBench's performance and filtered cases, both clients"),
     "robustness": ("robustness", "data shapes users store, both engines at default settings"),
+    "types": ("vector_types", "bit (binary-quantized sentences, re-ranked) and sparsevec, "
+              "both engines: build, size, recall, hot and cold"),
     "writes": ("writes", "inserts, deletes, VACUUM and space reuse"),
     "recall": ("recall", "recall@10 beside pgvector on pgvector's own scenarios and more sets"),
     "range": ("ranges", "distance filters and similarity thresholds"),

@@ -54,8 +54,21 @@ class Bench(HotMode, PgbenchHotMode, FreshMode, ThroughputModes, ColdModes, LtmM
         self.metric = ds.metric
         self.result = {"config": cfg, "dataset": ds.describe(), "machine": machine_info(),
                        "engines": {}, "modes": {}, "notes": []}
-        self.lits = pg.literals(ds.queries)
-        self.insert_lits = pg.literals(ds.inserts)
+        # what the indexes are built on: a column (or expression) of the
+        # table, and its type (a preset on another type overrides these)
+        self.index_column = "embedding"
+        self.index_typ = self.typ
+        self.lits = self.literals(ds.queries)
+        self.insert_lits = self.literals(ds.inserts)
+
+    def literals(self, x):
+        """The queries' text forms, as the statements take them."""
+        return pg.literals(x)
+
+    def load_rows(self, c, eng) -> float:
+        """Load the data set's rows into eng's table; the seconds it took."""
+        return pg.load_table(c, eng.table, self.ds.rows, self.typ,
+                             progress=Progress(f"COPY {eng.table}", out=self.log))
 
     def note(self, msg):
         self.log(f"  note: {msg}")
@@ -139,11 +152,10 @@ class Bench(HotMode, PgbenchHotMode, FreshMode, ThroughputModes, ColdModes, LtmM
                 continue
             log.step(f"loading {len(ds.rows)} x {ds.dim} rows into {eng.table}")
             with self.cluster.connect() as c:
-                load_s = pg.load_table(c, eng.table, ds.rows, self.typ,
-                                       progress=Progress(f"COPY {eng.table}", out=log))
+                load_s = self.load_rows(c, eng)
             log.step(f"building {eng.am} (m={cfg['m']}, ef_construction={cfg['ef_construction']})")
-            b = pg.build_index(self.cluster, eng, self.typ, self.metric, cfg["m"],
-                               cfg["ef_construction"], log=log)
+            b = pg.build_index(self.cluster, eng, self.index_typ, self.metric, cfg["m"],
+                               cfg["ef_construction"], log=log, column=self.index_column)
             b["load_s"] = load_s
             log(f"    built in {b['build_s']:.1f} s, index {b['index_bytes'] / 2**20:.1f} MB, "
                 f"peak private memory {b['build_peak_bytes'] / 2**20:.0f} MB (+ shared "
@@ -155,6 +167,9 @@ class Bench(HotMode, PgbenchHotMode, FreshMode, ThroughputModes, ColdModes, LtmM
             rec.update(b)
         with self.cluster.connect() as c:
             c.execute("CHECKPOINT")
+
+    def after_hot(self):
+        """A preset's own measurements after the hot sweep (none here)."""
 
     def faiss(self):
         cfg, ds = self.cfg, self.ds
@@ -199,6 +214,7 @@ class Bench(HotMode, PgbenchHotMode, FreshMode, ThroughputModes, ColdModes, LtmM
             if "faiss" in modes:
                 self.faiss()
             self.hot()                 # always: it picks the ef at target recall
+            self.after_hot()
             if "pgbench-hot" in modes:
                 self.pgbench_hot()
             if "fresh" in modes:
