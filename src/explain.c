@@ -105,7 +105,12 @@ explain_scan_text(const ShnswScanStats *st, ExplainState *es)
 	explain_text_line(es, "streamhnsw: rounds=" UINT64_FORMAT " nodes expanded=" UINT64_FORMAT
 					  " distances=" UINT64_FORMAT " re-ranked=" UINT64_FORMAT,
 					  st->rounds, st->nodes_expanded, st->distances, st->reranked);
-	if (st->ef_search > 0)
+	if (st->ef_search > 0 && st->sketch_walk > 0)
+		explain_text_line(es, "streamhnsw search: ef_search=%d (%s) sketch walk=%d",
+						  st->ef_search,
+						  st->ef_from_index ? "index option" : "streamhnsw.ef_search",
+						  st->sketch_walk);
+	else if (st->ef_search > 0)
 		explain_text_line(es, "streamhnsw search: ef_search=%d (%s)", st->ef_search,
 						  st->ef_from_index ? "index option" : "streamhnsw.ef_search");
 	explain_text_line(es, "streamhnsw shared cache: %s, nodes from cache=" UINT64_FORMAT
@@ -177,6 +182,8 @@ explain_scan_properties(const ShnswScanStats *st, ExplainState *es)
 		ExplainPropertyInteger("streamhnsw ef_search", NULL, st->ef_search, es);
 		ExplainPropertyText("streamhnsw ef_search From",
 							st->ef_from_index ? "index option" : "streamhnsw.ef_search", es);
+		if (st->sketch_walk > 0)
+			ExplainPropertyInteger("streamhnsw Sketch Walk", NULL, st->sketch_walk, es);
 	}
 	ExplainPropertyText("streamhnsw Shared Cache", shnsw_cache_status_name(st->cache_status), es);
 	ExplainPropertyText("streamhnsw First Round Bound", shnsw_first_bound_names[st->first_bound], es);

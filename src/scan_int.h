@@ -38,6 +38,15 @@
  */
 #define SHNSW_DEFERRED_BATCH	16
 
+/*
+ * A scan of an index that navigates on a sketch (a sparsevec of more than
+ * SHNSW_SPARSE_SKETCH_DIMS dimensions: src/README, Sparse vectors) walks
+ * this many times ef_search wide, and re-ranks after each round's own rows
+ * at most ef_search parked nodes (scan_take_cap): with the default it
+ * re-ranks 3 * ef_search rows, as many as before, for twice the walk.
+ */
+#define SHNSW_SKETCH_WALK	2
+
 /* A re-ranked row. */
 typedef struct ShnswResult
 {
@@ -70,7 +79,7 @@ typedef struct ShnswScanOpaqueData
 	ShnswSearch search;
 	ShnswRef	start;
 	int			ef_search;		/* shnsw_scan_ef_search at the scan's start */
-	int			round_ef;
+	int			round_ef;		/* the next round's width */
 	uint32	   *outbuf;
 	int			outcap;
 	char	   *vecbuf;

@@ -41,6 +41,8 @@ typedef struct ShnswScanStats
 	int			first_bound;	/* ShnswFirstBound of the last scan; EXPLAIN only */
 	int			ef_search;		/* the last scan's ef_search; EXPLAIN only */
 	bool		ef_from_index;	/* ... taken from the index's option */
+	int			sketch_walk;	/* its first round's width under a sketch, else
+								 * 0 (SHNSW_SKETCH_WALK); EXPLAIN only */
 	uint64		scans;
 	uint64		rounds;
 	uint64		nodes_expanded;

@@ -509,26 +509,6 @@ def test_build_recall(conn, metric, typ):
 
 # --- sparsevec builds (pgvector's build-recall scenario's modes) -------------
 
-# What test_sparsevec_build_recall reports as an expected failure under inner
-# product and cosine: every build within 0.015 of pgvector's - 0.005.
-SPARSE_SKETCH_FINDING = (
-    "FINDING (issue 50): on 3,000 rows of about 50 non-zero elements and queries of about "
-    "20, recall@20 under inner product (0.965 against 0.976) and cosine (0.969 against "
-    "0.978) is about 0.01 under pgvector's with the sketch of 1,024 dimensions; with 2,048 "
-    "both pass (0.978 against 0.976, 0.976 against 0.978) but L2 on test_recall.py's rows "
-    "falls to 0.952 against 0.975 (181 nodes the build had to link to make reachable): "
-    "docs/design-decisions.md")
-
-# What test_sparsevec_build_recall reports as an expected failure when only
-# the build whose graph does not fit in memory is below pgvector's - 0.005.
-SPARSE_SPILLED_FINDING = (
-    "FINDING (issue 50): sparsevec builds whose graph does not fit (maintenance_work_mem "
-    "1MB: about 400 of 3,000 rows in memory, the rest inserted by the leader and two "
-    "workers at once), 200 queries, recall@20: L2 0.966 to 0.969 against pgvector's 0.983, "
-    "L1 0.955 against 0.967; the same rows built in memory 0.987 (L2) and 0.973 (L1), and "
-    "inserted by one session into an empty index 0.974 against 0.975 (L2, 50 queries): "
-    "the partly inserted graph, navigating on the sketch, is the weaker one")
-
 # two metrics: the build modes' paths are the same for all four, which
 # test_recall.py checks one by one (make test's time)
 @pytest.mark.parametrize("metric", ["l2", "ip"])
@@ -542,8 +522,7 @@ def test_sparsevec_build_recall(conn, metric):
     every build at least pgvector's recall on the same rows in the same mode
     - 0.005 (the issue's bar; pgvector has no sparsevec recall scenario).
     Where the graph does not fit, most rows are inserted into the written
-    index, concurrently: below that bar there, with the in-memory builds
-    above it, is an expected failure (SPARSE_SPILLED_FINDING).
+    index, concurrently.
     """
     dim = 30000
     rows, queries = data.sparse_clustered(3000, dim, 50, seed=53, n_queries=200, query_nnz=20)
@@ -573,12 +552,6 @@ def test_sparsevec_build_recall(conn, metric):
                                        rec["streamhnsw"], round(rec["hnsw"] - 0.005, 4))
     finally:
         drop(conn, names)
-    if failures and all(label.endswith("memory: recall@20 (pgvector's - 0.005)")
-                        for label, *_ in failures):
-        pytest.xfail(f"{SPARSE_SPILLED_FINDING}: {failures}")
-    if failures and metric in ("ip", "cosine") and all(ours >= pgv - 0.015
-                                                       for _, ours, pgv, _ in failures):
-        pytest.xfail(f"{SPARSE_SKETCH_FINDING}: {failures}")
     assert not failures, failures
 
 

@@ -284,16 +284,6 @@ def test_bit_recall_not_below_pgvector(conn, metric):
             conn.execute(f"DROP TABLE IF EXISTS {table}")
 
 
-# What test_sparsevec_recall_not_below_pgvector reports as an expected
-# failure: cosine within 0.02 of pgvector's, but more than 0.005 under it.
-SPARSE_COSINE_FINDING = (
-    "FINDING (issue 50): under sparsevec_cosine_ops streamhnsw's recall@10 at the default "
-    "ef_search is about 0.01 under pgvector's hnsw on these rows (0.960 to 0.963 against "
-    "0.968 to 0.975); a sketch of 2,048 or 4,096 dimensions does not close it, ef_search 80 "
-    "gives 0.986 to 0.990: the walk over the graph built on the sketch, not the sketch's "
-    "noise (docs/design-decisions.md)")
-
-
 @pytest.mark.parametrize("metric", ["l2", "ip", "cosine", "l1"])
 def test_sparsevec_recall_not_below_pgvector(conn, metric):
     """
@@ -324,8 +314,6 @@ def test_sparsevec_recall_not_below_pgvector(conn, metric):
         ours = found["streamhnsw"][0]
         print(f"\nsparsevec {metric} recall@10 at the default ef_search: streamhnsw {ours:.3f} "
               f"pgvector {pgv:.3f} (builds {found['hnsw']})", end="")
-        if metric == "cosine" and pgv - 0.02 <= ours < pgv - 0.005:
-            pytest.xfail(f"{SPARSE_COSINE_FINDING}: {ours:.3f}, pgvector {found['hnsw']}")
         assert ours >= pgv - 0.005, (ours, found["hnsw"])
     finally:
         for table in tables.values():
