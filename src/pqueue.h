@@ -127,4 +127,64 @@ shnsw_heap_pop(ShnswHeap *h)
 	return top;
 }
 
+/* x before y: nearer, then the lower id */
+static inline bool
+shnsw_pair_before(const ShnswPair *x, const ShnswPair *y)
+{
+	return x->d < y->d || (x->d == y->d && x->id < y->id);
+}
+
+/*
+ * shnsw_pairs_nearest moves the k nearest of a[0..n) to its front, nearest
+ * first (the rest in no order), in O(n + k^2) on average: a selection, then
+ * an insertion sort of the k. Returns min(k, n).
+ */
+static inline int
+shnsw_pairs_nearest(ShnswPair *a, int n, int k)
+{
+	int			lo = 0,
+				hi = n - 1;
+
+	if (k > n)
+		k = n;
+	while (k > 0 && k < n && lo < hi)
+	{
+		ShnswPair	pivot = a[lo + (hi - lo) / 2];
+		int			i = lo,
+					j = hi;
+
+		while (i <= j)
+		{
+			ShnswPair	t;
+
+			while (shnsw_pair_before(&a[i], &pivot))
+				i++;
+			while (shnsw_pair_before(&pivot, &a[j]))
+				j--;
+			if (i > j)
+				break;
+			t = a[i];
+			a[i++] = a[j];
+			a[j--] = t;
+		}
+		/* now a[lo..j] <= pivot <= a[i..hi], and a[j+1..i-1] == pivot */
+		if (k - 1 <= j)
+			hi = j;
+		else if (k - 1 >= i)
+			lo = i;
+		else
+			break;
+	}
+	for (int x = 1; x < k; x++)
+	{
+		ShnswPair	t = a[x];
+		int			y = x;
+
+		for (; y > 0 && shnsw_pair_before(&t, &a[y - 1]); y--)
+			a[y] = a[y - 1];
+		a[y] = t;
+	}
+	return k;
+}
+
 #endif							/* STREAMHNSW_PQUEUE_H */

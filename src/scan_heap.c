@@ -192,16 +192,6 @@ scan_rerank(IndexScanDesc scan, int n)
 	return kept;
 }
 
-/* qsort comparator of ShnswPair, nearest first */
-static int
-pair_cmp(const void *a, const void *b)
-{
-	float		x = ((const ShnswPair *) a)->d,
-				y = ((const ShnswPair *) b)->d;
-
-	return (x > y) - (x < y);
-}
-
 /*
  * scan_take_ahead asks the reader, speculatively, for the vector pages of
  * the parked nodes whose bound is below the nearest held row, nearest
@@ -241,8 +231,8 @@ scan_take_ahead(ShnswScanOpaque so)
 			scan_lower_bound(so, d->a[i].d) < limit)
 			so->take_near[nnear++] = d->a[i];
 	}
-	qsort(so->take_near, nnear, sizeof(ShnswPair), pair_cmp);
-	nnear = Min(nnear, SHNSW_TAKE_AHEAD);
+	/* the nearest only: a sketched scan parks hundreds, every one below */
+	nnear = shnsw_pairs_nearest(so->take_near, nnear, SHNSW_TAKE_AHEAD);
 	for (int i = 0; i < nnear; i++)
 	{
 		ShnswCand  *c = &so->search.cands[so->take_near[i].id];

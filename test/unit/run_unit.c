@@ -850,6 +850,36 @@ test_heap_visited(void)
 	CHECK(ok, "min-heap pops in order");
 	shnsw_heap_free(&h);
 
+	/* the k nearest, in order, against a full sort; ties broken by id */
+	for (int n = 0; n <= 700; n += 37)
+		for (int k = 0; k <= 70; k += 7)
+		{
+			ShnswPair  *a = malloc(sizeof(ShnswPair) * (n + 1));
+			ShnswPair  *b = malloc(sizeof(ShnswPair) * (n + 1));
+			int			got;
+
+			for (int i = 0; i < n; i++)
+			{
+				a[i].d = (float) (int) (urand() * (n % 2 ? 20 : 1e6));	/* ties when odd */
+				a[i].id = (uint32_t) i;
+			}
+			memcpy(b, a, sizeof(ShnswPair) * n);
+			shnsw_heap_init(&h, n, false);
+			for (int i = 0; i < n; i++)
+				shnsw_heap_push(&h, b[i].d, b[i].id);
+			for (int i = 0; i < n; i++)
+				b[i] = shnsw_heap_pop(&h);
+			shnsw_heap_free(&h);
+			got = shnsw_pairs_nearest(a, n, k);
+			CHECK(got == (k < n ? k : n), "pairs_nearest count n %d k %d: %d", n, k, got);
+			for (int i = 0; i < got; i++)
+				CHECK(a[i].d == b[i].d && a[i].id == b[i].id,
+					  "pairs_nearest n %d k %d at %d: %g/%u, want %g/%u",
+					  n, k, i, a[i].d, a[i].id, b[i].d, b[i].id);
+			free(a);
+			free(b);
+		}
+
 	shnsw_visited_init(&v, 4);
 	for (uint32_t i = 0; i < 5000; i++)
 		added += shnsw_visited_add(&v, i * 7919u);
