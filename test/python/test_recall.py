@@ -10,6 +10,7 @@ import random
 import statistics
 import threading
 
+import numpy as np
 import pytest
 
 from shnsw import data
@@ -18,8 +19,10 @@ OPS = {"l2": ("<->", "vector_l2_ops"), "cosine": ("<=>", "vector_cosine_ops"),
        "ip": ("<#>", "vector_ip_ops"), "l1": ("<+>", "vector_l1_ops")}
 
 
-def _recall(conn, table, op, lits, truth, k):
-    found = [[r[0] for r in conn.execute(
+def _recall(conn, table, op, lits, truth, k, ids=None):
+    """recall@k of the index's answers; ids maps a row's id to its index in
+    the truth (rows loaded in another order)"""
+    found = [[r[0] if ids is None else int(ids[r[0]]) for r in conn.execute(
         f"SELECT id FROM {table} ORDER BY embedding {op} %s::vector LIMIT {k}", (lit,))]
         for lit in lits]
     return data.recall(found, truth, k)
@@ -32,12 +35,19 @@ def _recall(conn, table, op, lits, truth, k):
     ("cosine", "insert")])
 def test_recall_not_below_pgvector(conn, metric, path):
     """
-    recall@10 at ef_search 10, 20, 40 and 100 >= pgvector's - 0.005, its
-    median over three builds (or three insert runs) on the same rows.
+    recall@10 at ef_search 10, 20, 40 and 100 >= pgvector's - 0.005, the
+    median of each engine over three builds (or three insert runs) of the
+    same rows in three orders, the same for both. A graph is one draw:
+    pgvector's levels are random, streamhnsw's are seeded, so one order is
+    one sample of it. In the first order alone streamhnsw's insert-built
+    graph gave 0.959 at ef_search 10 against pgvector's 0.961 to 0.966
+    (a CI failure); over five orders the medians were 0.959 and 0.954.
     """
     rows, queries = data.clustered(4000, 64, seed=14, normalize=metric == "cosine",
                                    n_queries=100)
     truth = data.ground_truth(rows, queries, 10, metric)
+    orders = [np.arange(len(rows))] + [np.random.default_rng(s).permutation(len(rows))
+                                       for s in (1, 2)]
     op, opclass = OPS[metric]
     lits = [data.vector_literal(q) for q in queries]
     tables = {"hnsw": f"r_pgv_{metric}_{path}", "streamhnsw": f"r_sh_{metric}_{path}"}
@@ -45,26 +55,26 @@ def test_recall_not_below_pgvector(conn, metric, path):
     found = {"hnsw": [], "streamhnsw": []}
     try:
         for am, table in tables.items():
-            for _ in range(3 if am == "hnsw" else 1):
+            for order in orders:
                 conn.execute(f"DROP TABLE IF EXISTS {table}")
                 if path == "build":
-                    data.load(conn, table, rows)
+                    data.load(conn, table, rows[order])
                     conn.execute(f"CREATE INDEX ON {table} USING {am} (embedding {opclass})")
                 else:
                     conn.execute(f"CREATE TABLE {table} (id bigint PRIMARY KEY, "
                                  "embedding vector(64))")
                     conn.execute(f"CREATE INDEX ON {table} USING {am} (embedding {opclass})")
-                    data.load(conn, table, rows, create=False)
+                    data.load(conn, table, rows[order], create=False)
                 conn.execute("SET enable_seqscan = off")
                 rec = {}
                 for ef in efs:
                     conn.execute(f"SET hnsw.ef_search = {ef}")
                     conn.execute(f"SET streamhnsw.ef_search = {ef}")
-                    rec[ef] = _recall(conn, table, op, lits, truth, 10)
+                    rec[ef] = _recall(conn, table, op, lits, truth, 10, order)
                 found[am].append(rec)
         for ef in efs:
             pgv = statistics.median(r[ef] for r in found["hnsw"])
-            ours = found["streamhnsw"][0][ef]
+            ours = statistics.median(r[ef] for r in found["streamhnsw"])
             print(f"\n{metric} {path} ef_search {ef}: streamhnsw {ours:.3f} pgvector {pgv:.3f}",
                   end="")
             assert ours >= pgv - 0.005, (ef, ours, pgv)
