@@ -12,6 +12,7 @@
 
 #include "storage/bufmgr.h"
 #include "utils/rel.h"
+#include "varatt.h"
 
 #include "format.h"
 #include "insert_int.h"
@@ -237,12 +238,12 @@ write_free_slot(InsertState *is, Buffer metabuf, const FreeSlot *fs, const NewNo
 
 	state = free_slot_upper(is, fs, nn, nbrs, nnbrs, &ublk, &uoff);
 	gpage = shnsw_write_buffer(state, fs->gbuf, 0);
-	first = Min(info->vec_size, (int) (SHNSW_PAGE_CAPACITY - fs->voff));
+	first = Min((int) VARSIZE(nn->value), (int) (SHNSW_PAGE_CAPACITY - fs->voff));
 	memcpy(PageGetContents(shnsw_write_buffer(state, fs->vbuf[0], 0)) + fs->voff,
 		   nn->value, first);
 	if (fs->nv == 2)
 		memcpy(PageGetContents(shnsw_write_buffer(state, fs->vbuf[1], 0)),
-			   (char *) nn->value + first, info->vec_size - first);
+			   (char *) nn->value + first, (int) VARSIZE(nn->value) - first);
 	meta = ShnswPageGetMeta(shnsw_write_buffer(state, metabuf, 0));
 	insert_fill_node(is, shnsw_page_node(gpage, fs->slot, info->node_size), &mine, ublk, uoff,
 			  fs->vblk, fs->voff);
@@ -380,7 +381,7 @@ free_slot_pin(InsertState *is, FreeSlot *fs, int level, BlockNumber ublk)
 {
 	int			rlevel;
 
-	fs->nv = fs->voff + is->info->vec_size > SHNSW_PAGE_CAPACITY ? 2 : 1;
+	fs->nv = fs->voff + is->info->vec_span > SHNSW_PAGE_CAPACITY ? 2 : 1;
 	fs->ubuf = InvalidBuffer;
 	fs->inplace = false;
 	for (int k = 0; k < fs->nv; k++)
@@ -429,6 +430,20 @@ free_slot_unlock(FreeSlot *fs)
 	LockBuffer(fs->gbuf, BUFFER_LOCK_UNLOCK);
 }
 
+/*
+ * free_slot_fits says whether the value is->vlen bytes fits the space of
+ * slot fs's old sparsevec (its header's size, 4-aligned; its vector page
+ * locked): such values have a size of their own and lie on one page.
+ */
+static bool
+free_slot_fits(InsertState *is, const FreeSlot *fs)
+{
+	int			old = shnsw_sparse_stored_size(is->index, BufferGetPage(fs->vbuf[0]), fs->vblk,
+											   fs->voff, is->info->vec_size);
+
+	return is->vlen <= (int) TYPEALIGN(4, old);
+}
+
 /* Outcomes of free_slot_lock. */
 typedef enum FreeSlotLock
 {
@@ -462,6 +477,13 @@ free_slot_lock(InsertState *is, Buffer metabuf, FreeSlot *fs, int level)
 	{
 		LockBuffer(fs->vbuf[k], BUFFER_LOCK_EXCLUSIVE);
 		shnsw_check_page(is->index, BufferGetPage(fs->vbuf[k]), fs->vblk + k, SHNSW_PAGE_VECTOR);
+	}
+	if (info->vec_span != info->vec_size && !free_slot_fits(is, fs))
+	{
+		/* a sparsevec larger than the space: at the stream's end instead */
+		free_slot_unlock(fs);
+		free_slot_release(fs);
+		return FREE_SLOT_APPEND;
 	}
 	if (BufferIsValid(fs->ubuf))
 	{
@@ -534,7 +556,7 @@ insert_place_in_free_slot(InsertState *is, Buffer metabuf, const NewNode *nn, Sh
 			continue;
 		}
 		shnsw_check_node(is->index, fs.gblk, fs.slot, h, info->m, info->slot_bits,
-						 info->vec_size, &is->nblocks);
+						 info->vec_span, &is->nblocks);
 		fs.vblk = h->vec_block;
 		fs.voff = h->vec_offset;
 		fs.rloc = shnsw_node_upper_loc(h);
