@@ -7,6 +7,8 @@ All data is seeded; results are exact (every row is found by a search for
 its own value, at distance 0), never a recall threshold.
 """
 
+import re
+
 import pytest
 
 from shnsw import data
@@ -155,7 +157,16 @@ def test_sparsevec_delete_vacuum_reinsert(conn, inserted):
         assert m["node_count"] < 600 + 400, m       # free slots were reused
         assert verify(conn, "ss_churn_idx") == []
         assert missing_self_matches(conn, "ss_churn") == []
+        # the same through the shared cache's copy of the graph
+        assert conn.execute("SELECT streamhnsw_cache_load('ss_churn_idx')").fetchone()[0] > 0
+        plan = "\n".join(r[0] for r in conn.execute(
+            f"EXPLAIN (ANALYZE, COSTS OFF) SELECT id FROM ss_churn "
+            f"ORDER BY v <-> '{{1:1}}/{DIM}' LIMIT 10"))
+        assert re.search(r"nodes from cache=[1-9]", plan), plan
+        assert missing_self_matches(conn, "ss_churn") == []
     finally:
+        conn.execute("SELECT streamhnsw_cache_drop(oid) FROM pg_class "
+                     "WHERE relname = 'ss_churn_idx'")
         conn.execute("DROP TABLE IF EXISTS ss_churn")
 
 
