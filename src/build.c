@@ -106,6 +106,8 @@ typedef struct ShnswBuildState
 	BufFile    *exact;			/* records: heap TID, then exact image */
 	int		   *exact_file;		/* BufFileTell position of each record */
 	off_t	   *exact_off;		/* (in-memory rows only) */
+	uint16	   *vlen;			/* a sparsevec's stored size, 4-aligned
+								 * (in-memory rows; NULL for other types) */
 	BufFile    *rest;			/* the spilled rows' records, in heap order */
 	dsm_segment *rest_seg;		/* holds rest_fs (parallel builds) */
 	SharedFileSet *rest_fs;		/* rest's file set: workers read it */
@@ -169,6 +171,9 @@ build_memory(ShnswBuildState *bs, uint32 n, bool use_codes)
 	/* a graph on halves keeps the node records' codes beside (build_put_half) */
 	if (halves)
 		per += bs->dims;
+	/* a sparsevec's stored size and its place in the vector stream */
+	if (bs->elemtype == SHNSW_ELEM_SPARSE)
+		per += sizeof(uint16) + sizeof(uint64);
 
 	/* a parallel build's node locks and workers' per-node scratch */
 	if (bs->nworkers > 0)
@@ -199,6 +204,8 @@ build_grow(ShnswBuildState *bs)
 	bs->tids = repalloc_huge(bs->tids, sizeof(ItemPointerData) * newcap);
 	bs->exact_file = repalloc_huge(bs->exact_file, sizeof(int) * newcap);
 	bs->exact_off = repalloc_huge(bs->exact_off, sizeof(off_t) * newcap);
+	if (bs->vlen)
+		bs->vlen = repalloc_huge(bs->vlen, sizeof(uint16) * newcap);
 	if (bs->nav)
 		bs->nav = repalloc_huge(bs->nav, sizeof(float) * (Size) newcap * bs->dims);
 	bs->cap = newcap;
@@ -313,6 +320,8 @@ build_callback(Relation index, ItemPointer tid, Datum *values, bool *isnull,
 	BufFileTell(bs->exact, &bs->exact_file[bs->n], &bs->exact_off[bs->n]);
 	BufFileWrite(bs->exact, tid, sizeof(ItemPointerData));
 	BufFileWrite(bs->exact, v, bs->vec_size);
+	if (bs->vlen)
+		bs->vlen[bs->n] = (uint16) TYPEALIGN(4, VARSIZE(v));
 	if (bs->nav)
 		memcpy(bs->nav + (Size) bs->n * bs->dims, bs->navbuf, sizeof(float) * bs->dims);
 	bs->n++;
@@ -362,7 +371,9 @@ typedef struct ShnswLayout
 	int			per_page;
 	int			slot_bits;
 	int			node_size;
-	int			vec_stride;
+	int			vec_stride;		/* a vector's bytes, 4-aligned (not sparsevec) */
+	uint64	   *vpos;			/* a sparsevec's place in the vector stream,
+								 * by position; NULL for other types */
 	BlockNumber graph_start;
 	BlockNumber ngraph;
 	BlockNumber vec_start;
@@ -397,6 +408,7 @@ build_layout(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswLayout *l)
 	l->ngraph = (bs->nmem + l->per_page - 1) / l->per_page;
 	l->vec_start = l->graph_start + l->ngraph;
 	vec_bytes = (uint64) bs->nmem * l->vec_stride;
+	l->vpos = NULL;
 	l->nvec = (BlockNumber) ((vec_bytes + SHNSW_PAGE_CAPACITY - 1) / SHNSW_PAGE_CAPACITY);
 	l->upper_start = l->vec_start + l->nvec;
 
@@ -407,6 +419,23 @@ build_layout(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswLayout *l)
 	shnsw_build_layout_pages(g, l->per_page, l->order, l->pos);
 	for (uint32 p = 0; p < bs->nmem; p++)
 		l->pos[l->order[p]] = p;
+	if (bs->vlen != NULL)
+	{
+		/* sparsevec values at their own size, none across a page's end */
+		l->vpos = palloc_extended(sizeof(uint64) * Max(bs->nmem, 1), MCXT_ALLOC_HUGE);
+		vec_bytes = 0;
+		for (uint32 p = 0; p < bs->nmem; p++)
+		{
+			int			len = bs->vlen[l->order[p]];
+
+			if (vec_bytes % SHNSW_PAGE_CAPACITY + len > SHNSW_PAGE_CAPACITY)
+				vec_bytes += SHNSW_PAGE_CAPACITY - vec_bytes % SHNSW_PAGE_CAPACITY;
+			l->vpos[p] = vec_bytes;
+			vec_bytes += len;
+		}
+		l->nvec = (BlockNumber) ((vec_bytes + SHNSW_PAGE_CAPACITY - 1) / SHNSW_PAGE_CAPACITY);
+		l->upper_start = l->vec_start + l->nvec;
+	}
 
 	/* upper records: pack them in position order, as PageAddItem would */
 	blk = l->upper_start - 1;
@@ -451,7 +480,7 @@ build_fill_node(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswLayout *l, uint32 
 	int			cnt;
 	ShnswRef   *nb = shnsw_build_neighbors(g, node, 0, &cnt);
 	ShnswRef   *out = shnsw_node_neighbors(h);
-	uint64		vo = (uint64) p * l->vec_stride;
+	uint64		vo = l->vpos ? l->vpos[p] : (uint64) p * l->vec_stride;
 
 	MemSet(h, 0, l->node_size);
 	h->tid_blk_hi = tid->ip_blkid.bi_hi;
@@ -567,55 +596,76 @@ write_graph_pages(ShnswBuildState *bs, ShnswBuildGraph *g, ShnswLayout *l, const
 	}
 }
 
-/* write_vector_pages writes the exact images in position order, one byte stream. */
+/* Write out the vector page and start the next one. */
+static Page
+vector_page_next(BulkWriteState *bulk, BulkWriteBuffer *buf, Page page, Size used,
+				 BlockNumber *blk)
+{
+	((PageHeader) page)->pd_lower = MAXALIGN(SizeOfPageHeaderData) + used;
+	smgr_bulk_write(bulk, (*blk)++, *buf, true);
+	*buf = smgr_bulk_get_buf(bulk);
+	page = (Page) *buf;
+	shnsw_init_page(page, SHNSW_PAGE_VECTOR);
+	return page;
+}
+
+/*
+ * write_vector_pages writes the exact images in position order, one byte
+ * stream: each vec_stride bytes, or a sparsevec's own size at the place the
+ * layout gave it (l->vpos: a value that would cross a page's end starts the
+ * next page).
+ */
 static void
 write_vector_pages(ShnswBuildState *bs, ShnswLayout *l, BulkWriteState *bulk, BlockNumber *blk)
 {
 	BulkWriteBuffer buf;
 	Page		page;
+	char	   *img = palloc0(Max(l->vec_stride, bs->vec_size));
+	Size		used = 0;
 
-	/* vector pages: the exact images in position order, one byte stream */
+	buf = smgr_bulk_get_buf(bulk);
+	page = (Page) buf;
+	shnsw_init_page(page, SHNSW_PAGE_VECTOR);
+	for (uint32 p = 0; p < bs->nmem; p++)
 	{
-		char	   *img = palloc0(l->vec_stride);
-		Size		used = 0;
+		Size		done = 0;
+		Size		len = l->vec_stride;
 
-		buf = smgr_bulk_get_buf(bulk);
-		page = (Page) buf;
-		shnsw_init_page(page, SHNSW_PAGE_VECTOR);
-		for (uint32 p = 0; p < bs->nmem; p++)
+		build_read_exact(bs, l->order[p], img);
+		if (l->vpos != NULL)
 		{
-			Size		done = 0;
-
-			build_read_exact(bs, l->order[p], img);
-			while (done < (Size) l->vec_stride)
+			len = bs->vlen[l->order[p]];
+			if (l->vpos[p] % SHNSW_PAGE_CAPACITY != used)
 			{
-				Size		chunk = Min((Size) l->vec_stride - done, SHNSW_PAGE_CAPACITY - used);
-
-				memcpy(PageGetContents(page) + used, img + done, chunk);
-				used += chunk;
-				done += chunk;
-				if (used == SHNSW_PAGE_CAPACITY)
-				{
-					((PageHeader) page)->pd_lower = MAXALIGN(SizeOfPageHeaderData) + used;
-					smgr_bulk_write(bulk, (*blk)++, buf, true);
-					buf = smgr_bulk_get_buf(bulk);
-					page = (Page) buf;
-					shnsw_init_page(page, SHNSW_PAGE_VECTOR);
-					used = 0;
-				}
+				Assert(l->vpos[p] % SHNSW_PAGE_CAPACITY == 0);
+				page = vector_page_next(bulk, &buf, page, used, blk);
+				used = 0;
 			}
-			if ((p & 1023) == 0)
-				CHECK_FOR_INTERRUPTS();
 		}
-		if (used > 0)
+		while (done < len)
 		{
-			((PageHeader) page)->pd_lower = MAXALIGN(SizeOfPageHeaderData) + used;
-			smgr_bulk_write(bulk, (*blk)++, buf, true);
+			Size		chunk = Min(len - done, SHNSW_PAGE_CAPACITY - used);
+
+			memcpy(PageGetContents(page) + used, img + done, chunk);
+			used += chunk;
+			done += chunk;
+			if (used == SHNSW_PAGE_CAPACITY)
+			{
+				page = vector_page_next(bulk, &buf, page, used, blk);
+				used = 0;
+			}
 		}
-		else
-			pfree(buf);
-		pfree(img);
+		if ((p & 1023) == 0)
+			CHECK_FOR_INTERRUPTS();
 	}
+	if (used > 0)
+	{
+		((PageHeader) page)->pd_lower = MAXALIGN(SizeOfPageHeaderData) + used;
+		smgr_bulk_write(bulk, (*blk)++, buf, true);
+	}
+	else
+		pfree(buf);
+	pfree(img);
 }
 
 /* write_upper_pages writes the upper-layer records where the layout put them. */
@@ -782,6 +832,8 @@ build_state_init(ShnswBuildState *bs, Relation heap, Relation index, int nworker
 	bs->tids = palloc_extended(sizeof(ItemPointerData) * bs->cap, MCXT_ALLOC_HUGE);
 	bs->exact_file = palloc_extended(sizeof(int) * bs->cap, MCXT_ALLOC_HUGE);
 	bs->exact_off = palloc_extended(sizeof(off_t) * bs->cap, MCXT_ALLOC_HUGE);
+	if (bs->elemtype == SHNSW_ELEM_SPARSE)
+		bs->vlen = palloc_extended(sizeof(uint16) * bs->cap, MCXT_ALLOC_HUGE);
 
 	/*
 	 * A parallel build keeps no float vectors while it scans: it reads them
@@ -1084,9 +1136,12 @@ shnsw_build(Relation heap, Relation index, IndexInfo *indexInfo)
 	pfree(bs.tids);
 	pfree(bs.exact_file);
 	pfree(bs.exact_off);
+	if (bs.vlen)
+		pfree(bs.vlen);
 	bs.tids = NULL;
 	bs.exact_file = NULL;
 	bs.exact_off = NULL;
+	bs.vlen = NULL;
 
 	/*
 	 * Insert the rows that did not fit through aminsert, in the leader and

@@ -85,7 +85,7 @@ copy_graph(LocalCopy *li, uint32 idx, BlockNumber blk, Page page)
 	if (nslots > cp->npp)
 		return false;
 	/* the index's length is not known here: block numbers are checked less */
-	shnsw_node_limits(&lim, cp->m, cp->slot_bits, cp->vec_size, 0);
+	shnsw_node_limits(&lim, cp->m, cp->slot_bits, cp->vec_span, 0);
 	for (int s = 0; s < nslots; s++)
 		if (shnsw_node_problem(shnsw_page_node(page, s, cp->node_size),
 							   shnsw_make_ref(blk, s, cp->slot_bits), &lim, &fault) != NULL)
@@ -580,7 +580,7 @@ copy_layout(dsm_segment *seg, const ShnswIndexInfo *info, const uint8 *types,
 	pg_atomic_init_u32(&cp->gnext, ng);
 	pg_atomic_init_u32(&cp->unext, nu);
 	cp->m = info->m;
-	cp->vec_size = info->vec_size;
+	cp->vec_span = info->vec_span;
 	cp->node_size = info->node_size;
 	cp->npp = npp;
 	cp->slot_bits = info->slot_bits;

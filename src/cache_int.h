@@ -180,7 +180,7 @@ typedef struct CacheCopy
 								 * copies: fixed for the copy's life */
 	uint32		meta_trunc;
 	int			m;
-	int			vec_size;		/* bytes of a stored vector */
+	int			vec_span;		/* shnsw_vec_span of its vectors */
 	int			node_size;
 	int			npp;			/* node slots per page */
 	int			slot_bits;

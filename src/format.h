@@ -16,10 +16,12 @@
 #include <stdint.h>
 
 #define SHNSW_MAGIC				0x53484E57	/* "SHNW" */
-#define SHNSW_FORMAT_VERSION	5	/* 3: a node holds up to SHNSW_NODE_TIDS rows;
+#define SHNSW_FORMAT_VERSION	6	/* 3: a node holds up to SHNSW_NODE_TIDS rows;
 									 * 4: a node's rows beyond its first are in its
 									 * upper record, not its graph record;
-									 * 5: the metapage's dims is 32 bits (sparsevec) */
+									 * 5: the metapage's dims is 32 bits (sparsevec);
+									 * 6: sparsevec values stored at their own
+									 * size, each on one page */
 
 /*
  * A node reference: the graph page's block number and the node's slot on it,
@@ -268,6 +270,21 @@ typedef enum ShnswElemType
 #define SHNSW_SPARSE_MAX_NNZ		1000
 #define SHNSW_MAX_SPARSE_DIM		1000000000
 #define SHNSW_SPARSE_SKETCH_DIMS	1024
+#define SHNSW_SPARSE_HEAD			16	/* a sparsevec's header: varlena,
+										 * dim, nnz, unused */
+
+/*
+ * The bytes a stored vector is known to take from its offset before it is
+ * read: the fixed size (the metapage's vec_size) of a vector, halfvec or
+ * bit; for a sparsevec only its header, for it is stored at its own size
+ * (its varlena header's, at most vec_size) and never crosses a page: the
+ * whole value lies on the page its header is on (src/README, Page formats).
+ */
+static inline int
+shnsw_vec_span(ShnswElemType elemtype, int vec_size)
+{
+	return elemtype == SHNSW_ELEM_SPARSE ? SHNSW_SPARSE_HEAD : vec_size;
+}
 
 /*
  * The navigation dimensions of a column of dims dimensions: the length of

@@ -300,7 +300,7 @@ vec_reserve(InsertState *is, Buffer metabuf, BlockNumber full, InsertPlaces *pl)
 {
 	Relation	index = is->index;
 	Buffer		bufs[SHNSW_VEC_RUN_MAX];
-	double		stride = TYPEALIGN(4, is->info->vec_size);
+	double		stride = is->vlen;
 	uint32		want,
 				got = 0;
 	BlockNumber first;
@@ -373,13 +373,15 @@ vec_pin(InsertState *is, Buffer metabuf, InsertPlaces *pl, AppendPages *p)
  * vec_room locks the vector page (the graph page is locked) and says
  * whether the vector can go there: whole, or begun there and continued on
  * the run's next page (p->span; both locked), or whole on that next page
- * when this one is full (it becomes p->vbuf). If not, no vector page is
- * locked or pinned any more.
+ * when this one is full, or for a sparsevec (which never crosses a page's
+ * end: shnsw_vec_span) when it does not fit whole (it becomes p->vbuf). If
+ * not, no vector page is locked or pinned any more.
  */
 static bool
 vec_room(InsertState *is, AppendPages *p)
 {
-	int			stride = TYPEALIGN(4, is->info->vec_size);
+	int			stride = is->vlen;
+	bool		may_span = is->info->vec_span == is->info->vec_size;
 	int			used;
 
 	LockBuffer(p->vbuf, BUFFER_LOCK_EXCLUSIVE);
@@ -393,7 +395,7 @@ vec_room(InsertState *is, AppendPages *p)
 		LockBuffer(p->vbuf2, BUFFER_LOCK_EXCLUSIVE);
 		if (vec_next_usable(BufferGetPage(p->vbuf2)))
 		{
-			if (used < (int) SHNSW_PAGE_CAPACITY)
+			if (used < (int) SHNSW_PAGE_CAPACITY && may_span)
 				p->span = true;
 			else
 			{
@@ -513,7 +515,8 @@ append_node(InsertState *is, Buffer metabuf, const NewNode *nn, ShnswRef **nbrs,
 	Relation	index = is->index;
 	ShnswIndexInfo *info = is->info;
 	int			level = nn->level;
-	int			stride = TYPEALIGN(4, info->vec_size);
+	int			stride = is->vlen;
+	int			size = VARSIZE(nn->value);
 	Size		usize = level > 0 ? shnsw_upper_size(level, is->m) : 0;
 	ShnswWriteState *state;
 	AppendPages p;
@@ -577,13 +580,13 @@ append_node(InsertState *is, Buffer metabuf, const NewNode *nn, ShnswRef **nbrs,
 		memcpy(PageGetContents(vpage) + voff, nn->value, first);
 		((PageHeader) vpage)->pd_lower += first;
 		MemSet(PageGetContents(vpage2), 0, stride - first);
-		memcpy(PageGetContents(vpage2), (char *) nn->value + first, info->vec_size - first);
+		memcpy(PageGetContents(vpage2), (char *) nn->value + first, size - first);
 		((PageHeader) vpage2)->pd_lower += stride - first;
 	}
 	else
 	{
 		MemSet(PageGetContents(vpage) + voff, 0, stride);
-		memcpy(PageGetContents(vpage) + voff, nn->value, info->vec_size);
+		memcpy(PageGetContents(vpage) + voff, nn->value, size);
 		((PageHeader) vpage)->pd_lower += stride;
 	}
 
@@ -707,15 +710,16 @@ typedef struct DupNode
 } DupNode;
 
 /*
- * dup_same_value compares value with the exact vector of node d under share
- * locks on its vector page(s), one at a time; the caller holds the graph
- * page's exclusive lock, which keeps the vector where it is.
+ * dup_same_value compares value (its VARSIZE bytes, header included) with
+ * the exact vector of node d under share locks on its vector page(s), one
+ * at a time; the caller holds the graph page's exclusive lock, which keeps
+ * the vector where it is.
  */
 static bool
 dup_same_value(InsertState *is, const DupNode *d, const struct varlena *value)
 {
 	const char *v = (const char *) value;
-	int			vec_size = is->info->vec_size;
+	int			vec_size = VARSIZE(value);
 	int			at = 0;
 	int			off = d->voff;
 	bool		same = true;
@@ -737,7 +741,7 @@ dup_same_value(InsertState *is, const DupNode *d, const struct varlena *value)
 		at += chunk;
 		off = 0;
 	}
-	return same;
+	return same && at == vec_size;
 }
 
 /*
@@ -826,11 +830,11 @@ dup_write(InsertState *is, DupNode *d, Buffer metabuf, ItemPointer heap_tid)
 static bool
 dup_read(InsertState *is, DupNode *d, const struct varlena *value)
 {
-	int			vec_size = is->info->vec_size;
+	int			vec_span = is->info->vec_span;
 	Page		page;
 	ShnswNodeHeader *h;
 
-	if (VARSIZE_ANY(value) != (Size) vec_size)
+	if (VARSIZE_ANY(value) > (Size) is->info->vec_size)
 		return false;
 	d->gbuf = ReadBuffer(is->index, d->blk);
 	LockBuffer(d->gbuf, BUFFER_LOCK_SHARE);
@@ -842,7 +846,7 @@ dup_read(InsertState *is, DupNode *d, const struct varlena *value)
 		return false;
 	}
 	h = shnsw_page_node(page, d->slot, is->info->node_size);
-	shnsw_check_node(is->index, d->blk, d->slot, h, is->m, is->info->slot_bits, vec_size,
+	shnsw_check_node(is->index, d->blk, d->slot, h, is->m, is->info->slot_bits, vec_span,
 					 &is->nblocks);
 	if ((h->flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE)) ||
 		h->extra_tids >= SHNSW_NODE_TIDS - 1)
@@ -857,7 +861,7 @@ dup_read(InsertState *is, DupNode *d, const struct varlena *value)
 		d->uloc.block = InvalidBlockNumber;
 	LockBuffer(d->gbuf, BUFFER_LOCK_UNLOCK);
 
-	d->nv = d->voff + vec_size > (int) SHNSW_PAGE_CAPACITY ? 2 : 1;
+	d->nv = d->voff + vec_span > (int) SHNSW_PAGE_CAPACITY ? 2 : 1;
 	for (int k = 0; k < d->nv; k++)
 	{
 		if (d->vblk + k == d->blk || d->vblk + k == SHNSW_METAPAGE_BLKNO)
@@ -869,7 +873,7 @@ dup_read(InsertState *is, DupNode *d, const struct varlena *value)
 
 /*
  * add_duplicate adds heap_tid to node ref if that node is live, has room
- * for another row and holds exactly value (vec_size bytes); returns true
+ * for another row and holds exactly value (its VARSIZE bytes); returns true
  * if it did. The node's header is read under a share lock, its vector
  * page(s) and upper page pinned with no lock held (dup_read,
  * dup_pin_upper), then the graph page is locked exclusively, the header
@@ -1061,6 +1065,7 @@ shnsw_insert(Relation index, Datum *values, bool *isnull, ItemPointer heap_tid,
 
 	v = shnsw_check_vector(values[0], is.info->elemtype, is.info->coldims);
 	v = shnsw_stored_image(v, is.info->elemtype, is.info->vec_size);
+	is.vlen = TYPEALIGN(4, VARSIZE(v));
 	nav = palloc(sizeof(float) * is.dims);
 	if (shnsw_vector_to_nav(v, is.info->elemtype, is.info->metric, is.dims, nav))
 	{

@@ -24,6 +24,8 @@ typedef struct InsertState
 	int			dims;
 	int			m;
 	BlockNumber nblocks;		/* relation length last seen (bounds checks) */
+	int			vlen;			/* the value's stored bytes, 4-aligned: vec_size's,
+								 * or a sparsevec's own (shnsw_vec_span) */
 } InsertState;
 
 /* What a new node record holds, whichever slot it goes to. */
@@ -36,7 +38,7 @@ typedef struct NewNode
 	const uint8 *code;
 	double		residual;		/* |nav - decoded code| (metapage max_residual) */
 	uint8		clamp_flags;	/* SHNSW_NODE_CLAMPED and its class, or 0 */
-	struct varlena *value;		/* exact vector, vec_size bytes */
+	struct varlena *value;		/* exact vector, its VARSIZE stored */
 } NewNode;
 
 extern void insert_check_nameable(InsertState *is, BlockNumber last);

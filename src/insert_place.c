@@ -12,6 +12,7 @@
 
 #include "storage/bufmgr.h"
 #include "utils/rel.h"
+#include "varatt.h"
 
 #include "format.h"
 #include "insert_int.h"
@@ -237,12 +238,12 @@ write_free_slot(InsertState *is, Buffer metabuf, const FreeSlot *fs, const NewNo
 
 	state = free_slot_upper(is, fs, nn, nbrs, nnbrs, &ublk, &uoff);
 	gpage = shnsw_write_buffer(state, fs->gbuf, 0);
-	first = Min(info->vec_size, (int) (SHNSW_PAGE_CAPACITY - fs->voff));
+	first = Min((int) VARSIZE(nn->value), (int) (SHNSW_PAGE_CAPACITY - fs->voff));
 	memcpy(PageGetContents(shnsw_write_buffer(state, fs->vbuf[0], 0)) + fs->voff,
 		   nn->value, first);
 	if (fs->nv == 2)
 		memcpy(PageGetContents(shnsw_write_buffer(state, fs->vbuf[1], 0)),
-			   (char *) nn->value + first, info->vec_size - first);
+			   (char *) nn->value + first, (int) VARSIZE(nn->value) - first);
 	meta = ShnswPageGetMeta(shnsw_write_buffer(state, metabuf, 0));
 	insert_fill_node(is, shnsw_page_node(gpage, fs->slot, info->node_size), &mine, ublk, uoff,
 			  fs->vblk, fs->voff);
@@ -330,11 +331,26 @@ free_head_node(InsertState *is, Buffer metabuf, ShnswRef *head, Buffer *gbuf,
 }
 
 /*
- * free_slot_level returns the level of the upper record kept by the slot at
- * the head of the free list (0 if it has none), or -1 if the list is empty
- * or its head was taken meanwhile. Takes and releases share locks on the
- * metapage, the slot's graph page and the record's upper page, one at a
- * time; a corrupt head is an error (free_head_node).
+ * free_space_fits says whether the value, is->vlen bytes, fits the space of
+ * the sparsevec stored at voff of vector page `page` (block vblk, locked):
+ * its size, 4-aligned (such values have a size of their own, on one page).
+ */
+static bool
+free_space_fits(InsertState *is, Page page, BlockNumber vblk, int voff)
+{
+	int			old = shnsw_sparse_stored_size(is->index, page, vblk, voff, is->info->vec_size);
+
+	return is->vlen <= (int) TYPEALIGN(4, old);
+}
+
+/*
+ * insert_free_slot_level returns the level of the upper record kept by the
+ * slot at the head of the free list (0 if it has none), or -1 if the list
+ * is empty, its head was taken meanwhile, or its space cannot hold the
+ * sparsevec (which is then appended, at a level of its own). Takes and
+ * releases share locks on the metapage, the slot's graph page, its vector
+ * page (sparsevec) and the record's upper page, one at a time; a corrupt
+ * head is an error (free_head_node, shnsw_check_node).
  */
 int
 insert_free_slot_level(InsertState *is, Buffer metabuf)
@@ -342,16 +358,38 @@ insert_free_slot_level(InsertState *is, Buffer metabuf)
 	ShnswRef	head;
 	Buffer		gbuf;
 	ShnswNodeHeader *h = free_head_node(is, metabuf, &head, &gbuf, NULL);
+	ShnswIndexInfo *info = is->info;
 	ShnswUpperLoc loc;
 	bool		isfree;
+	BlockNumber vblk;
+	uint16		voff;
 
 	if (h == NULL)
 		return -1;
 	isfree = (h->flags & SHNSW_NODE_FREE) != 0;
+	if (isfree)
+		shnsw_check_node(is->index, shnsw_ref_block(head, info->slot_bits),
+						 shnsw_ref_slot(head, info->slot_bits), h, info->m, info->slot_bits,
+						 info->vec_span, &is->nblocks);
 	loc = shnsw_node_upper_loc(h);
+	vblk = h->vec_block;
+	voff = h->vec_offset;
 	UnlockReleaseBuffer(gbuf);
 	if (!isfree)
 		return -1;
+	if (info->vec_span != info->vec_size)
+	{
+		/* a sparsevec the space cannot hold is appended: its own level */
+		Buffer		vbuf = ReadBuffer(is->index, vblk);
+		bool		fits;
+
+		LockBuffer(vbuf, BUFFER_LOCK_SHARE);
+		shnsw_check_page(is->index, BufferGetPage(vbuf), vblk, SHNSW_PAGE_VECTOR);
+		fits = free_space_fits(is, BufferGetPage(vbuf), vblk, voff);
+		UnlockReleaseBuffer(vbuf);
+		if (!fits)
+			return -1;
+	}
 	return Max(0, retained_upper_level(is, head, shnsw_ref_block(head, is->info->slot_bits),
 									   InvalidBlockNumber, 1, &loc));
 }
@@ -380,7 +418,7 @@ free_slot_pin(InsertState *is, FreeSlot *fs, int level, BlockNumber ublk)
 {
 	int			rlevel;
 
-	fs->nv = fs->voff + is->info->vec_size > SHNSW_PAGE_CAPACITY ? 2 : 1;
+	fs->nv = fs->voff + is->info->vec_span > SHNSW_PAGE_CAPACITY ? 2 : 1;
 	fs->ubuf = InvalidBuffer;
 	fs->inplace = false;
 	for (int k = 0; k < fs->nv; k++)
@@ -485,6 +523,14 @@ free_slot_lock(InsertState *is, Buffer metabuf, FreeSlot *fs, int level)
 			return FREE_SLOT_APPEND;
 		}
 	}
+	if (info->vec_span != info->vec_size &&
+		!free_space_fits(is, BufferGetPage(fs->vbuf[0]), fs->vblk, fs->voff))
+	{
+		/* a sparsevec larger than the space: at the stream's end instead */
+		free_slot_unlock(fs);
+		free_slot_release(fs);
+		return FREE_SLOT_APPEND;
+	}
 	LockBuffer(metabuf, BUFFER_LOCK_EXCLUSIVE);
 	if (ShnswPageGetMeta(BufferGetPage(metabuf))->free_head != fs->head)
 	{
@@ -534,7 +580,7 @@ insert_place_in_free_slot(InsertState *is, Buffer metabuf, const NewNode *nn, Sh
 			continue;
 		}
 		shnsw_check_node(is->index, fs.gblk, fs.slot, h, info->m, info->slot_bits,
-						 info->vec_size, &is->nblocks);
+						 info->vec_span, &is->nblocks);
 		fs.vblk = h->vec_block;
 		fs.voff = h->vec_offset;
 		fs.rloc = shnsw_node_upper_loc(h);

@@ -299,6 +299,7 @@ load_index_info(Relation index)
 	info->slot_bits = meta->slot_bits;
 	info->node_size = meta->node_size;
 	info->vec_size = meta->vec_size;
+	info->vec_span = shnsw_vec_span(info->elemtype, info->vec_size);
 	info->quant_start = meta->quant_start;
 	info->quant_trained = meta->quant_trained;
 	info->quant_version = meta->quant_version;

@@ -32,7 +32,10 @@ typedef struct ShnswIndexInfo
 	ShnswElemType elemtype;
 	int			slot_bits;
 	int			node_size;
-	int			vec_size;
+	int			vec_size;		/* bytes of a stored vector; a sparsevec's
+								 * largest (its header says its own) */
+	int			vec_span;		/* shnsw_vec_span: bytes a vector is known
+								 * to take from its offset before it is read */
 	BlockNumber quant_start;
 	bool		quant_trained;
 	uint32		quant_version;

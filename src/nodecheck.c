@@ -52,7 +52,7 @@ shnsw_node_problem(const ShnswNodeHeader *h, ShnswRef self, const ShnswNodeLimit
 		return fail("vector offset", h->vec_offset, fault);
 	if (!block_ok(h->vec_block, lim, fault))
 		return "vector block";
-	if (h->vec_offset + (uint32_t) lim->vec_size > lim->page_capacity &&
+	if (h->vec_offset + (uint32_t) lim->vec_span > lim->page_capacity &&
 		!block_ok(h->vec_block + 1, lim, fault))
 		return "vector block";
 	if (h->flags & SHNSW_NODE_FREE)

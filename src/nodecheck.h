@@ -26,7 +26,8 @@ typedef struct ShnswNodeLimits
 {
 	int			m;
 	int			slot_bits;
-	int			vec_size;		/* bytes of a stored vector */
+	int			vec_span;		/* bytes a stored vector is known to take
+								 * from its offset (shnsw_vec_span) */
 	uint32_t	page_capacity;	/* bytes of a page's contents */
 	uint32_t	max_offset;		/* largest valid heap tuple offset */
 	uint32_t	nblocks;		/* the index's length as the caller knows

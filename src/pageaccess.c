@@ -96,15 +96,15 @@ shnsw_graph_nslots(Relation index, Page page, BlockNumber blk, int node_size)
 
 /*
  * shnsw_node_limits fills lim with the limits of an index of m, slot_bits
- * and vec_size that node records are checked against (nodecheck.h);
- * nblocks 0 if the caller does not know the index's length.
+ * and vec_span (shnsw_vec_span) that node records are checked against
+ * (nodecheck.h); nblocks 0 if the caller does not know the index's length.
  */
 void
-shnsw_node_limits(ShnswNodeLimits *lim, int m, int slot_bits, int vec_size, BlockNumber nblocks)
+shnsw_node_limits(ShnswNodeLimits *lim, int m, int slot_bits, int vec_span, BlockNumber nblocks)
 {
 	lim->m = m;
 	lim->slot_bits = slot_bits;
-	lim->vec_size = vec_size;
+	lim->vec_span = vec_span;
 	lim->page_capacity = SHNSW_PAGE_CAPACITY;
 	lim->max_offset = MaxOffsetNumber;
 	lim->nblocks = nblocks;
@@ -119,7 +119,7 @@ shnsw_node_limits(ShnswNodeLimits *lim, int m, int slot_bits, int vec_size, Bloc
  */
 void
 shnsw_check_node(Relation index, BlockNumber blk, int slot, const ShnswNodeHeader *h, int m,
-				 int slot_bits, int vec_size, BlockNumber *nblocks)
+				 int slot_bits, int vec_span, BlockNumber *nblocks)
 {
 	ShnswRef	self = shnsw_make_ref(blk, slot, slot_bits);
 	ShnswNodeLimits lim;
@@ -128,7 +128,7 @@ shnsw_check_node(Relation index, BlockNumber blk, int slot, const ShnswNodeHeade
 
 	if (*nblocks == 0)
 		*nblocks = RelationGetNumberOfBlocks(index);
-	shnsw_node_limits(&lim, m, slot_bits, vec_size, *nblocks);
+	shnsw_node_limits(&lim, m, slot_bits, vec_span, *nblocks);
 	field = shnsw_node_problem(h, self, &lim, &fault);
 	if (field != NULL && fault.past_end)
 	{
@@ -384,7 +384,7 @@ shnsw_read_nodes(void *vctx, const ShnswRef *refs, int n, ShnswNodeFn fn, void *
 						 errmsg("index \"%s\" references unused node slot %d of block %u",
 								RelationGetRelationName(ctx->index), slot, blk)));
 			h = shnsw_page_node(page, slot, ctx->node_size);
-			shnsw_check_node(ctx->index, blk, slot, h, ctx->m, ctx->slot_bits, ctx->vec_size,
+			shnsw_check_node(ctx->index, blk, slot, h, ctx->m, ctx->slot_bits, ctx->vec_span,
 							 &ctx->nblocks);
 			fn(arg, order[i], h);
 		}
@@ -538,7 +538,7 @@ shnsw_buffer_source_init(ShnswNodeSource *ops, ShnswPageCtx *ctx, Relation index
 	ctx->reader = reader;
 	ctx->blkbuf = NULL;
 	ctx->blkcap = 0;
-	ctx->vec_size = info->vec_size;
+	ctx->vec_span = info->vec_span;
 	ctx->nblocks = 0;
 	ctx->ahead_graph = ctx->ahead_upper = 0;
 	ctx->entry_blk = InvalidBlockNumber;
@@ -570,27 +570,61 @@ shnsw_vector_blocks(BlockNumber blk, uint16 offset, int size, BlockNumber *out)
 }
 
 /*
- * shnsw_read_vector copies an exact vector of elemtype, `size` bytes,
- * starting at (blk, offset) into out. A vector written by a build may continue on the
- * following block(s); each page is pinned and share-locked only while
- * copying from it.
+ * shnsw_sparse_stored_size returns the size of the sparsevec stored at
+ * offset of vector page `page` (block blk, locked by the caller), as its
+ * varlena header says, once checked against bound (the metapage's
+ * vec_size) and the page's data: the whole value lies on the page. Raises
+ * the corruption error otherwise.
+ */
+int
+shnsw_sparse_stored_size(Relation index, Page page, BlockNumber blk, int offset, int bound)
+{
+	int			data = ((PageHeader) page)->pd_lower - MAXALIGN(SizeOfPageHeaderData);
+	union
+	{
+		uint32		word;
+		char		bytes[SHNSW_SPARSE_HEAD];
+	}			head;
+
+	MemSet(&head, 0, sizeof(head));
+	if (offset >= 0 && offset + SHNSW_SPARSE_HEAD <= data)
+		memcpy(&head, PageGetContents(page) + offset, sizeof(head));
+	if (!VARATT_IS_4B_U(head.bytes) || VARSIZE(head.bytes) < SHNSW_SPARSE_HEAD ||
+		VARSIZE(head.bytes) > (Size) bound || offset + (int) VARSIZE(head.bytes) > data)
+		shnsw_corrupt(index, blk, "stored vector header", head.word);
+	return (int) VARSIZE(head.bytes);
+}
+
+/*
+ * shnsw_read_vector copies the exact vector of elemtype at (blk, offset)
+ * into out, `size` bytes (the metapage's vec_size): a vector's, halfvec's
+ * or bit's whole image, which a build may have continued on the next block;
+ * a sparsevec's image is at most that, as its varlena header says, and lies
+ * on one page (shnsw_vec_span): the header is checked against size and the
+ * page's data before its value is copied. Each page is pinned and
+ * share-locked only while copying from it.
  */
 void
 shnsw_read_vector(Relation index, ShnswReader *reader, BlockNumber blk, uint16 offset,
 				  ShnswElemType elemtype, int size, char *out)
 {
 	int			done = 0;
+	bool		own_size = elemtype == SHNSW_ELEM_SPARSE;
 
 	while (done < size)
 	{
 		Buffer		buf = page_get(index, reader, blk);
 		Page		page;
+		int			data;
 		int			chunk = Min(size - done, (int) SHNSW_PAGE_CAPACITY - offset);
 
 		LockBuffer(buf, BUFFER_LOCK_SHARE);
 		page = BufferGetPage(buf);
 		shnsw_check_page(index, page, blk, SHNSW_PAGE_VECTOR);
-		if (chunk <= 0 || offset + chunk > ((PageHeader) page)->pd_lower - MAXALIGN(SizeOfPageHeaderData))
+		data = ((PageHeader) page)->pd_lower - MAXALIGN(SizeOfPageHeaderData);
+		if (own_size)
+			size = chunk = shnsw_sparse_stored_size(index, page, blk, offset, size);
+		if (chunk <= 0 || offset + chunk > data)
 			ereport(ERROR,
 					(errcode(ERRCODE_INDEX_CORRUPTED),
 					 errmsg("index \"%s\" references a vector beyond the data of block %u",
@@ -608,7 +642,7 @@ shnsw_read_vector(Relation index, ShnswReader *reader, BlockNumber blk, uint16 o
 	 * followed) whose dimension count fits it (the caller's function then
 	 * checks it against the query's): int16 dimensions and int16 zero for
 	 * vector and halfvec, int32 bits for bit, a sparsevec's int32
-	 * dimensions and a non-zero count its size holds.
+	 * dimensions and the non-zero count its size is of.
 	 */
 	{
 		int32		h[4] = {0};
@@ -616,7 +650,7 @@ shnsw_read_vector(Relation index, ShnswReader *reader, BlockNumber blk, uint16 o
 
 		memcpy(h, out, Min(size, (int) sizeof(h)));
 		if (elemtype == SHNSW_ELEM_SPARSE)
-			ok = size >= 16 && h[1] >= 1 && h[2] >= 0 && h[2] <= (size - 16) / 8 && h[3] == 0;
+			ok = h[1] >= 1 && h[2] >= 0 && size == SHNSW_SPARSE_HEAD + 8 * h[2] && h[3] == 0;
 		else if (elemtype == SHNSW_ELEM_BIT)
 			ok = h[1] >= 1 && h[1] <= SHNSW_MAX_BIT_DIM && 8 + (h[1] + 7) / 8 == size;
 		else

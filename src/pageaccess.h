@@ -29,7 +29,7 @@ typedef struct ShnswPageCtx
 	ShnswReader *reader;		/* NULL: plain synchronous reads (writes) */
 	BlockNumber *blkbuf;		/* scratch for block lists */
 	int			blkcap;
-	int			vec_size;
+	int			vec_span;
 	BlockNumber nblocks;		/* relation length last seen (only grows) */
 	/* descent read-ahead (shnsw_buffer_source_descent) */
 	int			ahead_graph;	/* graph pages from the entry's on */
@@ -42,6 +42,8 @@ extern void shnsw_buffer_source_init(ShnswNodeSource *ops, ShnswPageCtx *ctx, Re
 extern void shnsw_buffer_source_descent(ShnswPageCtx *ctx, uint64 node_count);
 extern void shnsw_read_vector(Relation index, ShnswReader *reader, BlockNumber blk,
 							  uint16 offset, ShnswElemType elemtype, int size, char *out);
+extern int	shnsw_sparse_stored_size(Relation index, Page page, BlockNumber blk, int offset,
+									 int bound);
 extern int	shnsw_vector_blocks(BlockNumber blk, uint16 offset, int size, BlockNumber *out);
 
 /* bounds checks of what is read from disk (pageaccess.c; src/README, Corruption) */
@@ -58,10 +60,10 @@ extern int	shnsw_upper_node_tids(Relation index, BlockNumber ublk, const ShnswUp
 extern void shnsw_node_set_tids(ShnswNodeHeader *h, ShnswUpperHeader *u, int m,
 								const ItemPointerData *tids, int n);
 struct ShnswNodeLimits;
-extern void shnsw_node_limits(struct ShnswNodeLimits *lim, int m, int slot_bits, int vec_size,
+extern void shnsw_node_limits(struct ShnswNodeLimits *lim, int m, int slot_bits, int vec_span,
 							  BlockNumber nblocks);
 extern void shnsw_check_node(Relation index, BlockNumber blk, int slot, const ShnswNodeHeader *h,
-							 int m, int slot_bits, int vec_size, BlockNumber *nblocks);
+							 int m, int slot_bits, int vec_span, BlockNumber *nblocks);
 extern ShnswUpperHeader *shnsw_upper_record(Relation index, Page page, BlockNumber blk,
 											OffsetNumber off, int m);
 extern int	shnsw_read_node_tids(Relation index, ShnswReader *reader, ShnswRef ref,

@@ -147,7 +147,7 @@ read_page_vecs(Relation index, BlockNumber blkno, const ShnswIndexInfo *info, Pa
 		{
 			ShnswNodeHeader *h = shnsw_page_node(page, s, node_size);
 
-			shnsw_check_node(index, blkno, s, h, info->m, info->slot_bits, info->vec_size,
+			shnsw_check_node(index, blkno, s, h, info->m, info->slot_bits, info->vec_span,
 							 &nblocks);
 			pv->blk[s] = h->vec_block;
 			pv->off[s] = h->vec_offset;

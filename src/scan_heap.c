@@ -62,7 +62,7 @@ scan_cand_blocks(ShnswScanOpaque so, const uint32 *idx, int n, BlockNumber *blks
 		ShnswCand  *c = &so->search.cands[idx[i]];
 
 		if (!(c->node_flags & SHNSW_NODE_DELETED))
-			nb += shnsw_vector_blocks(c->vec_block, c->vec_offset, so->info->vec_size, blks + nb);
+			nb += shnsw_vector_blocks(c->vec_block, c->vec_offset, so->info->vec_span, blks + nb);
 	}
 	return nb;
 }
@@ -155,7 +155,7 @@ scan_rerank(IndexScanDesc scan, int n)
 			continue;
 		/* keep the remaining vectors' pages in flight */
 		shnsw_reader_request(&so->reader, blks + nblks, nblks_total - nblks, false);
-		nblks += shnsw_vector_blocks(c->vec_block, c->vec_offset, info->vec_size,
+		nblks += shnsw_vector_blocks(c->vec_block, c->vec_offset, info->vec_span,
 									 blks + nblks);
 		shnsw_read_vector(scan->indexRelation, &so->reader, c->vec_block, c->vec_offset,
 						  info->elemtype, info->vec_size, so->vecbuf);
@@ -237,7 +237,7 @@ scan_take_ahead(ShnswScanOpaque so)
 	{
 		ShnswCand  *c = &so->search.cands[so->take_near[i].id];
 
-		n += shnsw_vector_blocks(c->vec_block, c->vec_offset, so->info->vec_size, blks + n);
+		n += shnsw_vector_blocks(c->vec_block, c->vec_offset, so->info->vec_span, blks + n);
 	}
 	shnsw_reader_request(&so->reader, blks, n, true);
 

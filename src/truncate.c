@@ -145,7 +145,7 @@ node_top(Relation index, const ShnswIndexInfo *info, ShnswRef ref, const ShnswNo
 	const ShnswRef *nb = shnsw_node_neighbors(h);
 
 	raise_to(top, h->vec_block +
-			 (h->vec_offset + info->vec_size > (int) SHNSW_PAGE_CAPACITY ? 1 : 0));
+			 (h->vec_offset + info->vec_span > (int) SHNSW_PAGE_CAPACITY ? 1 : 0));
 	if (has_upper)
 		raise_to(top, uloc.block);
 	if (h->flags & SHNSW_NODE_FREE)
@@ -196,7 +196,7 @@ tail_bound(Relation index, const ShnswIndexInfo *info, TailPlan *plan,
 			ShnswNodeHeader *h = shnsw_page_node((Page) copy, s, info->node_size);
 
 			/* node_top follows its fields: the checks every reader makes */
-			shnsw_check_node(index, blk, s, h, info->m, info->slot_bits, info->vec_size, &nb);
+			shnsw_check_node(index, blk, s, h, info->m, info->slot_bits, info->vec_span, &nb);
 			node_top(index, info, shnsw_make_ref(blk, s, info->slot_bits), h, &top);
 			plan->slots_below++;
 			if (h->flags & SHNSW_NODE_DELETED)

@@ -306,7 +306,7 @@ mark_page(VacState *vs, BlockNumber blk, Buffer buf, IndexBulkDeleteResult *stat
 		ItemPointerData tid;
 
 		shnsw_check_node(vs->index, blk, s, h, vs->info->m, vs->info->slot_bits,
-						 vs->info->vec_size, &vs->nblocks);
+						 vs->info->vec_span, &vs->nblocks);
 		level[s] = h->level;
 		if (h->flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE))
 		{
@@ -401,7 +401,7 @@ repair_page(VacState *vs, ShnswLinker *lk, BlockNumber blk, Buffer buf, char *co
 		/* each repair can search: let a cancel in between them */
 		vacuum_delay_point(false);
 		shnsw_check_node(vs->index, blk, s, h, vs->info->m, vs->info->slot_bits,
-						 vs->info->vec_size, &vs->nblocks);
+						 vs->info->vec_span, &vs->nblocks);
 		if (h->flags & (SHNSW_NODE_DELETED | SHNSW_NODE_FREE))
 			continue;
 		for (int k = 0; k < Min(h->nneighbors, 2 * vs->info->m); k++)

@@ -208,8 +208,8 @@ shnsw_index_dims(Relation index, ShnswElemType elemtype)
 
 /*
  * Size of the varlena image of a vector of these dimensions; of a
- * sparsevec, the image of the most non-zero elements it may have (stored
- * values are padded to it: shnsw_stored_image).
+ * sparsevec, the image of the most non-zero elements it may have (the
+ * bound of its stored images, each of its own size: shnsw_vec_span).
  */
 int
 shnsw_vec_size(ShnswElemType elemtype, int dims)
@@ -223,9 +223,8 @@ shnsw_vec_size(ShnswElemType elemtype, int dims)
 
 /*
  * check_sparse checks a detoasted sparsevec: its size (its non-zero
- * elements', or the index's stored size: a build inserts the rows it could
- * not hold in memory from their stored images), its dimensions against the
- * index's, finite values (sparsevec input refuses the others).
+ * elements'), its dimensions against the index's, finite values (sparsevec
+ * input refuses the others).
  */
 static struct varlena *
 check_sparse(struct varlena *v, int dims)
@@ -234,9 +233,7 @@ check_sparse(struct varlena *v, int dims)
 	const float *x;
 
 	if (VARSIZE(v) < sizeof(PgvectorSparseHeader) || h->nnz < 0 || h->nnz > h->dim ||
-		(VARSIZE(v) != (Size) SPARSE_SIZE(h->nnz) &&
-		 (VARSIZE(v) != (Size) shnsw_vec_size(SHNSW_ELEM_SPARSE, dims) ||
-		  h->nnz > SHNSW_SPARSE_MAX_NNZ)))
+		VARSIZE(v) != (Size) SPARSE_SIZE(h->nnz))
 		elog(ERROR, "streamhnsw: malformed sparsevec value");
 	/* pgvector's sparsevec distance functions say the same */
 	if (h->dim != dims)
@@ -253,12 +250,13 @@ check_sparse(struct varlena *v, int dims)
 }
 
 /*
- * shnsw_stored_image returns the image a checked value v is stored as
- * (vec_size bytes, shnsw_vec_size): the value itself, but a sparsevec
- * padded with zeros to the most non-zero elements an indexed one may have,
- * its varlena header saying the padded size (its functions read nnz
- * elements: src/README, Sparse vectors). Raises pgvector's error for a
- * sparsevec with more. The result may be palloc'd.
+ * shnsw_stored_image returns the image a checked value v is stored as,
+ * in vec_size bytes (shnsw_vec_size): the value itself; a sparsevec's
+ * followed by zeros to fill them (a build's temporary files hold records of
+ * one size), its varlena header still saying its own size, which is what
+ * the index stores (shnsw_vec_span). Raises pgvector's error for a
+ * sparsevec of more non-zero elements than an indexed one may have. The
+ * result may be palloc'd.
  */
 struct varlena *
 shnsw_stored_image(struct varlena *v, ShnswElemType elemtype, int vec_size)
@@ -278,7 +276,6 @@ shnsw_stored_image(struct varlena *v, ShnswElemType elemtype, int vec_size)
 			 h->nnz);
 	img = palloc0(vec_size);
 	memcpy(img, v, VARSIZE(v));
-	SET_VARSIZE(img, vec_size);
 	return img;
 }
 

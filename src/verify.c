@@ -179,20 +179,20 @@ check_bits(VerifyState *vs, const ShnswMetaPageData *meta, BlockNumber blk, int 
 
 /*
  * check_sparse reports a stored sparsevec whose header is not the index's
- * (padded size, dimensions, a non-zero count the padded size holds), whose
- * indices do not ascend within the dimensions, whose values are not
- * finite, or whose padding is not zero (src/README, Sparse vectors).
+ * (dimensions, a size of its non-zero count, at most vec_size: check_vector
+ * read that many bytes), whose indices do not ascend within the dimensions,
+ * or whose values are not finite (src/README, Sparse vectors).
  */
 static void
 check_sparse(VerifyState *vs, const ShnswMetaPageData *meta, BlockNumber blk, int slot,
 			 BlockNumber vblk, const char *vec)
 {
 	int32		hdr[4];
-	int			maxnnz = ((int) meta->vec_size - 16) / 8;
+	int			maxnnz = ((int) meta->vec_size - SHNSW_SPARSE_HEAD) / 8;
 
 	memcpy(hdr, vec, sizeof(hdr));
-	if (!VARATT_IS_4B_U(vec) || VARSIZE(vec) != (Size) meta->vec_size ||
-		hdr[1] != (int32) meta->dims || hdr[2] < 0 || hdr[2] > maxnnz || hdr[3] != 0)
+	if (!VARATT_IS_4B_U(vec) || hdr[1] != (int32) meta->dims || hdr[2] < 0 ||
+		hdr[2] > maxnnz || VARSIZE(vec) != (Size) (SHNSW_SPARSE_HEAD + 8 * hdr[2]) || hdr[3] != 0)
 	{
 		problem(vs, "node (%u,%d) has a vector at block %u whose header (%08x, %d dimensions, %d non-zero) does not match the index's sparsevec(%u)",
 				blk, slot, vblk, (uint32) hdr[0], hdr[1], hdr[2], meta->dims);
@@ -215,21 +215,15 @@ check_sparse(VerifyState *vs, const ShnswMetaPageData *meta, BlockNumber blk, in
 			return;
 		}
 	}
-	for (int b = 16 + 8 * hdr[2]; b < (int) meta->vec_size; b++)
-		if (vec[b] != 0)
-		{
-			problem(vs, "node (%u,%d) has a vector at block %u with bytes past its elements",
-					blk, slot, vblk);
-			return;
-		}
 }
 
 /*
  * check_vector reports a problem unless the exact vector of node (blk,
  * slot) at (vblk, voff), on vector pages, lies within their data and has a
  * header of the index's dimensions and element type (a plain varlena of
- * vec_size bytes). The vector is read one page at a time, under a share
- * lock held only while copying.
+ * vec_size bytes; a sparsevec's of its own size, at most that, on one
+ * page). The vector is read one page at a time, under a share lock held
+ * only while copying.
  */
 static void
 check_vector(VerifyState *vs, Relation index, const ShnswMetaPageData *meta, BlockNumber blk,
@@ -252,7 +246,18 @@ check_vector(VerifyState *vs, Relation index, const ShnswMetaPageData *meta, Blo
 		LockBuffer(buf, BUFFER_LOCK_SHARE);
 		page = BufferGetPage(buf);
 		have = (int) ((PageHeader) page)->pd_lower - (int) MAXALIGN(SizeOfPageHeaderData);
-		if (voff + chunk > have)
+		if (meta->elemtype == SHNSW_ELEM_SPARSE && voff + SHNSW_SPARSE_HEAD <= have)
+		{
+			/* its own size, within the bound (else check_sparse reports it) */
+			memcpy(vec, PageGetContents(page) + voff, SHNSW_SPARSE_HEAD);
+			if (VARATT_IS_4B_U(vec) && VARSIZE(vec) >= SHNSW_SPARSE_HEAD &&
+				VARSIZE(vec) <= (Size) need)
+				need = chunk = VARSIZE(vec);
+			else
+				need = chunk = SHNSW_SPARSE_HEAD;
+		}
+		if (voff + chunk > have ||
+			(meta->elemtype == SHNSW_ELEM_SPARSE && chunk < need))
 		{
 			UnlockReleaseBuffer(buf);
 			problem(vs, "node (%u,%d) has its vector at offset %u of block %u, beyond its data (%d bytes)",
@@ -576,13 +581,15 @@ verify_node(VerifyState *vs, Page page, BlockNumber blk, int s, int *nvec, int *
 	ShnswNodeHeader *h = shnsw_page_node(page, s, meta->node_size);
 	ShnswRef	self = shnsw_make_ref(blk, s, meta->slot_bits);
 	ShnswRef   *nb = shnsw_node_neighbors(h);
-	uint64		vend = (uint64) h->vec_offset + meta->vec_size;
+	uint64		vend = (uint64) h->vec_offset +
+		shnsw_vec_span((ShnswElemType) meta->elemtype, meta->vec_size);
 	ShnswNodeLimits lim;
 	ShnswNodeFault fault;
 	const char *field;
 
 	/* the fields every reader checks (nodecheck.h), then what verify adds */
-	shnsw_node_limits(&lim, meta->m, meta->slot_bits, meta->vec_size, vs->nblocks);
+	shnsw_node_limits(&lim, meta->m, meta->slot_bits,
+					  shnsw_vec_span((ShnswElemType) meta->elemtype, meta->vec_size), vs->nblocks);
 	field = shnsw_node_problem(h, self, &lim, &fault);
 	if (field != NULL)
 		problem(vs, "node (%u,%d) has an invalid %s: %llu", blk, s, field,

@@ -43,6 +43,19 @@ from shnsw import data
 OPS = {"l2": ("<->", "vector_l2_ops"), "cosine": ("<=>", "vector_cosine_ops")}
 
 
+# --- the index's own reports ------------------------------------------------
+
+def verify(conn, index: str) -> list[str]:
+    """streamhnsw_verify's problems (empty: sound)."""
+    return [r[0] for r in conn.execute(f"SELECT * FROM streamhnsw_verify('{index}')").fetchall()]
+
+
+def meta(conn, index: str) -> dict:
+    """streamhnsw_metapage's row, by column name."""
+    cur = conn.execute(f"SELECT * FROM streamhnsw_metapage('{index}')")
+    return dict(zip([d.name for d in cur.description], cur.fetchone()))
+
+
 # --- killing a server ------------------------------------------------------
 
 def _children(pid: int) -> list[int]:

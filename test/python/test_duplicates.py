@@ -92,12 +92,12 @@ def test_copies_among_other_rows_inserted_one_at_a_time(conn):
     conn.execute("DROP TABLE dup300")
 
 
-@pytest.mark.parametrize("version", [2, 3])
+@pytest.mark.parametrize("version", [2, 3, 5])
 def test_index_of_an_older_format_asks_for_reindex(private_cluster, version):
-    """Format 4 (a node's rows beyond its first in its upper record) cannot
-    read a format-2 index (one row per node) or a format-3 one (the rows in
-    every graph record): every use says so and asks for REINDEX, which
-    rebuilds it."""
+    """The current format (6) cannot read a format-2 index (one row per
+    node), a format-3 one (the rows in every graph record) or a format-5 one
+    (sparsevec values padded to 1,000 elements): every use says so and asks
+    for REINDEX, which rebuilds it."""
     c = private_cluster
     with c.connect() as conn:
         conn.execute("CREATE TABLE oldfmt (id int, v vector(3))")

@@ -33,20 +33,11 @@ from shnsw import data
 from shnsw.cluster import Cluster
 from harness.durability import (OPS, CrashCycles, Model, Workload, copy_rows,
                               check_index, crash, exact_match_missing, index_ids,
-                              known_bug)
+                              known_bug, meta, verify)
 from harness.horizon import wait_for_quiet_horizon
 from harness.replica import Standby
 
 EF_CHECK = 1000
-
-
-def verify(conn, index):
-    return [r[0] for r in conn.execute(f"SELECT * FROM streamhnsw_verify('{index}')").fetchall()]
-
-
-def meta(conn, index):
-    cur = conn.execute(f"SELECT * FROM streamhnsw_metapage('{index}')")
-    return dict(zip([d.name for d in cur.description], cur.fetchone()))
 
 
 def make_table(conn, table, model, n, index=True, opclass="vector_l2_ops", unlogged=False):

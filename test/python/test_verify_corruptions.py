@@ -107,10 +107,10 @@ def test_verify_reports_silent_corruptions():
 
 
 def test_corrupt_sparsevec_values():
-    """A stored sparsevec (padded to 1,000 non-zero elements) with a non-zero
-    count past its padded size is reported by verify and stops a scan with
+    """A stored sparsevec (at its own size, 16 + 8 * nnz bytes) with a
+    non-zero count past its size is reported by verify and stops a scan with
     the corruption error before pgvector's function could read past it;
-    indices out of order and a non-zero byte in the padding are reported."""
+    indices out of order and a size that is not its count's are reported."""
     import psycopg
     import pytest
 
@@ -125,16 +125,18 @@ def test_corrupt_sparsevec_values():
         vb, vo = stored(buf)[1]
         struct.pack_into("<ii", buf, vb * BLCKSZ + CONTENTS + vo + 16, 29000, 5)
 
-    def padding(buf):
+    def size(buf):
         vb, vo = stored(buf)[2]
-        at = vb * BLCKSZ + CONTENTS + vo + 16 + 8 * 3 + 100
-        if at >= (vb + 1) * BLCKSZ - 8:            # the vector continued on the next page
-            at = (vb + 1) * BLCKSZ + CONTENTS + 100
-        buf[at] = 7
+        struct.pack_into("<I", buf, vb * BLCKSZ + CONTENTS + vo, (16 + 8 * 2) << 2)
+
+    def size_past(buf):
+        vb, vo = stored(buf)[3]
+        struct.pack_into("<I", buf, vb * BLCKSZ + CONTENTS + vo, 9000 << 2)
 
     cases = {"nnz_past": (nnz_past, "does not match the index's sparsevec(30000)"),
              "unsorted": (unsorted, "whose element 1 is invalid"),
-             "padding": (padding, "with bytes past its elements")}
+             "size": (size, "does not match the index's sparsevec(30000)"),
+             "size_past": (size_past, "does not match the index's sparsevec(30000)")}
     with Cluster(name="shnsw-verify-sparse", settings={"autovacuum": "off"}) as c:
         c.execute("CREATE EXTENSION streamhnsw CASCADE")
         paths = {}
@@ -156,6 +158,7 @@ def test_corrupt_sparsevec_values():
                 rows = [r[0] for r in conn.execute(f"SELECT * FROM streamhnsw_verify('{name}_v')")]
                 assert any(expect in r for r in rows), (name, rows)
             conn.execute("SET enable_seqscan = off")
-            with pytest.raises(psycopg.errors.IndexCorrupted, match="stored vector header"):
-                conn.execute("SELECT id FROM nnz_past ORDER BY v <-> '{1:1}/30000' "
-                             "LIMIT 300").fetchall()
+            for name in ("nnz_past", "size", "size_past"):
+                with pytest.raises(psycopg.errors.IndexCorrupted, match="stored vector header"):
+                    conn.execute(f"SELECT id FROM {name} ORDER BY v <-> '{{1:1}}/30000' "
+                                 "LIMIT 300").fetchall()
