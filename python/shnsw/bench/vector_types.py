@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import math
 import sys
 import time
 from pathlib import Path
@@ -71,25 +70,7 @@ def sparse_set(n, dim, nnz, metric, n_queries, seed, log=print) -> SparseSet:
                      rows, queries, [], truth, info)
 
 
-class SharedTarget(Bench):
-    """The suite's run with the equal-recall target lowered, after the hot
-    sweep, to the highest recall@10 both engines reached when that is below
-    the asked target (the cold modes then run around it)."""
-
-    def after_hot(self):
-        pts = self.result["modes"]["hot"]["points"]
-        best = min(max(p["recall@10"] for p in pts if p["engine"] == e.label)
-                   for e in self.engines)
-        asked = self.cfg["target_recall"]
-        self.cfg["target_recall_asked"] = asked
-        if best < asked:
-            self.cfg["target_recall"] = math.floor(best * 100) / 100
-            self.note(f"recall@10 {asked} not reached by both engines (their best: "
-                      f"{best:.4f}); compared at {self.cfg['target_recall']}")
-            self._choose_ef(pts)
-
-
-class BitBench(SharedTarget):
+class BitBench(Bench):
     """Rows as vectors, the index on their binary quantization, queries
     re-ranked by the full vectors."""
 
@@ -143,7 +124,7 @@ class BitBench(SharedTarget):
                                            "exact_candidates_recall@10": ceiling}
 
 
-class SparseBench(SharedTarget):
+class SparseBench(Bench):
     def literals(self, x):
         return [shdata.sparse_literal(i, v, self.ds.dim) for i, v in x]
 
