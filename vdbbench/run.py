@@ -80,7 +80,16 @@ def parse_args(argv=None):
     ap.add_argument("--no-filters", action="store_true", help="only the unfiltered case")
     ap.add_argument("--engines", default=",".join(ENGINES))
     ap.add_argument("--keep-data", action="store_true", help="keep the parquet files in OUT/dataset")
-    return ap.parse_args(argv)
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                    help="a server setting instead of the default (repeatable), e.g. shared_buffers=8GB; "
+                         "maintenance_work_mem and max_parallel_maintenance_workers apply to both builds")
+    a = ap.parse_args(argv)
+    for item in a.set:
+        name, sep, value = item.partition("=")
+        if not sep or not name or not value:
+            ap.error(f"--set takes NAME=VALUE, not {item!r}")
+        SERVER_SETTINGS[name.strip()] = value.strip()
+    return a
 
 
 def load_data(args) -> tuple[str, np.ndarray, np.ndarray, np.ndarray | None]:
