@@ -66,6 +66,8 @@ def parse_args(argv=None):
     src.add_argument("--synthetic", nargs=2, type=int, metavar=("ROWS", "DIM"),
                      help="the suite's seeded clustered data (shnsw.data.clustered)")
     src.add_argument("--arrays", type=Path, metavar="DIR", help="rows.npy, queries.npy [, truth.npy]")
+    src.add_argument("--resummarize", action="store_true",
+                     help="run nothing: write OUT/summary.md again from OUT's summary.json and results/")
     ap.add_argument("--name", default=None, help="data set name in the results (default: from the source)")
     ap.add_argument("--metric", choices=("l2", "ip", "cosine"), default="cosine")
     ap.add_argument("--queries", type=int, default=1000, help="queries of a synthetic set")
@@ -210,12 +212,24 @@ def summarize(result_files: list[Path], k: int) -> tuple[str, list[dict]]:
         lines.append(f"| {case} | {qps} | {pair(rows, lambda v: f'{v:.2f}', 'serial_p99_ms')} | "
                      f"{pair(rows, lambda v: f'{v:.4f}', 'recall')} | {pair(rows, lambda v: f'{v:.4f}', 'ndcg')} | "
                      f"{load} |")
+    # the sweep behind each max q/s
+    counts = sorted({c for rows in cells.values() for r in rows.values() for c in r["conc"]})
+    if counts:
+        lines += ["", "q/s by client count (pgvector / streamhnsw):", "",
+                  "| case | " + " | ".join(f"{c} client{'s' if c != 1 else ''}" for c in counts) + " |",
+                  "| --- |" + " --- |" * len(counts)]
+        for case, rows in cells.items():
+            lines.append(f"| {case} | " + " | ".join(
+                " / ".join(f"{rows[e]['conc'][c]:.0f}" if e in rows and c in rows[e]["conc"] else "-"
+                           for e in ENGINES) for c in counts) + " |")
     return "\n".join(lines), flat
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     out = args.out.resolve()
+    if args.resummarize:
+        return resummarize(out)
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="vdbbench-"))
     # VectorDBBench reads these once, at import, in this and its spawned processes
@@ -261,18 +275,37 @@ def main(argv=None) -> int:
                 "k": args.k, "concurrency": args.concurrency, "duration_s": args.duration,
                 "vectordb_bench": _version("vectordb-bench")}
     (out / "summary.json").write_text(json.dumps({"settings": settings, "results": flat}, indent=1))
-    head = (f"# VectorDBBench {settings['vectordb_bench']}: pgvector hnsw / streamhnsw\n\n"
-            f"{name}, {rows.shape[0]} x {rows.shape[1]} {args.metric}, {len(queries)} queries; "
-            f"m {args.m}, ef_construction {args.ef_construction}, ef_search {settings['index']['ef_search']}; "
-            f"concurrency {args.concurrency} for {args.duration} s each.\n"
-            f"Cells are pgvector / streamhnsw. Label filter label_1p keeps 1% of the rows, label_99p 99%.\n\n")
-    tail = (f"\n\nServer: {server}; extensions {versions}; settings "
-            + ", ".join(f"{k}={v}" for k, v in SERVER_SETTINGS.items())
-            + ".\nVectorDBBench's own result files are in results/; the plans of the search statements "
-            "in plans.txt (a filtered case measures the plan the planner chose).\n")
-    (out / "summary.md").write_text(head + table + tail)
+    (out / "summary.md").write_text(render_summary(settings, table))
     print(table)
     print(f"\nreport: {out}")
+    return 0
+
+
+def render_summary(settings: dict, table: str) -> str:
+    """summary.md: the run's settings around the table."""
+    d, ix = settings["data"], settings["index"]
+    filters = ("Label filter label_1p keeps 1% of the rows, label_99p 99%.\n\n"
+               if d.get("label_filters") else "Unfiltered case only.\n\n")
+    head = (f"# VectorDBBench {settings['vectordb_bench']}: pgvector hnsw / streamhnsw\n\n"
+            f"{d['name']}, {d['rows']} x {d['dim']} {d['metric']}, {d['queries']} queries; "
+            f"m {ix['m']}, ef_construction {ix['ef_construction']}, ef_search {ix['ef_search']}; "
+            f"concurrency {settings['concurrency']} for {settings['duration_s']} s each.\n"
+            f"Cells are pgvector / streamhnsw. {filters}")
+    tail = (f"\n\nServer: {settings['server']}; extensions {settings['extensions']}; settings "
+            + ", ".join(f"{k}={v}" for k, v in settings["server_settings"].items())
+            + ".\nVectorDBBench's own result files are in results/; the plans of the search statements "
+            "in plans.txt (a filtered case measures the plan the planner chose).\n")
+    return head + table + tail
+
+
+def resummarize(out: Path) -> int:
+    """Write OUT/summary.md again from OUT/summary.json's settings and the
+    result files in OUT/results/ (after a change to the summary's form)."""
+    settings = json.loads((out / "summary.json").read_text())["settings"]
+    table, flat = summarize(sorted((out / "results").glob("*.json")), settings["k"])
+    (out / "summary.json").write_text(json.dumps({"settings": settings, "results": flat}, indent=1))
+    (out / "summary.md").write_text(render_summary(settings, table))
+    print(table)
     return 0
 
 

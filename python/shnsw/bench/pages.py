@@ -207,6 +207,23 @@ def standalone_section(md: Path) -> str:
     return f"Source `{_rel(md)}`{more}.\n\n{body}"
 
 
+def vdbbench_section(reports: Path) -> str | None:
+    """VectorDBBench's runs (python -m shnsw.bench --preset vdbbench): each
+    set's summary.md as written, under its source; None if there is none."""
+    parts = []
+    for md in sorted(reports.glob("vdbbench-*/summary.md")):
+        body = md.read_text().split("\n", 1)[1].strip()
+        parts.append(f"### {md.parent.name.removeprefix('vdbbench-')}\n\n"
+                     f"Source `{_rel(md.parent)}/` (VectorDBBench's own result files in "
+                     f"`results/`).\n\n{body}")
+    if not parts:
+        return None
+    return ("VectorDBBench 2.0.0's performance case (k = 100, serial recall, nDCG and p99, "
+            "then a sweep of client counts, each engine's peak q/s), pgvector's client "
+            "and streamhnsw's ([vdbbench/README.md](../vdbbench/README.md)) on one server "
+            "per run.\n\n" + "\n\n".join(parts))
+
+
 def load(reports: Path) -> tuple:
     """(suite reports, robustness page sections, standalone sections as
     (heading, text)) from a reports directory."""
@@ -231,6 +248,9 @@ def load(reports: Path) -> tuple:
             text = md.read_text()
             if text.startswith("# streamhnsw benchmark:"):
                 suites.append(parse_suite_markdown(stem, text, str(_rel(md))))
+    vdb = vdbbench_section(reports)
+    if vdb is not None:
+        extra.append(("VectorDBBench", vdb))
     return suites, robust, extra
 
 
