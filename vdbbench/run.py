@@ -7,7 +7,10 @@ its PerformanceCustomDataset case unfiltered, and with label filters keeping
 1% and 99% of the rows where the data set has k rows in each.  Each task
 loads the rows, builds the index (same m, ef_construction, ef_search,
 maintenance_work_mem and workers for both), runs the serial search over
-every query (recall, nDCG, p99) and the concurrency sweep (q/s).
+every query (recall, nDCG, p99) and the concurrency sweep (q/s).  Then
+VectorDBBench's cold-latency runner (a cold pass, then a warm pass) on each
+engine's table after a server restart with its files dropped from the OS
+cache.
 
 VectorDBBench's result files are copied into OUT/results/, and OUT/summary.md
 gets a table of max q/s, serial p99, recall and load time side by side (also
@@ -80,6 +83,9 @@ def parse_args(argv=None):
     ap.add_argument("--concurrency", default="1,2,4,8,16", help="client counts of the sweep")
     ap.add_argument("--duration", type=int, default=30, help="seconds per client count")
     ap.add_argument("--no-filters", action="store_true", help="only the unfiltered case")
+    ap.add_argument("--no-cold", action="store_true", help="skip the cold-latency case")
+    ap.add_argument("--cold-queries", type=int, default=1000,
+                    help="queries of each pass of the cold-latency case (VectorDBBench's default 1000)")
     ap.add_argument("--engines", default=",".join(ENGINES))
     ap.add_argument("--keep-data", action="store_true", help="keep the parquet files in OUT/dataset")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
@@ -109,21 +115,21 @@ def load_data(args) -> tuple[str, np.ndarray, np.ndarray, np.ndarray | None]:
     return args.name or args.arrays.name, rows, queries, truth
 
 
-def make_tasks(args, cluster, info: dict, name: str) -> list:
-    """One VectorDBBench TaskConfig per engine and case."""
+def engine_configs(args, cluster) -> dict:
+    """engine -> (VectorDBBench DB member, its connection config, a factory of
+    its index config): the same m, ef_construction, ef_search,
+    maintenance_work_mem and workers for both."""
     from pydantic import SecretStr
-    from streamhnsw_vdb import dataset, member
+    from streamhnsw_vdb import member
     from streamhnsw_vdb.config import StreamHNSWConfig, StreamHNSWIndexConfig
-    from vectordb_bench.backend.cases import CaseType
     from vectordb_bench.backend.clients import DB
     from vectordb_bench.backend.clients.pgvector.config import PgVectorConfig, PgVectorHNSWConfig
-    from vectordb_bench.models import CaseConfig, ConcurrencySearchConfig, TaskConfig
 
     build = {"maintenance_work_mem": SERVER_SETTINGS["maintenance_work_mem"],
              "max_parallel_workers": int(SERVER_SETTINGS["max_parallel_maintenance_workers"])}
     hnsw = {"m": args.m, "ef_construction": args.ef_construction, "ef_search": args.ef_search}
     conn = {"host": str(cluster.sockdir), "port": cluster.port, "db_name": "postgres"}
-    engines = {
+    return {
         "pgvector": (DB.PgVector,
                      PgVectorConfig(db_label="hnsw", user_name=SecretStr("postgres"), password=SecretStr(""),
                                     table_name="vdbbench_pgvector", **conn),
@@ -132,6 +138,15 @@ def make_tasks(args, cluster, info: dict, name: str) -> list:
                        StreamHNSWConfig(db_label="streamhnsw", table_name="vdbbench_streamhnsw", **conn),
                        lambda: StreamHNSWIndexConfig(**hnsw, **build)),
     }
+
+
+def make_tasks(args, cluster, info: dict, name: str) -> list:
+    """One VectorDBBench TaskConfig per engine and case."""
+    from streamhnsw_vdb import dataset
+    from vectordb_bench.backend.cases import CaseType
+    from vectordb_bench.models import CaseConfig, ConcurrencySearchConfig, TaskConfig
+
+    engines = engine_configs(args, cluster)
     filters = [None] + ([] if args.no_filters else info["label_percentages"])
     sweep = ConcurrencySearchConfig(num_concurrency=[int(c) for c in args.concurrency.split(",")],
                                     concurrency_duration=args.duration)
@@ -145,6 +160,54 @@ def make_tasks(args, cluster, info: dict, name: str) -> list:
                                        custom_case=dataset.custom_case(info, name, lp),
                                        concurrency_search_config=sweep)))
     return tasks
+
+
+def cold_latency(args, cluster, info: dict, queries: np.ndarray) -> dict:
+    """VectorDBBench's cold-latency case (its ColdWarmSearchRunner: a cold
+    pass over the queries, then a warm pass, one client) on each engine's
+    table as the performance case left it, with the caches really dropped
+    first: the server restarted (shared buffers and streamhnsw's shared
+    copies empty) and the table's and indexes' files dropped from the OS
+    cache. engine -> its cold and warm statistics (seconds)."""
+    sys.path.insert(0, str(ROOT / "python"))
+    from shnsw.bench import pg
+    from vectordb_bench.backend.clients import MetricType
+    from vectordb_bench.backend.runner.cold_warm_runner import ColdWarmSearchRunner
+
+    res = {}
+    for engine in args.engines.split(","):
+        db, db_config, case_config = engine_configs(args, cluster)[engine]
+        table = db_config.table_name
+        cluster.restart()
+        with cluster.connect() as conn:
+            rels = [table] + [r[0] for r in conn.execute(
+                "SELECT indexrelid::regclass::text FROM pg_index WHERE indrelid = %s::regclass", (table,))]
+            pg.drop_os_cache(pg.relation_files(conn, cluster.datadir, rels))
+        index_config = case_config()
+        # (the performance case's runner sets it from the data set)
+        index_config.metric_type = MetricType[info["metric"].upper()]
+        client = db.init_cls(dim=info["dim"], db_config=db_config.to_dict(), db_case_config=index_config,
+                             drop_old=False, with_scalar_labels=False)
+        runner = ColdWarmSearchRunner(db=client, test_data=list(queries), k=args.k,
+                                      query_count=min(args.cold_queries, len(queries)))
+        res[engine] = runner.run()
+        print(f"cold latency {engine}: {res[engine]}", flush=True)
+    return res
+
+
+def cold_table(cold: dict) -> str:
+    """The cold-latency case's Markdown table (ms)."""
+    if not cold:
+        return ""
+    cols = [("cold", "first_query_latency", "first query"), ("cold", "avg_latency", "cold avg"),
+            ("cold", "p95_latency", "cold p95"), ("cold", "p99_latency", "cold p99"),
+            ("warm", "avg_latency", "warm avg"), ("warm", "p99_latency", "warm p99")]
+    lines = ["", "", "Cold-latency case (VectorDBBench's ColdWarmSearchRunner, one client, after a restart "
+             "and the files dropped from the OS cache; ms, pgvector / streamhnsw):", "",
+             "| " + " | ".join(c[2] for c in cols) + " |", "|" + " --- |" * len(cols),
+             "| " + " | ".join(" / ".join(f"{1000 * cold[e][f'{p}_stats'][key]:.2f}" if e in cold else "-"
+                                          for e in ENGINES) for p, key, _ in cols) + " |"]
+    return "\n".join(lines)
 
 
 def plans(cluster, info: dict, metric: str) -> str:
@@ -255,6 +318,7 @@ def main(argv=None) -> int:
             server = c.execute("SELECT version()")[0][0]
             run_tasks(make_tasks(args, c, info, name), label)
             (out / "plans.txt").write_text(plans(c, info, args.metric))
+            cold = {} if args.no_cold else cold_latency(args, c, info, queries)
         files = sorted((work / "results").rglob("result_*.json"))
         if not files:
             print(f"no VectorDBBench result files; see {out / 'vectordb_bench.log'}", file=sys.stderr)
@@ -262,6 +326,8 @@ def main(argv=None) -> int:
         (out / "results").mkdir(exist_ok=True)
         for f in files:
             shutil.copy2(f, out / "results" / f"{f.parent.name}-{f.name}")
+        if cold:
+            (out / "results" / "cold_latency.json").write_text(json.dumps(cold, indent=1))
         table, flat = summarize(files, args.k)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -274,9 +340,10 @@ def main(argv=None) -> int:
                          "label_filters": info["label_percentages"]},
                 "k": args.k, "concurrency": args.concurrency, "duration_s": args.duration,
                 "vectordb_bench": _version("vectordb-bench")}
-    (out / "summary.json").write_text(json.dumps({"settings": settings, "results": flat}, indent=1))
-    (out / "summary.md").write_text(render_summary(settings, table))
-    print(table)
+    (out / "summary.json").write_text(json.dumps({"settings": settings, "results": flat,
+                                                  "cold_latency": cold}, indent=1))
+    (out / "summary.md").write_text(render_summary(settings, table + cold_table(cold)))
+    print(table + cold_table(cold))
     print(f"\nreport: {out}")
     return 0
 
@@ -302,8 +369,12 @@ def resummarize(out: Path) -> int:
     """Write OUT/summary.md again from OUT/summary.json's settings and the
     result files in OUT/results/ (after a change to the summary's form)."""
     settings = json.loads((out / "summary.json").read_text())["settings"]
-    table, flat = summarize(sorted((out / "results").glob("*.json")), settings["k"])
-    (out / "summary.json").write_text(json.dumps({"settings": settings, "results": flat}, indent=1))
+    table, flat = summarize(sorted((out / "results").glob("*-result_*.json")), settings["k"])
+    cp = out / "results" / "cold_latency.json"
+    cold = json.loads(cp.read_text()) if cp.exists() else {}
+    (out / "summary.json").write_text(json.dumps({"settings": settings, "results": flat,
+                                                  "cold_latency": cold}, indent=1))
+    table += cold_table(cold)
     (out / "summary.md").write_text(render_summary(settings, table))
     print(table)
     return 0
