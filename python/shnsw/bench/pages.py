@@ -110,6 +110,10 @@ def parse_suite_markdown(stem: str, text: str, source: str) -> Report:
             comparison = [_cells(l) for l in rows[2:]]
     tuned = []
     for b in bullets:
+        # LIMIT k other than the suite's 10 measures another query: no headline
+        k = re.search(r"\bk=(\d+)", b) if b.startswith("index: ") else None
+        if k and k.group(1) != "10":
+            tuned.append(f"k={k.group(1)}")
         if b.startswith("server settings: "):
             for k, v in re.findall(r"`([a-z_]+)=([^`]*)`", b):
                 if k not in STANDARD_SETTINGS:
@@ -346,7 +350,7 @@ def render(suites: list, robust: list, reports: Path, extra: list = ()) -> str:
                f"{r.run} Source: `{r.source}`.", ""]
         md += [f"- {b}" for b in r.bullets]
         if r.tuned:
-            md.append(f"- tuned beyond the suite's standard settings: "
+            md.append(f"- beyond the suite's standard settings and LIMIT 10 (no headline figure): "
                       f"{', '.join(f'`{t}`' for t in r.tuned)}")
         md += ["",
                "| figure | pgvector hnsw | streamhnsw | streamhnsw / pgvector | target |",
