@@ -169,7 +169,6 @@ def cold_latency(args, cluster, info: dict, queries: np.ndarray) -> dict:
     first: the server restarted (shared buffers and streamhnsw's shared
     copies empty) and the table's and indexes' files dropped from the OS
     cache. engine -> its cold and warm statistics (seconds)."""
-    sys.path.insert(0, str(ROOT / "python"))
     from shnsw.bench import pg
     from vectordb_bench.backend.clients import MetricType
     from vectordb_bench.backend.runner.cold_warm_runner import ColdWarmSearchRunner
@@ -340,12 +339,18 @@ def main(argv=None) -> int:
                          "label_filters": info["label_percentages"]},
                 "k": args.k, "concurrency": args.concurrency, "duration_s": args.duration,
                 "vectordb_bench": _version("vectordb-bench")}
-    (out / "summary.json").write_text(json.dumps({"settings": settings, "results": flat,
-                                                  "cold_latency": cold}, indent=1))
-    (out / "summary.md").write_text(render_summary(settings, table + cold_table(cold)))
-    print(table + cold_table(cold))
+    write_summary(out, settings, table, flat, cold)
     print(f"\nreport: {out}")
     return 0
+
+
+def write_summary(out: Path, settings: dict, table: str, flat: list, cold: dict) -> None:
+    """OUT/summary.json and OUT/summary.md (the table printed too)."""
+    (out / "summary.json").write_text(json.dumps({"settings": settings, "results": flat,
+                                                  "cold_latency": cold}, indent=1))
+    table += cold_table(cold)
+    (out / "summary.md").write_text(render_summary(settings, table))
+    print(table)
 
 
 def render_summary(settings: dict, table: str) -> str:
@@ -371,12 +376,7 @@ def resummarize(out: Path) -> int:
     settings = json.loads((out / "summary.json").read_text())["settings"]
     table, flat = summarize(sorted((out / "results").glob("*-result_*.json")), settings["k"])
     cp = out / "results" / "cold_latency.json"
-    cold = json.loads(cp.read_text()) if cp.exists() else {}
-    (out / "summary.json").write_text(json.dumps({"settings": settings, "results": flat,
-                                                  "cold_latency": cold}, indent=1))
-    table += cold_table(cold)
-    (out / "summary.md").write_text(render_summary(settings, table))
-    print(table)
+    write_summary(out, settings, table, flat, json.loads(cp.read_text()) if cp.exists() else {})
     return 0
 
 
