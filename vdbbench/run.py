@@ -174,8 +174,9 @@ def cold_latency(args, cluster, info: dict, queries: np.ndarray) -> dict:
     from vectordb_bench.backend.runner.cold_warm_runner import ColdWarmSearchRunner
 
     res = {}
+    engines = engine_configs(args, cluster)
     for engine in args.engines.split(","):
-        db, db_config, case_config = engine_configs(args, cluster)[engine]
+        db, db_config, case_config = engines[engine]
         table = db_config.table_name
         cluster.restart()
         with cluster.connect() as conn:

@@ -111,9 +111,9 @@ def parse_suite_markdown(stem: str, text: str, source: str) -> Report:
     tuned = []
     for b in bullets:
         # LIMIT k other than the suite's 10 measures another query: no headline
-        k = re.search(r"\bk=(\d+)", b) if b.startswith("index: ") else None
-        if k and k.group(1) != "10":
-            tuned.append(f"k={k.group(1)}")
+        limit = re.search(r"\bk=(\d+)", b) if b.startswith("index: ") else None
+        if limit and limit.group(1) != "10":
+            tuned.append(f"k={limit.group(1)}")
         if b.startswith("server settings: "):
             for k, v in re.findall(r"`([a-z_]+)=([^`]*)`", b):
                 if k not in STANDARD_SETTINGS:
@@ -222,10 +222,11 @@ def vdbbench_section(reports: Path) -> str | None:
                      f"`results/`).\n\n{body}")
     if not parts:
         return None
-    return ("VectorDBBench 2.0.0's performance case (k = 100, serial recall, nDCG and p99, "
-            "then a sweep of client counts, each engine's peak q/s), pgvector's client "
-            "and streamhnsw's ([vdbbench/README.md](../vdbbench/README.md)) on one server "
-            "per run.\n\n" + "\n\n".join(parts))
+    return ("VectorDBBench's performance case (k = 100, serial recall, nDCG and p99, "
+            "then a sweep of client counts, each engine's peak q/s) and, where a run has it, "
+            "its cold-latency case, pgvector's client and streamhnsw's "
+            "([vdbbench/README.md](../vdbbench/README.md)) on one server per run.\n\n"
+            + "\n\n".join(parts))
 
 
 def load(reports: Path) -> tuple:
