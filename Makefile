@@ -55,6 +55,7 @@ OBJS = \
 	src/nodecheck.o \
 	src/cache_registry.o \
 	src/cache_build.o \
+	src/cache_order.o \
 	src/cache_read.o \
 	src/cache_write.o \
 	src/cache_sql.o \

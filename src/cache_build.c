@@ -66,14 +66,20 @@ seq_end(CachePageDesc *d)
 
 /*
  * copy_graph copies graph page blk (locked by the caller, share or
- * exclusive) into copy page slot idx. Returns false if the page cannot be
- * used (not ours, a slot count or a record out of range).
+ * exclusive) into copy page slot idx: each record to its place (recpos),
+ * a slot without one to the next free place, which is then its place for
+ * the copy's life. Returns false if the page cannot be used (not ours, a
+ * slot count or a record out of range).
  */
 static bool
 copy_graph(LocalCopy *li, uint32 idx, BlockNumber blk, Page page)
 {
 	CacheCopy  *cp = li->cp;
 	CachePageDesc *d = &li->gdesc[idx];
+	uint32	   *pos = li->recpos + (Size) idx * cp->npp;
+	uint32		place[SHNSW_MAX_NODES_PER_PAGE];
+	uint32		ordered = pg_atomic_read_u32(&cp->ordered);
+	uint64		order_limit = (uint64) ordered + Max(ordered / 4, CACHE_REORDER_MIN);
 	int			nslots;
 	ShnswNodeLimits lim;
 	ShnswNodeFault fault;
@@ -90,9 +96,32 @@ copy_graph(LocalCopy *li, uint32 idx, BlockNumber blk, Page page)
 		if (shnsw_node_problem(shnsw_page_node(page, s, cp->node_size),
 							   shnsw_make_ref(blk, s, cp->slot_bits), &lim, &fault) != NULL)
 			return false;
+
+	/*
+	 * Places first, outside the seqlock (only this page's lock holder sets
+	 * its slots' places). A page slot has npp places' worth of room, and a
+	 * node slot takes one place once, so places cannot run out.
+	 */
+	for (int s = 0; s < nslots; s++)
+	{
+		place[s] = pos[s];
+		if (place[s] == RECPOS_NONE)
+		{
+			place[s] = pg_atomic_fetch_add_u32(&cp->pnext, 1);
+			if (place[s] >= cp->pcap)
+				return false;
+			/* a quarter placed out of graph order: the next scan has it redone */
+			if ((uint64) place[s] >= order_limit)
+				pg_atomic_write_u32(&cp->reorder, 1);
+		}
+	}
 	seq_begin(d);
-	memcpy(li->gdata + (Size) idx * cp->gstride, PageGetContents(page),
-		   (Size) nslots * cp->node_size);
+	for (int s = 0; s < nslots; s++)
+	{
+		pos[s] = place[s];
+		memcpy(li->gdata + (Size) place[s] * cp->node_size,
+			   shnsw_page_node(page, s, cp->node_size), cp->node_size);
+	}
 	d->nslots = nslots;
 	d->lsn = PageGetLSN(page);
 	seq_end(d);
@@ -193,7 +222,7 @@ cache_copy_page(LocalCopy *li, BlockNumber blk, Page page, bool may_add)
 
 /* Bytes of a copy with these capacities. */
 static Size
-copy_size(uint32 mapcap, uint32 gcap, uint32 ucap, Size gstride, Size *offs)
+copy_size(uint32 mapcap, uint32 gcap, uint32 ucap, int npp, int node_size, Size *offs)
 {
 	Size		sz = MAXALIGN(sizeof(CacheCopy));
 
@@ -203,8 +232,10 @@ copy_size(uint32 mapcap, uint32 gcap, uint32 ucap, Size gstride, Size *offs)
 	sz += sizeof(CachePageDesc) * (Size) gcap;
 	offs[2] = sz;
 	sz = TYPEALIGN(64, sz + sizeof(CachePageDesc) * (Size) ucap);
+	offs[5] = sz;
+	sz = TYPEALIGN(64, sz + sizeof(uint32) * (Size) gcap * npp);
 	offs[3] = sz;
-	sz += gstride * gcap;
+	sz = TYPEALIGN(64, sz + (Size) node_size * gcap * npp);
 	offs[4] = sz;
 	sz += (Size) BLCKSZ * ucap;
 	return sz;
@@ -579,6 +610,8 @@ copy_layout(dsm_segment *seg, const ShnswIndexInfo *info, const uint8 *types,
 	cp->meta_trunc = tok->trunc;
 	pg_atomic_init_u32(&cp->gnext, ng);
 	pg_atomic_init_u32(&cp->unext, nu);
+	pg_atomic_init_u32(&cp->pnext, 0);
+	pg_atomic_init_u32(&cp->reorder, 0);
 	cp->m = info->m;
 	cp->vec_span = info->vec_span;
 	cp->node_size = info->node_size;
@@ -588,10 +621,12 @@ copy_layout(dsm_segment *seg, const ShnswIndexInfo *info, const uint8 *types,
 	cp->gcap = COPY_GCAP(ng, grown);
 	cp->ucap = COPY_UCAP(nu, grown);
 	cp->build_nblocks = nblocks;
-	cp->gstride = TYPEALIGN(64, (Size) npp * info->node_size);
+	cp->pcap = cp->gcap * npp;
+	pg_atomic_init_u32(&cp->ordered, cp->pcap);	/* until the build ends */
 	cp->map_off = offs[0];
 	cp->gdesc_off = offs[1];
 	cp->udesc_off = offs[2];
+	cp->recpos_off = offs[5];
 	cp->gdata_off = offs[3];
 	cp->udata_off = offs[4];
 	cp->total = size;
@@ -611,6 +646,7 @@ copy_layout(dsm_segment *seg, const ShnswIndexInfo *info, const uint8 *types,
 		ud[i].nslots = 0;
 		ud[i].lsn = 0;
 	}
+	memset((char *) cp + offs[5], 0xFF, sizeof(uint32) * (Size) cp->pcap);	/* RECPOS_NONE */
 }
 
 /*
@@ -645,7 +681,7 @@ copy_publish(int slot, dsm_segment *seg)
  */
 static uint64
 copy_pages(Relation index, int slot, LocalCopy *li, const uint8 *types,
-		   BlockNumber nblocks, BufferAccessStrategy strategy, bool *yielded)
+		   BlockNumber nblocks, BufferAccessStrategy strategy, uint64 *near, bool *yielded)
 {
 	BuildBlocks bb = {SHNSW_METAPAGE_BLKNO + 1, nblocks, types};
 	ReadStream *stream = build_stream(index, &bb, strategy);
@@ -671,7 +707,10 @@ copy_pages(Relation index, int slot, LocalCopy *li, const uint8 *types,
 			idx = gi++;
 			ok = copy_graph(li, idx, blk, page);
 			if (ok)
+			{
 				nodes += li->gdesc[idx].nslots;
+				near[0] += cache_page_near_links(li->cp, blk, page, &near[1]);
+			}
 		}
 		else
 		{
@@ -881,8 +920,7 @@ build_copy(Relation index, const ShnswIndexInfo *info, bool explicit, bool succe
 {
 	BlockNumber nblocks = RelationGetNumberOfBlocks(index);
 	int			npp = shnsw_nodes_per_page(info->node_size);
-	Size		gstride = TYPEALIGN(64, (Size) npp * info->node_size);
-	Size		budget = cache_budget();
+	Size		page_bytes = (Size) npp * (info->node_size + sizeof(uint32));
 	bool		primary = !RecoveryInProgress();	/* before the token */
 	ShnswMetaSnapshot snap;
 	char		why[320];
@@ -890,7 +928,7 @@ build_copy(Relation index, const ShnswIndexInfo *info, bool explicit, bool succe
 	uint8	   *types;
 	uint32		ng,
 				nu;
-	Size		offs[5],
+	Size		offs[6],
 				size;
 	dsm_segment *seg;
 	LocalCopy *li;
@@ -898,6 +936,9 @@ build_copy(Relation index, const ShnswIndexInfo *info, bool explicit, bool succe
 	uint64		nodes;
 	bool		yielded = false;
 	bool		grown;
+	bool		beside;			/* a successor: the old copy serves meanwhile */
+	uint32		ordered;
+	uint64		near[2] = {0, 0};	/* links to the same page, all links */
 	CacheToken	tok;
 
 	slot = successor ? successor_claim(index, status) :
@@ -907,10 +948,10 @@ build_copy(Relation index, const ShnswIndexInfo *info, bool explicit, bool succe
 
 	/* a lower bound from what the metapage counts: skip hopeless attempts */
 	shnsw_read_meta(index, &snap);
-	if ((Size) (snap.node_count / Max(npp, 1)) * gstride > budget)
+	if ((Size) (snap.node_count / Max(npp, 1)) * page_bytes > cache_budget())
 	{
 		*status = SHNSW_CACHE_TOO_BIG;
-		entry_fail_too_big(index, slot, (Size) (snap.node_count / Max(npp, 1)) * gstride,
+		entry_fail_too_big(index, slot, (Size) (snap.node_count / Max(npp, 1)) * page_bytes,
 						   nblocks);
 		return NULL;
 	}
@@ -935,7 +976,7 @@ build_copy(Relation index, const ShnswIndexInfo *info, bool explicit, bool succe
 	grown = cache_ctl->entries[slot].outgrown > 0;
 	LWLockRelease(&cache_ctl->lock);
 	size = copy_size(COPY_MAPCAP(nblocks, grown), COPY_GCAP(ng, grown), COPY_UCAP(nu, grown),
-					 gstride, offs);
+					 npp, info->node_size, offs);
 	if (!entry_reserve(index, slot, size, explicit, nblocks, status))
 		seg = NULL;
 	else if (!cache_shm_room(size, why, sizeof(why)))
@@ -964,7 +1005,9 @@ build_copy(Relation index, const ShnswIndexInfo *info, bool explicit, bool succe
 	tok = cache_token_of(&snap);
 	copy_layout(seg, info, types, nblocks, ng, nu, grown, offs, size, &tok);
 	li = copy_publish(slot, seg);
-	nodes = copy_pages(index, slot, li, types, nblocks, strategy, &yielded);
+	beside = cache_ctl->entries[slot].successor;
+	ordered = beside ? cache_order_records(index, li, types, nblocks, snap.entry) : 0;
+	nodes = copy_pages(index, slot, li, types, nblocks, strategy, near, &yielded);
 	FreeAccessStrategy(strategy);
 	pfree(types);
 	if (yielded)
@@ -973,9 +1016,10 @@ build_copy(Relation index, const ShnswIndexInfo *info, bool explicit, bool succe
 		*status = SHNSW_CACHE_MISSING;
 		return NULL;
 	}
-	if (primary && !cache_ctl->entries[slot].successor)
+	if (primary && !beside)
 		copy_catch_up(index, li, nblocks);	/* a successor: its refresh does */
-	if (cache_ctl->entries[slot].successor)
+	cache_order_done(li, beside, ordered, nodes, near);
+	if (beside)
 	{
 		/* the writes it missed are found by their page LSNs */
 		if (!successor_swap(index, slot, li) ||
@@ -1169,12 +1213,19 @@ worker_regrow(Relation index, const ShnswIndexInfo *info)
 	LocalCopy  *li = cache_local_map(index, true);
 	int			status;
 
-	if (li == NULL || pg_atomic_read_u32(&li->cp->outgrown) == 0)
+	if (li == NULL || (pg_atomic_read_u32(&li->cp->outgrown) == 0 &&
+					   pg_atomic_read_u32(&li->cp->reorder) == 0))
 		return;					/* dropped, or regrown, meanwhile */
 	if (build_copy(index, info, false, true, &status) != NULL ||
 		(status != SHNSW_CACHE_FULL && status != SHNSW_CACHE_TOO_BIG &&
 		 status != SHNSW_CACHE_UNAVAILABLE))
 		return;
+	if (pg_atomic_read_u32(&li->cp->outgrown) == 0)
+	{
+		/* only out of graph order, and no room for both: it keeps serving */
+		cache_reorder_refused(li);
+		return;
+	}
 	cache_drop_outgrown(index, li->cp->copy_id);
 	(void) cache_build(index, info, false, &status);
 }

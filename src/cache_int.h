@@ -22,10 +22,20 @@
  *	 map[block]		  per block of the index: absent, reserved (the build
  *					  will copy it), or graph/upper + the page's slot
  *	 gdesc[], udesc[]  per page slot: seqlock, slot count, page LSN
- *	 gdata			  graph pages' node records, npp records per page slot:
- *					  node number d = slot_index * npp + slot is at
- *					  gdata + d * node_size
+ *	 recpos[]		  per node slot (page slot * npp + slot): where its
+ *					  record is in gdata, or RECPOS_NONE (not placed yet)
+ *	 gdata			  graph pages' node records, node_size apart, in the
+ *					  copy's own order: breadth-first over layer 0 at the
+ *					  build (cache_order.c), then as inserts add them
  *	 udata			  upper pages, whole (their records are line-pointer items)
+ *
+ * The records are placed in graph order, not in the index's page order: in
+ * an index filled by inserts a page holds nodes in the order they arrived,
+ * far apart in the graph, and a search's reads of a node's neighbours
+ * would touch as many memory pages as it has neighbours. A node slot's
+ * position is set once, under its page's buffer lock (the build's copy or
+ * a writer's write-through), inside its page slot's seqlock, and never
+ * changes for the copy's life.
  *
  * Vector pages are not copied: re-ranking reads exact vectors through
  * shared buffers (a few dozen pages per query).
@@ -42,12 +52,16 @@
 #include "storage/lwlock.h"
 #include "storage/relfilelocator.h"
 
+#include "format.h"
 #include "meta.h"
 
 #define CACHE_MAX_ENTRIES	64	/* registry entries (indexes) */
 #define CACHE_RETRY_SECS		10	/* after a failed build, retry lazily after */
 #define CACHE_IDLE_SECS		10	/* a lazy build evicts only copies idle this long */
 #define CACHE_MAX_DROPPED	128	/* dropped copies still mapped, counted */
+#define CACHE_REORDER_MIN	10000	/* records out of graph order before a copy
+									 * is rebuilt in graph order (fewer fit a
+									 * core's second-level cache anyway) */
 
 /*
  * Capacities of a copy built at nblocks, ng graph and nu upper pages: an
@@ -75,6 +89,9 @@
 #define MAP_UPPER			0x80000000u
 #define MAP_KIND(v)			((v) & 0xC0000000u)
 #define MAP_INDEX(v)		((v) & 0x3FFFFFFFu)
+
+/* recpos entries: a node slot whose record is not placed yet */
+#define RECPOS_NONE			0xFFFFFFFFu
 
 typedef struct CacheEntry
 {
@@ -188,12 +205,19 @@ typedef struct CacheCopy
 	uint32		gcap;			/* graph page slots */
 	uint32		ucap;			/* upper page slots */
 	uint32		build_nblocks;	/* relation length when built */
-	Size		gstride;		/* bytes per graph page slot */
+	uint32		pcap;			/* node record places: gcap * npp */
+	pg_atomic_uint32 ordered;	/* places the build filled (pcap while it
+								 * runs): the places after them are taken in
+								 * the order inserts come */
+	pg_atomic_uint32 reorder;	/* 1: the next scan has the copy rebuilt in
+								 * graph order (as a regrowth) */
 	pg_atomic_uint32 gnext;		/* next free graph page slot */
 	pg_atomic_uint32 unext;
+	pg_atomic_uint32 pnext;		/* next free record place */
 	Size		map_off;
 	Size		gdesc_off;
 	Size		udesc_off;
+	Size		recpos_off;
 	Size		gdata_off;
 	Size		udata_off;
 	Size		total;
@@ -208,6 +232,7 @@ typedef struct LocalCopy
 	pg_atomic_uint32 *map;
 	CachePageDesc *gdesc;
 	CachePageDesc *udesc;
+	uint32	   *recpos;
 	char	   *gdata;
 	char	   *udata;
 } LocalCopy;
@@ -224,6 +249,111 @@ typedef struct CacheToken
 	uint64		nonce;
 	uint32		trunc;
 } CacheToken;
+
+/* ---------- reading a copy (cache_read.c, cache_order.c) ---------- */
+
+/* Block blk's entry in the copy's map; MAP_ABSENT beyond the map. */
+static inline uint32
+copy_map_entry(const LocalCopy *li, uint32 blk)
+{
+	return blk < li->cp->mapcap ? pg_atomic_read_u32(&li->map[blk]) : MAP_ABSENT;
+}
+
+/*
+ * A single load of a value in a copy page that a writer may be changing:
+ * the compiler may neither load it again nor tear it, so a check made on
+ * the value holds for every use of it.
+ */
+#define CACHE_LOAD(type, ptr)	(*(volatile const type *) (ptr))
+
+/*
+ * The copy's record of node ref and (if desc) its page's descriptor, or
+ * NULL if the copy lacks the node (its page, or a place for its slot).
+ * No seqlock: the caller reads the record under its page's sequence
+ * counter, or only prefetches it (a prefetch may name a stale line). A
+ * slot's place is set once, inside that seqlock (cache_int.h), so a read
+ * that saw it being set fails the counter's check.
+ */
+static inline const char *
+copy_record_addr(const LocalCopy *li, ShnswRef ref, int slot_bits, int npp, int node_size,
+				 CachePageDesc **desc)
+{
+	uint32		v = copy_map_entry(li, shnsw_ref_block(ref, slot_bits));
+	uint32		slot = shnsw_ref_slot(ref, slot_bits);
+	uint32		place;
+
+	if (MAP_KIND(v) != MAP_GRAPH || v == MAP_RESERVED || slot >= (uint32) npp)
+		return NULL;
+	place = CACHE_LOAD(uint32, &li->recpos[(Size) MAP_INDEX(v) * npp + slot]);
+	if (place == RECPOS_NONE)
+		return NULL;
+	if (desc != NULL)
+		*desc = &li->gdesc[MAP_INDEX(v)];
+	return li->gdata + (Size) place * node_size;
+}
+
+/*
+ * The seqlock read. Every read of a cached page goes through these: a
+ * writer makes the page's count odd, changes the page and makes it even
+ * again (cache_build.c, seq_begin/seq_end); a reader takes the count
+ * (seq_peek), reads what it needs within bounds whatever it finds (it may
+ * be torn), and keeps the result only if the count is still the same
+ * afterwards (seq_unchanged). seq_read is the one retry loop around them;
+ * only the held batch of read_nodes_held, which checks a batch of reads at
+ * once, calls seq_peek and seq_unchanged itself (and seq_read for a read
+ * that failed).
+ */
+#define SEQ_TRIES	64			/* looks at an odd count and collided reads */
+
+/* One look at d's count: false if a writer is in the page. */
+static inline bool
+seq_peek(CachePageDesc *d, uint32 *seq)
+{
+	uint32		s1 = pg_atomic_read_u32(&d->seq);
+
+	if (s1 & 1)
+		return false;
+	pg_read_barrier();
+	*seq = s1;
+	return true;
+}
+
+/* Whether no writer changed d's page since seq_peek gave seq. */
+static inline bool
+seq_unchanged(CachePageDesc *d, uint32 seq)
+{
+	pg_read_barrier();
+	return pg_atomic_read_u32(&d->seq) == seq;
+}
+
+/*
+ * seq_read calls read(arg) on the page of descriptor d between writes,
+ * again while a writer changed the page meanwhile, and returns the result
+ * of the first call no writer overlapped; -1 after SEQ_TRIES looks and
+ * reads in all (the caller reads through buffers). read returns -1 for a
+ * page that does not hold what it wants (the caller falls back then too),
+ * else a count of what it read. Always inlined, so that read (a constant
+ * at every call) is a direct call the compiler can inline as well.
+ */
+static pg_attribute_always_inline int
+seq_read(CachePageDesc *d, int (*read) (void *arg), void *arg)
+{
+	for (int tries = 0; tries < SEQ_TRIES; tries++)
+	{
+		uint32		s1;
+		int			r;
+
+		if (!seq_peek(d, &s1))
+		{
+			pg_spin_delay();
+			continue;
+		}
+		r = read(arg);
+		if (seq_unchanged(d, s1))
+			return r;
+	}
+	return -1;
+}
 
 /* The token of a metapage snapshot. */
 static inline CacheToken
@@ -341,6 +471,15 @@ extern bool cache_request_build(Relation index, int kind, int *status);
 extern void cache_drop_outgrown(Relation index, uint64 copy_id);
 extern LocalCopy *cache_refresh_or_drop(Relation index, const ShnswIndexInfo *info,
 										const CacheToken *tok, bool *rebuild);
+
+/* cache_order.c */
+extern uint32 cache_order_records(Relation index, LocalCopy *to, const uint8 *types,
+								  BlockNumber nblocks, ShnswRef entry);
+extern uint64 cache_page_near_links(const CacheCopy *cp, BlockNumber blk, Page page,
+									uint64 *links);
+extern void cache_order_done(LocalCopy *li, bool beside, uint32 ordered, uint64 nodes,
+							 const uint64 *near);
+extern void cache_reorder_refused(LocalCopy *li);
 
 /* cache_read.c */
 extern LocalCopy *cache_lookup(Relation index, const CacheToken *tok, int *status, bool scan);

@@ -42,6 +42,7 @@ typedef struct CacheScan
 	ShnswNodeSource inner;			/* buffer-manager ops: nodes the copy lacks */
 	ShnswScanStats *stats;
 	int			slot_bits;
+	int			npp;			/* node slots per graph page */
 	int			node_size;
 	int			code_off;		/* where a record's code starts */
 	int			m;
@@ -49,104 +50,13 @@ typedef struct CacheScan
 	int			fbcap;
 	char	   *held_copy;		/* read_nodes_held: a record read through
 								 * buffers, kept until flush */
+	char	   *page_copy;		/* page_records: a page's records gathered */
 } CacheScan;
 
-/* Block blk's entry in the copy's map; MAP_ABSENT beyond the map. */
-static inline uint32
-copy_map_entry(const LocalCopy *li, uint32 blk)
-{
-	return blk < li->cp->mapcap ? pg_atomic_read_u32(&li->map[blk]) : MAP_ABSENT;
-}
-
-/*
- * The copy's record of node ref and (if desc) its page's descriptor, or
- * NULL if the copy lacks the node. No seqlock: the caller reads the record
- * under its page's sequence counter, or only prefetches it (a prefetch may
- * name a stale line).
- */
 static inline const char *
 cached_record_addr(CacheScan *ss, ShnswRef ref, CachePageDesc **desc)
 {
-	LocalCopy *li = ss->li;
-	uint32		blk = shnsw_ref_block(ref, ss->slot_bits);
-	uint32		v = copy_map_entry(li, blk);
-
-	if (MAP_KIND(v) != MAP_GRAPH || v == MAP_RESERVED)
-		return NULL;
-	if (desc != NULL)
-		*desc = &li->gdesc[MAP_INDEX(v)];
-	return li->gdata + (Size) MAP_INDEX(v) * li->cp->gstride +
-		(Size) shnsw_ref_slot(ref, ss->slot_bits) * ss->node_size;
-}
-
-/*
- * A single load of a value in a copy page that a writer may be changing:
- * the compiler may neither load it again nor tear it, so a check made on
- * the value holds for every use of it.
- */
-#define CACHE_LOAD(type, ptr)	(*(volatile const type *) (ptr))
-
-/*
- * The seqlock read. Every read of a cached page goes through these: a
- * writer makes the page's count odd, changes the page and makes it even
- * again (cache_build.c, seq_begin/seq_end); a reader takes the count
- * (seq_peek), reads what it needs within bounds whatever it finds (it may
- * be torn), and keeps the result only if the count is still the same
- * afterwards (seq_unchanged). seq_read is the one retry loop around them;
- * only the held batch of read_nodes_held, which checks a batch of reads at
- * once, calls seq_peek and seq_unchanged itself (and seq_read for a read
- * that failed).
- */
-#define SEQ_TRIES	64			/* looks at an odd count and collided reads */
-
-/* One look at d's count: false if a writer is in the page. */
-static inline bool
-seq_peek(CachePageDesc *d, uint32 *seq)
-{
-	uint32		s1 = pg_atomic_read_u32(&d->seq);
-
-	if (s1 & 1)
-		return false;
-	pg_read_barrier();
-	*seq = s1;
-	return true;
-}
-
-/* Whether no writer changed d's page since seq_peek gave seq. */
-static inline bool
-seq_unchanged(CachePageDesc *d, uint32 seq)
-{
-	pg_read_barrier();
-	return pg_atomic_read_u32(&d->seq) == seq;
-}
-
-/*
- * seq_read calls read(arg) on the page of descriptor d between writes,
- * again while a writer changed the page meanwhile, and returns the result
- * of the first call no writer overlapped; -1 after SEQ_TRIES looks and
- * reads in all (the caller reads through buffers). read returns -1 for a
- * page that does not hold what it wants (the caller falls back then too),
- * else a count of what it read. Always inlined, so that read (a constant
- * at every call) is a direct call the compiler can inline as well.
- */
-static pg_attribute_always_inline int
-seq_read(CachePageDesc *d, int (*read) (void *arg), void *arg)
-{
-	for (int tries = 0; tries < SEQ_TRIES; tries++)
-	{
-		uint32		s1;
-		int			r;
-
-		if (!seq_peek(d, &s1))
-		{
-			pg_spin_delay();
-			continue;
-		}
-		r = read(arg);
-		if (seq_unchanged(d, s1))
-			return r;
-	}
-	return -1;
+	return copy_record_addr(ss->li, ref, ss->slot_bits, ss->npp, ss->node_size, desc);
 }
 
 /* what cached_node_fn's read is given */
@@ -255,10 +165,10 @@ shim_cb(void *arg, int i, const ShnswNodeHeader *node)
 }
 
 /*
- * The order a hop's records are read in (by reference: the buffer path's
- * order, so results are the same with and without the copy), and their
- * memory prefetch. Two prefetches a record. First the whole hop into the
- * second-level cache, whose queue of misses is longer than the first
+ * The memory prefetch of a hop's records, read in the order given (the
+ * search numbers its candidates before reading: search.c,
+ * search_add_nodes). Two prefetches a record. First the whole hop into
+ * the second-level cache, whose queue of misses is longer than the first
  * level's, so that all of the hop's misses to memory overlap (into the
  * first level instead, they stalled on its full miss queue). Then
  * software pipelining into the first level: the records
@@ -267,27 +177,13 @@ shim_cb(void *arg, int i, const ShnswNodeHeader *node)
  * sentences, ef_search 40, AMD EPYC: the second-level pass took a hot
  * query's server time from 206 to 181 us.
  */
-static int *
-cached_hop_begin(CacheScan *ss, const ShnswRef *refs, int n, int *order_buf, int bufsize)
+static void
+cached_hop_begin(CacheScan *ss, const ShnswRef *refs, int n)
 {
-	int		   *order = n <= bufsize ? order_buf : palloc(sizeof(int) * n);
-
-	for (int k = 0; k < n; k++)
-	{
-		int			j = k;
-
-		while (j > 0 && refs[order[j - 1]] > refs[k])
-		{
-			order[j] = order[j - 1];
-			j--;
-		}
-		order[j] = k;
-	}
 	for (int k = CACHE_PREFETCH_AHEAD; k < n; k++)
-		cached_prefetch_record(ss, refs[order[k]], false);
+		cached_prefetch_record(ss, refs[k], false);
 	for (int k = 0; k < Min(n, CACHE_PREFETCH_AHEAD); k++)
-		cached_prefetch_record(ss, refs[order[k]], true);
-	return order;
+		cached_prefetch_record(ss, refs[k], true);
 }
 
 /*
@@ -299,15 +195,12 @@ static void
 cached_read_nodes(void *vctx, const ShnswRef *refs, int n, ShnswNodeFn fn, void *arg)
 {
 	CacheScan    *ss = (CacheScan *) vctx;
-	int			order_buf[2 * SHNSW_MAX_M + 2];
-	int		   *order = cached_hop_begin(ss, refs, n, order_buf, lengthof(order_buf));
 
-	for (int k = 0; k < n; k++)
+	cached_hop_begin(ss, refs, n);
+	for (int i = 0; i < n; i++)
 	{
-		int			i = order[k];
-
-		if (k + CACHE_PREFETCH_AHEAD < n)
-			cached_prefetch_record(ss, refs[order[k + CACHE_PREFETCH_AHEAD]], true);
+		if (i + CACHE_PREFETCH_AHEAD < n)
+			cached_prefetch_record(ss, refs[i + CACHE_PREFETCH_AHEAD], true);
 		if (cached_node_fn(ss, refs[i], fn, NULL, arg, i))
 			ss->stats->cache_nodes++;
 		else
@@ -318,8 +211,6 @@ cached_read_nodes(void *vctx, const ShnswRef *refs, int n, ShnswNodeFn fn, void 
 			ss->inner.read_nodes(ss->inner.ctx, &refs[i], 1, shim_cb, &a);
 		}
 	}
-	if (order != order_buf)
-		pfree(order);
 }
 
 /*
@@ -363,22 +254,21 @@ cached_read_nodes_held(void *vctx, const ShnswRef *refs, int n, ShnswNodeFn fn,
 					ShnswFlushFn flush, void *arg)
 {
 	CacheScan    *ss = (CacheScan *) vctx;
-	int			order_buf[2 * SHNSW_MAX_M + 2];
-	int		   *order = cached_hop_begin(ss, refs, n, order_buf, lengthof(order_buf));
 	int			held[SHNSW_HELD_BATCH];
 	CachePageDesc *hdesc[SHNSW_HELD_BATCH];
 	uint32		hseq[SHNSW_HELD_BATCH];
 	int			nheld = 0;
 
+	cached_hop_begin(ss, refs, n);
 	for (int k = 0; k <= n; k++)
 	{
-		int			i = k < n ? order[k] : -1;
+		int			i = k < n ? k : -1;
 		const char *src = NULL;
 		CachePageDesc *d = NULL;
 		uint32		s1 = 0;
 
 		if (k + CACHE_PREFETCH_AHEAD < n)
-			cached_prefetch_record(ss, refs[order[k + CACHE_PREFETCH_AHEAD]], true);
+			cached_prefetch_record(ss, refs[k + CACHE_PREFETCH_AHEAD], true);
 		/* a writer in the page, or a slot it lacks: read alone, below */
 		if (i >= 0 && (src = cached_record_addr(ss, refs[i], &d)) != NULL &&
 			(!seq_peek(d, &s1) ||
@@ -417,8 +307,6 @@ cached_read_nodes_held(void *vctx, const ShnswRef *refs, int n, ShnswNodeFn fn,
 				cached_held_fallback(ss, refs[i], i, fn, flush, arg);
 		}
 	}
-	if (order != order_buf)
-		pfree(order);
 }
 
 /* what upper_read is given */
@@ -546,7 +434,7 @@ cached_prefetch(void *vctx, const ShnswRef *refs, int n, bool speculative)
 /* what records_read is given */
 typedef struct RecordsRead
 {
-	LocalCopy  *li;
+	CacheScan  *ss;
 	uint32		blk;
 	uint32		v;				/* the block's map entry (a graph page's) */
 	ShnswRecordsFn fn;
@@ -562,14 +450,26 @@ static int
 records_read(void *arg)
 {
 	RecordsRead *r = (RecordsRead *) arg;
-	LocalCopy  *li = r->li;
+	CacheScan  *ss = r->ss;
+	LocalCopy  *li = ss->li;
+	const uint32 *pos = li->recpos + (Size) MAP_INDEX(r->v) * ss->npp;
 	int			nslots;
 
 	if (pg_atomic_read_u32(&li->map[r->blk]) != r->v)
 		return -1;
 	nslots = CACHE_LOAD(uint16, &li->gdesc[MAP_INDEX(r->v)].nslots);	/* once */
-	nslots = Min(nslots, li->cp->npp);
-	r->fn(r->arg, li->gdata + (Size) MAP_INDEX(r->v) * li->cp->gstride, nslots);
+	nslots = Min(nslots, ss->npp);
+	/* the records are in graph order, not together: gathered, in slot order */
+	for (int s = 0; s < nslots; s++)
+	{
+		uint32		place = CACHE_LOAD(uint32, &pos[s]);
+
+		if (place == RECPOS_NONE)
+			return -1;
+		memcpy(ss->page_copy + (Size) s * ss->node_size,
+			   li->gdata + (Size) place * ss->node_size, ss->node_size);
+	}
+	r->fn(r->arg, ss->page_copy, nslots);
 	return nslots;
 }
 
@@ -586,7 +486,7 @@ cached_page_records(void *vctx, uint32 blk, ShnswRecordsFn fn, void *arg)
 	CacheScan  *ss = (CacheScan *) vctx;
 	LocalCopy  *li = ss->li;
 	uint32		v = copy_map_entry(li, blk);
-	RecordsRead r = {li, blk, v, fn, arg};
+	RecordsRead r = {ss, blk, v, fn, arg};
 
 	if (v == MAP_RESERVED || MAP_KIND(v) == MAP_ABSENT)
 		return -1;
@@ -717,6 +617,19 @@ cache_lookup_or_build(Relation index, const ShnswIndexInfo *info, const CacheTok
 		li = NULL;
 		*status = SHNSW_CACHE_MISSING;
 	}
+	if (li != NULL && pg_atomic_read_u32(&li->cp->reorder) != 0 && build && background &&
+		!IsInParallelMode() && RelationNeedsWAL(index))
+	{
+		int			rs;
+
+		/*
+		 * Inserts placed many records out of graph order (or the copy was
+		 * never in it): a worker rebuilds it in graph order as a regrowth,
+		 * while this one serves. Only then: it is never dropped for that.
+		 */
+		if (!cache_request_build(index, CACHE_REQ_REGROW, &rs))
+			cache_reorder_refused(li);
+	}
 	if (li != NULL || !build || IsInParallelMode())
 		return li;
 	if (*status == SHNSW_CACHE_STALE && background &&
@@ -758,10 +671,12 @@ cached_ops(LocalCopy *li, const ShnswIndexInfo *info, ShnswNodeSource *ops,
 	ss->inner = *ops;
 	ss->stats = stats;
 	ss->slot_bits = info->slot_bits;
+	ss->npp = li->cp->npp;
 	ss->node_size = info->node_size;
 	ss->code_off = (int) shnsw_node_code_offset(info->m);
 	ss->m = info->m;
 	ss->held_copy = MemoryContextAlloc(cxt, info->node_size);
+	ss->page_copy = MemoryContextAlloc(cxt, (Size) ss->npp * info->node_size);
 	ops->ctx = ss;
 	ops->read_nodes = cached_read_nodes;
 	ops->read_nodes_held = cached_read_nodes_held;

@@ -522,6 +522,7 @@ local_fill(LocalCopy *li, dsm_segment *seg)
 	li->map = (pg_atomic_uint32 *) (base + cp->map_off);
 	li->gdesc = (CachePageDesc *) (base + cp->gdesc_off);
 	li->udesc = (CachePageDesc *) (base + cp->udesc_off);
+	li->recpos = (uint32 *) (base + cp->recpos_off);
 	li->gdata = base + cp->gdata_off;
 	li->udata = base + cp->udata_off;
 }

@@ -318,8 +318,6 @@ search_add_record(AddArg *a, int i, const ShnswNodeHeader *node)
 {
 	ShnswSearch *s = a->s;
 
-	if (a->idx[i] == UINT32_MAX)
-		a->idx[i] = s->ncands;
 	search_set_cand(s, a->idx[i], a->refs[i], node, !s->ops->reread_cheap);
 	return s;
 }
@@ -395,8 +393,22 @@ search_add_nodes(ShnswSearch *s, const ShnswRef *refs, int n, uint32_t *idx)
 
 	if (n <= 0)
 		return;
+
+	/*
+	 * Candidate slots in reference order, taken before any is read: the
+	 * source may call back in any order (the shared cache reads in the
+	 * order it prefetched, the buffer path page by page) and the search
+	 * comes out the same.
+	 */
+	while (s->ncands + (uint32_t) n > s->capcands)
+	{
+		s->capcands *= 2;
+		s->cands = shnsw_realloc(s->cands, sizeof(ShnswCand) * s->capcands);
+	}
 	for (int k = 0; k < n; k++)
-		idx[k] = UINT32_MAX;
+		idx[k] = s->ncands + (uint32_t) k;
+	s->ncands += (uint32_t) n;
+	s->ndistances += (uint64_t) n;
 	s->nstage = 0;
 	if (s->ops->read_nodes_held != NULL && s->stage != NULL)
 		s->ops->read_nodes_held(s->ops->ctx, refs, n, search_add_held_cb,

@@ -9,8 +9,11 @@ table), while one client searches every --probe-every rows. For each engine:
 - streamhnsw: how long after the inserts end a search reads every node from
   the shared cache again (EXPLAIN: through buffers = 0), how many copies the
   growth took (builds, regrowths) and the copy's size;
-- hot queries/s (one client, ef_search fixed, the index cached) and
-  recall@10 on the grown index and on an index built fresh on the same rows.
+- hot queries/s (one client, the index cached) and recall@10 on the grown
+  index and on an index built fresh on the same rows, over a sweep of
+  ef_search, and compared at equal recall as BENCHMARKS.md asks: the
+  grown index's q/s at the recall the fresh one reaches at --ef-search,
+  interpolated along its curve, against the fresh index's there.
 
 One run; settings as BENCHMARKS.md's (shared_buffers 2GB and the rest).
 """
@@ -28,7 +31,7 @@ import numpy as np
 
 from .. import data, demo_citus
 from ..cluster import Cluster
-from . import datasets, report
+from . import datasets, metrics, report
 
 ROOT = Path(__file__).resolve().parents[3]
 K = demo_citus.K
@@ -37,6 +40,7 @@ SETTINGS = {"shared_buffers": "2GB", "io_method": "worker", "io_workers": 8,
             "effective_io_concurrency": 16, "jit": "off", "maintenance_work_mem": "1GB",
             "max_wal_size": "8GB", "checkpoint_timeout": "1800s", "autovacuum": "off"}
 ROUNDS = 3
+SWEEP = (20, 30, 40, 60, 80)    # ef_search values of the hot comparison
 CACHE_LINE = re.compile(r"streamhnsw shared cache: (.*?), nodes from cache=(\d+) "
                         r"through buffers=(\d+)")
 
@@ -125,12 +129,22 @@ def _engine(c, am, ds, a, queries):
             res["fresh_nodes"] = _nodes(conn, fresh, queries[:100])
         # alternating rounds, the median of each: a busy machine's noise
         # falls on both indexes alike
-        runs = {table: [], fresh: []}
+        efs = sorted(set(SWEEP) | {a.ef_search})
+        runs = {(t, ef): [] for t in (table, fresh) for ef in efs}
         for _ in range(ROUNDS):
-            for t in runs:
-                runs[t].append(_hot(conn, t, am, a.ef_search, queries, ds.truth))
+            for ef in efs:
+                for t in (table, fresh):
+                    runs[(t, ef)].append(_hot(conn, t, am, ef, queries, ds.truth))
         for key, t in (("grown", table), ("fresh", fresh)):
-            res[key] = tuple(statistics.median(r[i] for r in runs[t]) for i in range(3))
+            res[f"{key}_sweep"] = {ef: tuple(statistics.median(r[i] for r in runs[(t, ef)])
+                                             for i in range(3)) for ef in efs}
+            res[key] = res[f"{key}_sweep"][a.ef_search]
+        # equal recall: the fresh index's at ef_search, read off both curves
+        # alike (metrics.at_recall: the best q/s reaching that recall)
+        target = res["fresh"][2]
+        res["equal_recall"] = {"recall": target} | {
+            f"{key}_qps": metrics.at_recall([(v[2], v[0]) for v in res[f"{key}_sweep"].values()],
+                                            target) for key in ("grown", "fresh")}
         res["index_mb"] = {t: conn.execute(f"SELECT pg_relation_size('{t}_idx')")
                            .fetchone()[0] / 2**20 for t in (table, fresh)}
         conn.execute(f"DROP TABLE {fresh}")
@@ -142,19 +156,36 @@ def _report(res, ds, a):
     lines = [f"# An index grown by inserts: {ds.name}", "",
              f"CREATE INDEX on {a.base:,} rows, then {a.rows - a.base:,} rows inserted (each "
              f"through the index's insert path, {a.batch:,} per INSERT ... SELECT), one search "
-             f"every {a.probe_every:,} rows; then {res['queries']} queries at ef_search "
-             f"{a.ef_search}, one client, after a warm-up pass, {ROUNDS} rounds alternating "
+             f"every {a.probe_every:,} rows; then {res['queries']} queries at each ef_search "
+             "of the sweep below, one client, after a warm-up pass, "
+             f"{ROUNDS} rounds alternating "
              f"(medians), on the grown index and on one built fresh on the same {a.rows:,} rows (cosine, m 16, ef_construction 64; "
              "shared_buffers 2GB). One run.", "",
              "| engine | inserts/s | grown q/s | fresh q/s | grown / fresh | grown recall@10 "
-             "| fresh recall@10 | grown p50 ms | fresh p50 ms | index MB grown / fresh |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| fresh recall@10 | grown / fresh at equal recall | grown p50 ms | fresh p50 ms "
+             "| index MB grown / fresh |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for am, e in res["engines"].items():
         g, f = e["grown"], e["fresh"]
         mb = list(e["index_mb"].values())
+        eq = e.get("equal_recall") or {}
+        eqr = metrics.ratio(eq.get("grown_qps"), eq.get("fresh_qps"))
         lines.append(f"| {ENGINES[am]} | {e['inserts_per_s']:,.0f} | {g[0]:,.0f} | {f[0]:,.0f} "
-                     f"| {g[0] / f[0]:.2f} | {g[2]:.3f} | {f[2]:.3f} | {g[1]:.2f} | {f[1]:.2f} "
+                     f"| {g[0] / f[0]:.2f} | {g[2]:.3f} | {f[2]:.3f} "
+                     f"| {'n/a' if eqr is None else f'{eqr:.2f}'} | {g[1]:.2f} | {f[1]:.2f} "
                      f"| {mb[0]:.0f} / {mb[1]:.0f} |")
+    lines += ["", f"Equal recall: each index's q/s at the recall@10 the fresh one reaches at "
+              f"ef_search {a.ef_search}, interpolated along its sweep over ef_search "
+              f"{', '.join(str(x) for x in sorted(set(SWEEP) | {a.ef_search}))} "
+              "(BENCHMARKS.md: compare at equal recall, never at equal ef_search). "
+              "The sweep, q/s and recall@10, grown / fresh:", "",
+              "| engine | ef_search | grown q/s | grown recall@10 | fresh q/s | fresh recall@10 |",
+              "|---|---:|---:|---:|---:|---:|"]
+    for am, e in res["engines"].items():
+        for ef, gv in e.get("grown_sweep", {}).items():
+            fv = e["fresh_sweep"][ef]
+            lines.append(f"| {ENGINES[am]} | {ef} | {gv[0]:,.0f} | {gv[2]:.3f} | {fv[0]:,.0f} "
+                         f"| {fv[2]:.3f} |")
     if s:
         again = s.get("cached_again_s")
         lines += ["", "- streamhnsw: a search read every node from the shared cache "
