@@ -1018,7 +1018,7 @@ build_copy(Relation index, const ShnswIndexInfo *info, bool explicit, bool succe
 	}
 	if (primary && !beside)
 		copy_catch_up(index, li, nblocks);	/* a successor: its refresh does */
-	cache_order_done(li, beside, ordered, nodes, near);
+	cache_order_done(li, successor, ordered, nodes, near);
 	if (beside)
 	{
 		/* the writes it missed are found by their page LSNs */

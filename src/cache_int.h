@@ -477,7 +477,7 @@ extern uint32 cache_order_records(Relation index, LocalCopy *to, const uint8 *ty
 								  BlockNumber nblocks, ShnswRef entry);
 extern uint64 cache_page_near_links(const CacheCopy *cp, BlockNumber blk, Page page,
 									uint64 *links);
-extern void cache_order_done(LocalCopy *li, bool beside, uint32 ordered, uint64 nodes,
+extern void cache_order_done(LocalCopy *li, bool regrowth, uint32 ordered, uint64 nodes,
 							 const uint64 *near);
 extern void cache_reorder_refused(LocalCopy *li);
 

@@ -178,23 +178,26 @@ cache_page_near_links(const CacheCopy *cp, BlockNumber blk, Page page, uint64 *l
 
 /*
  * cache_order_done: the places filled so far are the build's; those taken
- * after them are counted against them (cache_build.c, copy_graph). A copy
- * not placed in graph order (not a regrowth) of an index whose pages do
- * not keep neighbours together, one filled by inserts, has the next scan
- * rebuild it in graph order as a regrowth: fewer than one link in 64 to
- * the same page. Measured on 500k x 64 (m 16): built by CREATE INDEX
- * (layout.c), one link in 16; grown by inserts from 10k rows, one in 1,000.
+ * after them are counted against them (cache_build.c, copy_graph). A first
+ * build (not a regrowth: asked for one, whatever entry it got, it never
+ * asks again) of an index whose pages do not keep neighbours together,
+ * one filled by inserts, has the next scan rebuild it in graph order as a
+ * regrowth: fewer than one link in 64 to the same page. Measured on 500k x
+ * 64 (m 16): CREATE INDEX (layout.c) keeps one in 16, an index grown from
+ * 10k rows one in 1,000. Not for records of over a kilobyte (fewer than 8
+ * a page): a page holds too few of a node's neighbours to tell, and each
+ * record spans many cache lines anyway.
  */
 void
-cache_order_done(LocalCopy *li, bool beside, uint32 ordered, uint64 nodes, const uint64 *near)
+cache_order_done(LocalCopy *li, bool regrowth, uint32 ordered, uint64 nodes, const uint64 *near)
 {
 	CacheCopy  *cp = li->cp;
 
 	pg_atomic_write_u32(&cp->ordered, pg_atomic_read_u32(&cp->pnext));
 	elog(DEBUG1, "streamhnsw cache: %s build, " UINT64_FORMAT " nodes, %u placed in graph order, "
 		 UINT64_FORMAT " of " UINT64_FORMAT " links to the same page",
-		 beside ? "regrowth" : "first", nodes, ordered, near[0], near[1]);
-	if (!beside && nodes >= CACHE_REORDER_MIN && near[0] * 64 < near[1])
+		 regrowth ? "regrowth" : "first", nodes, ordered, near[0], near[1]);
+	if (!regrowth && cp->npp >= 8 && nodes >= CACHE_REORDER_MIN && near[0] * 64 < near[1])
 		pg_atomic_write_u32(&cp->reorder, 1);
 }
 
