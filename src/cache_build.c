@@ -920,7 +920,7 @@ build_copy(Relation index, const ShnswIndexInfo *info, bool explicit, bool succe
 {
 	BlockNumber nblocks = RelationGetNumberOfBlocks(index);
 	int			npp = shnsw_nodes_per_page(info->node_size);
-	Size		page_bytes = (Size) npp * (info->node_size + sizeof(uint32));
+	Size		node_bytes = info->node_size + sizeof(uint32);	/* record, place */
 	bool		primary = !RecoveryInProgress();	/* before the token */
 	ShnswMetaSnapshot snap;
 	char		why[320];
@@ -948,11 +948,10 @@ build_copy(Relation index, const ShnswIndexInfo *info, bool explicit, bool succe
 
 	/* a lower bound from what the metapage counts: skip hopeless attempts */
 	shnsw_read_meta(index, &snap);
-	if ((Size) (snap.node_count / Max(npp, 1)) * page_bytes > cache_budget())
+	if ((Size) snap.node_count * node_bytes > cache_budget())
 	{
 		*status = SHNSW_CACHE_TOO_BIG;
-		entry_fail_too_big(index, slot, (Size) (snap.node_count / Max(npp, 1)) * page_bytes,
-						   nblocks);
+		entry_fail_too_big(index, slot, (Size) snap.node_count * node_bytes, nblocks);
 		return NULL;
 	}
 
@@ -1006,7 +1005,8 @@ build_copy(Relation index, const ShnswIndexInfo *info, bool explicit, bool succe
 	copy_layout(seg, info, types, nblocks, ng, nu, grown, offs, size, &tok);
 	li = copy_publish(slot, seg);
 	beside = cache_ctl->entries[slot].successor;
-	ordered = beside ? cache_order_records(index, li, types, nblocks, snap.entry) : 0;
+	ordered = beside ? cache_order_records(index, li, types, nblocks, snap.entry,
+										   build_yields, slot) : 0;
 	nodes = copy_pages(index, slot, li, types, nblocks, strategy, near, &yielded);
 	FreeAccessStrategy(strategy);
 	pfree(types);

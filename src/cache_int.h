@@ -474,7 +474,8 @@ extern LocalCopy *cache_refresh_or_drop(Relation index, const ShnswIndexInfo *in
 
 /* cache_order.c */
 extern uint32 cache_order_records(Relation index, LocalCopy *to, const uint8 *types,
-								  BlockNumber nblocks, ShnswRef entry);
+								  BlockNumber nblocks, ShnswRef entry,
+								  bool (*yields) (int slot), int slot);
 extern uint64 cache_page_near_links(const CacheCopy *cp, BlockNumber blk, Page page,
 									uint64 *links);
 extern void cache_order_done(LocalCopy *li, bool regrowth, uint32 ordered, uint64 nodes,

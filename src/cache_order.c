@@ -106,11 +106,13 @@ order_place(LocalCopy *to, const uint32 *gidx, BlockNumber nblocks, ShnswRef ref
  * since, in their own page slots, from the same counter (pnext). A node
  * `from` lacks (a page added after it outgrew) is placed when met but
  * not walked through; nodes the walk does not reach are placed by the
- * page copy, after. Returns how many it placed.
+ * page copy, after. Every 4,096 nodes it asks yields(slot) whether the
+ * build gives way (to a truncation: cache_build.c, build_yields), and stops
+ * if so. Returns how many it placed.
  */
 uint32
 cache_order_records(Relation index, LocalCopy *to, const uint8 *types, BlockNumber nblocks,
-					ShnswRef entry)
+					ShnswRef entry, bool (*yields) (int slot), int slot)
 {
 	CacheCopy  *cp = to->cp;
 	LocalCopy  *from = cache_local_map(index, true);
@@ -145,7 +147,11 @@ cache_order_records(Relation index, LocalCopy *to, const uint8 *types, BlockNumb
 			if (order_place(to, gidx, nblocks, list[k]))
 				queue[tail++] = list[k];
 		if ((head & 4095) == 0)
+		{
 			CHECK_FOR_INTERRUPTS();
+			if (yields(slot))
+				break;			/* the page copy gives the build up next */
+		}
 	}
 	pfree(queue);
 	pfree(gidx);
