@@ -35,7 +35,7 @@ typedef struct ListRead
 	ShnswRef   *out;
 } ListRead;
 
-/* seq_read's read for cache_read_list: the list, at most max entries */
+/* seq_read's read for read_list: the list, at most max entries */
 static pg_attribute_always_inline int
 list_read(void *arg)
 {
@@ -99,16 +99,16 @@ order_place(LocalCopy *to, const uint32 *gidx, BlockNumber nblocks, ShnswRef ref
  * cache_order_records places the records of copy `to`, a regrowth laid
  * out and published but with no page copied yet, breadth-first over layer
  * 0 from entry: a node's place is set when the walk first meets it, and
- * its list is read in `from`, the index's copy that serves meanwhile (none:
- * nothing placed). Only the
- * graph pages of types (the pages copy_pages will copy, into page slots
- * in block order) are placed: writers place the records of pages added
- * since, in their own page slots, from the same counter (pnext). A node
- * `from` lacks (a page added after it outgrew) is placed when met but
- * not walked through; nodes the walk does not reach are placed by the
- * page copy, after. Every 4,096 nodes it asks yields(slot) whether the
- * build gives way (to a truncation: cache_build.c, build_yields), and stops
- * if so. Returns how many it placed.
+ * its list is read in `from`, the index's copy that serves meanwhile (if
+ * there is none, nothing is placed). Only the graph pages of types (the
+ * pages copy_pages will copy, into page slots in block order) are placed:
+ * writers place the records of pages added since, in their own page
+ * slots, from the same counter (pnext). A node `from` lacks (a page added
+ * after it outgrew) is placed when met but not walked through; nodes the
+ * walk does not reach are placed by the page copy, after. Every 4,096
+ * nodes it asks yields(slot) whether the build gives way (to a truncation:
+ * cache_build.c, build_yields), and stops if so. Returns how many it
+ * placed.
  */
 uint32
 cache_order_records(Relation index, LocalCopy *to, const uint8 *types, BlockNumber nblocks,
@@ -125,7 +125,8 @@ cache_order_records(Relation index, LocalCopy *to, const uint8 *types, BlockNumb
 
 	if (from == NULL || from == to)
 		return 0;
-	gidx = palloc_extended(sizeof(uint32) * (Size) Max(nblocks, 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM);
+	gidx = palloc_extended(sizeof(uint32) * (Size) Max(nblocks, 1),
+						   MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM);
 	if (gidx == NULL)
 		return 0;
 	for (BlockNumber b = 0; b < nblocks; b++)
