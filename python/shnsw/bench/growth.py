@@ -70,6 +70,11 @@ def _hot(conn, table, am, ef, queries, truth):
     return qps, statistics.median(lat), recall
 
 
+def _sweep(a):
+    """The ef_search values of the hot comparison: SWEEP and --ef-search."""
+    return sorted(set(SWEEP) | {a.ef_search})
+
+
 def _nodes(conn, table, queries):
     """Mean nodes a streamhnsw search reads (EXPLAIN's cache line)."""
     return float(np.mean([sum(_cache_line(conn, table, q)[1:]) for q in queries]))
@@ -129,7 +134,7 @@ def _engine(c, am, ds, a, queries):
             res["fresh_nodes"] = _nodes(conn, fresh, queries[:100])
         # alternating rounds, the median of each: a busy machine's noise
         # falls on both indexes alike
-        efs = sorted(set(SWEEP) | {a.ef_search})
+        efs = _sweep(a)
         runs = {(t, ef): [] for t in (table, fresh) for ef in efs}
         for _ in range(ROUNDS):
             for ef in efs:
@@ -176,7 +181,7 @@ def _report(res, ds, a):
                      f"| {mb[0]:.0f} / {mb[1]:.0f} |")
     lines += ["", f"Equal recall: each index's q/s at the recall@10 the fresh one reaches at "
               f"ef_search {a.ef_search}, interpolated along its sweep over ef_search "
-              f"{', '.join(str(x) for x in sorted(set(SWEEP) | {a.ef_search}))} "
+              f"{', '.join(str(x) for x in _sweep(a))} "
               "(BENCHMARKS.md: compare at equal recall, never at equal ef_search). "
               "The sweep, q/s and recall@10, grown / fresh:", "",
               "| engine | ef_search | grown q/s | grown recall@10 | fresh q/s | fresh recall@10 |",
